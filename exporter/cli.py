@@ -1,0 +1,62 @@
+"""`gdx`: the command line. `gdx serve` runs the node daemon; later subcommands analyse schemas."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+from exporter import __version__, config
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gdx",
+        description="guided-decoding-exporter: grammar-compile metrics for structured-output LLM serving.",
+    )
+    parser.add_argument("--version", action="version", version=f"gdx {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = sub.add_parser(
+        "serve",
+        help="run the node daemon (Prometheus /metrics on :9479)",
+        description=(
+            "Run the node daemon: per-core CPU, NVML GPU gauges, vLLM /metrics passthrough and the in-engine"
+            " probe's compile metrics on one /metrics endpoint. Every flag can also be set in the YAML"
+            " file (--config.file) or as a GDX_* environment variable; flags win over the environment,"
+            " which wins over the file. Invalid configuration exits with code 2 before anything starts."
+        ),
+    )
+    config.add_flags(serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    if args.command == "serve":
+        return _serve(vars(args))
+    return 2
+
+
+def _serve(flags: dict[str, object]) -> int:
+    flags.pop("command", None)
+    try:
+        cfg = config.load(flags)
+    except config.ConfigError as err:
+        print(f"gdx serve: {err}", file=sys.stderr)
+        return 2
+    from exporter import logs, server
+
+    logs.setup(cfg.log_level, cfg.log_format)
+    try:
+        asyncio.run(server.serve(cfg))
+    except SystemExit as err:
+        if isinstance(err.code, str):
+            print(f"gdx serve: {err.code}", file=sys.stderr)
+            return 1
+        raise
+    return 0

@@ -1,0 +1,462 @@
+"""Configuration: one table of options, settable by flag, environment variable or YAML file.
+
+Each option is a field of `Config` whose metadata names its flag, its YAML key and its parser, so the
+flags, the environment variables, the YAML schema, `--help` and the README table cannot drift apart.
+Precedence, lowest first: built-in default, YAML file (`--config.file`), `GDX_*` environment, flags.
+Every problem is reported as `ConfigError` naming the key and where the value came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+ENV_PREFIX = "GDX_"
+DEFAULT_PORT = 9479
+DEFAULT_SOCKET = "/run/guided-decoding-exporter/probe.sock"
+COLLECTORS = ("cpu", "nvml", "vllm", "probe")
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the key, its origin and the problem."""
+
+    def __init__(self, key: str, problem: str, origin: str = "") -> None:
+        where = f" (from {origin})" if origin else ""
+        super().__init__(f"invalid configuration: {key}{where}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Target:
+    """One engine `/metrics` endpoint; `pod` becomes the `pod` label of its passed-through samples."""
+
+    url: str
+    pod: str
+
+
+# ---- value parsers: each takes the raw value (str from flags/env, any type from YAML) ----------------
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_SIZE = re.compile(r"^\s*(\d+)\s*(B|KB|KiB|MB|MiB|GB|GiB)?\s*$")
+_SIZE_UNITS = {
+    None: 1,
+    "B": 1,
+    "KB": 10**3,
+    "KiB": 2**10,
+    "MB": 10**6,
+    "MiB": 2**20,
+    "GB": 10**9,
+    "GiB": 2**30,
+}
+_DURATION_UNITS = {None: 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "h": 3600.0}
+
+
+def parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{raw!r} is not a boolean (true/false)")
+
+
+def parse_duration(raw: Any) -> float:
+    """Seconds from `500ms`, `5s`, `1m`, `1h` or a bare number of seconds; must be positive."""
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a duration (e.g. 500ms, 5s, 1m)")
+    match = _DURATION.match(str(raw))
+    if not match:
+        raise ValueError(f"{raw!r} is not a duration (e.g. 500ms, 5s, 1m)")
+    seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    if seconds <= 0:
+        raise ValueError(f"{raw!r} must be greater than zero")
+    return seconds
+
+
+def parse_size(raw: Any) -> int:
+    """Bytes from `16MiB`, `1GB`, `512KiB` or a bare number; must be positive."""
+    match = _SIZE.match(str(raw)) if not isinstance(raw, bool) else None
+    if not match:
+        raise ValueError(f"{raw!r} is not a size (e.g. 16MiB, 1GB, 65536)")
+    size = int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+    if size <= 0:
+        raise ValueError(f"{raw!r} must be greater than zero")
+    return size
+
+
+def parse_positive_int(raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not an integer")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{raw!r} is not an integer") from None
+    if value <= 0:
+        raise ValueError(f"{raw!r} must be greater than zero")
+    return value
+
+
+def parse_port(raw: Any) -> int:
+    value = parse_positive_int(raw)
+    if value > 65535:
+        raise ValueError(f"{raw!r} is not a TCP port (1-65535)")
+    return value
+
+
+def parse_address(raw: Any) -> str:
+    """`host:port`, `:port` (all interfaces) or `[v6]:port`; port 0 asks the OS for a free one."""
+    text = str(raw).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{raw!r} is not host:port (e.g. :9479 or 127.0.0.1:9479)")
+    if host.startswith("[") != host.endswith("]"):
+        raise ValueError(f"{raw!r} has an unbalanced IPv6 bracket")
+    return text
+
+
+def split_address(address: str) -> tuple[str | None, int]:
+    """`:9479` -> (None, 9479) meaning every interface; `[::1]:80` -> ('::1', 80)."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    return (host or None), int(port)
+
+
+def parse_text(raw: Any) -> str:
+    if isinstance(raw, (dict, list)):
+        raise ValueError(f"expected a string, got {type(raw).__name__}")
+    return str(raw).strip()
+
+
+def choice(*allowed: str) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        text = str(raw).strip().lower()
+        if text not in allowed:
+            raise ValueError(f"{raw!r} is not one of {', '.join(allowed)}")
+        return text
+
+    return parse
+
+
+def _target_from(raw: Any) -> Target:
+    if isinstance(raw, Mapping):
+        unknown = set(raw) - {"url", "pod"}
+        if unknown:
+            raise ValueError(f"unknown target field(s) {sorted(unknown)}; expected url and pod")
+        url, pod = raw.get("url"), raw.get("pod")
+    else:
+        url, pod = raw, None
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"{raw!r} has no url")
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/metrics)")
+    if parts.path in ("", "/"):
+        url = url.rstrip("/") + "/metrics"
+    name = str(pod).strip() if pod is not None else parts.netloc
+    if not name:
+        raise ValueError(f"{raw!r} has an empty pod name")
+    return Target(url=url, pod=name)
+
+
+def parse_targets(raw: Any) -> tuple[Target, ...]:
+    """A list (YAML) or a comma-separated string (env) of URLs or `{url, pod}` mappings."""
+    if raw is None:
+        return ()
+    items: Sequence[Any]
+    if isinstance(raw, str):
+        items = [part for part in raw.split(",") if part.strip()]
+    elif isinstance(raw, (list, tuple)):
+        items = raw
+    else:
+        items = [raw]
+    targets = tuple(_target_from(item) for item in items)
+    pods = [t.pod for t in targets]
+    duplicates = sorted({p for p in pods if pods.count(p) > 1})
+    if duplicates:
+        raise ValueError(f"two targets share the pod name {duplicates[0]!r}; give each a distinct pod")
+    return targets
+
+
+# ---- the option table ---------------------------------------------------------------------------------
+
+
+def _opt(
+    default: Any,
+    flag: str,
+    parse: Callable[[Any], Any],
+    help: str,
+    *,
+    yaml_key: str | None = None,
+    repeat: bool = False,
+    metavar: str | None = None,
+) -> Any:
+    meta = {
+        "flag": flag,
+        "yaml": yaml_key or flag.replace("-", "_"),
+        "env": ENV_PREFIX + re.sub(r"[.-]", "_", flag).upper(),
+        "parse": parse,
+        "help": help,
+        "repeat": repeat,
+        "metavar": metavar,
+    }
+    if isinstance(default, (list, tuple)):
+        return field(default=tuple(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The daemon's resolved configuration. Field metadata is the option table."""
+
+    web_listen_address: str = _opt(
+        f":{DEFAULT_PORT}",
+        "web.listen-address",
+        parse_address,
+        "Address for /metrics, /healthz and / (':9479' = every interface; 9400 is dcgm-exporter's).",
+        metavar="ADDR",
+    )
+    log_level: str = _opt("info", "log.level", choice("debug", "info", "warning", "error"), "Log level.")
+    log_format: str = _opt("logfmt", "log.format", choice("logfmt", "json"), "Log line format.")
+    collector_cpu: bool = _opt(True, "collector.cpu", parse_bool, "Per-core CPU seconds (psutil).")
+    collector_nvml: bool = _opt(True, "collector.nvml", parse_bool, "GPU gauges from NVML.")
+    collector_vllm: bool = _opt(True, "collector.vllm", parse_bool, "Scrape vLLM /metrics targets.")
+    collector_probe: bool = _opt(True, "collector.probe", parse_bool, "Receive in-engine probe snapshots.")
+    collector_timeout: float = _opt(
+        5.0,
+        "collector.timeout",
+        parse_duration,
+        "Longest a scrape waits for the cpu, nvml and probe sources before marking one failed.",
+        metavar="DURATION",
+    )
+    vllm_targets: tuple[Target, ...] = _opt(
+        (),
+        "vllm.target",
+        parse_targets,
+        "vLLM /metrics URL to scrape; repeat the flag for more (env: comma-separated; YAML: list of URLs"
+        " or {url, pod}). The pod label defaults to host:port.",
+        yaml_key="vllm.targets",
+        repeat=True,
+        metavar="URL",
+    )
+    vllm_timeout: float = _opt(
+        3.0,
+        "vllm.timeout",
+        parse_duration,
+        "Per-target scrape timeout, whole body included.",
+        metavar="DURATION",
+    )
+    vllm_max_body_bytes: int = _opt(
+        16 * 2**20,
+        "vllm.max-body-bytes",
+        parse_size,
+        "Largest target /metrics body accepted; larger marks the target down.",
+        metavar="SIZE",
+    )
+    vllm_passthrough: bool = _opt(
+        True,
+        "vllm.passthrough",
+        parse_bool,
+        "Re-export the targets' vllm:* families with a pod label (off when Prometheus scrapes vLLM itself).",
+    )
+    probe_socket: str = _opt(
+        DEFAULT_SOCKET,
+        "probe.socket",
+        parse_text,
+        "Unix socket the in-engine probes send snapshots to (a hostPath shared with engine pods).",
+        metavar="PATH",
+    )
+    nvml_retry_interval: float = _opt(
+        60.0,
+        "nvml.retry-interval",
+        parse_duration,
+        "How long to wait before retrying NVML initialisation after it failed.",
+        metavar="DURATION",
+    )
+    kubernetes_enabled: bool = _opt(
+        False,
+        "kubernetes.enabled",
+        parse_bool,
+        "Discover vLLM pods on this node through the Kubernetes API (in-cluster service account).",
+    )
+    kubernetes_node_name: str = _opt(
+        "",
+        "kubernetes.node-name",
+        parse_text,
+        "This node's name; defaults to $NODE_NAME (set it from the downward API spec.nodeName).",
+        metavar="NAME",
+    )
+    kubernetes_pod_selector: str = _opt(
+        "",
+        "kubernetes.pod-selector",
+        parse_text,
+        "Label selector for engine pods (e.g. app.kubernetes.io/name=vllm); empty = every pod on the node"
+        " that carries the scrape annotation.",
+        metavar="SELECTOR",
+    )
+    kubernetes_pod_annotation: str = _opt(
+        "guided-decoding-exporter.io/scrape",
+        "kubernetes.pod-annotation",
+        parse_text,
+        "Annotation that opts a pod in when set to 'true' (ignored when a pod selector is set). The pod's"
+        " '<prefix>/port' and '<prefix>/path' annotations override the port and path.",
+        metavar="KEY",
+    )
+    kubernetes_default_port: int = _opt(
+        8000, "kubernetes.default-port", parse_port, "Port of a discovered pod's /metrics.", metavar="PORT"
+    )
+    kubernetes_refresh_interval: float = _opt(
+        30.0,
+        "kubernetes.refresh-interval",
+        parse_duration,
+        "How often the pod list is refreshed.",
+        metavar="DURATION",
+    )
+    kubernetes_api_server: str = _opt(
+        "https://kubernetes.default.svc",
+        "kubernetes.api-server",
+        parse_text,
+        "Kubernetes API address.",
+        metavar="URL",
+    )
+    kubernetes_token_file: str = _opt(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "kubernetes.token-file",
+        parse_text,
+        "Service-account token (re-read on every list: projected tokens rotate).",
+        metavar="PATH",
+    )
+    kubernetes_ca_file: str = _opt(
+        "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+        "kubernetes.ca-file",
+        parse_text,
+        "CA bundle for the API server; empty uses the system store.",
+        metavar="PATH",
+    )
+
+    def collector_enabled(self, name: str) -> bool:
+        return bool(getattr(self, f"collector_{name}"))
+
+
+OPTIONS: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(Config)
+_BY_YAML = {f.metadata["yaml"]: f for f in OPTIONS}
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Adds every option as a flag whose default is 'not given', so precedence can be applied later."""
+    parser.add_argument(
+        "--config.file",
+        dest="config_file",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help=f"YAML configuration file (env {ENV_PREFIX}CONFIG_FILE). Keys are the flag names, e.g."
+        " 'web: {listen_address: \":9479\"}'.",
+    )
+    for f in OPTIONS:
+        meta = f.metadata
+        text = f"{meta['help']} (env {meta['env']}; default {_show_default(f.default)})"
+        flag = "--" + meta["flag"]
+        if meta["parse"] is parse_bool:
+            parser.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=text
+            )
+        elif meta["repeat"]:
+            parser.add_argument(
+                flag,
+                dest=f.name,
+                action="append",
+                default=argparse.SUPPRESS,
+                metavar=meta["metavar"],
+                help=text,
+            )
+        else:
+            parser.add_argument(
+                flag, dest=f.name, default=argparse.SUPPRESS, metavar=meta["metavar"], help=text
+            )
+
+
+def _show_default(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value in ((), ""):
+        return "none"
+    return str(value)
+
+
+def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested YAML mappings to dotted keys; a mapping under a known key (a target) stays whole."""
+    if not isinstance(doc, Mapping):
+        raise ConfigError(prefix or "<root>", f"expected a mapping, got {type(doc).__name__}", "config file")
+    flat: dict[str, Any] = {}
+    for key, value in doc.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if dotted in _BY_YAML or not isinstance(value, Mapping):
+            flat[dotted] = value
+        else:
+            flat.update(_flatten(value, dotted))
+    return flat
+
+
+def read_yaml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            doc = yaml.safe_load(handle)
+    except OSError as err:
+        raise ConfigError("config.file", f"cannot read {path}: {err.strerror or err}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError("config.file", f"{path} is not valid YAML: {err}") from None
+    if doc is None:
+        return {}
+    flat = _flatten(doc)
+    for key in flat:
+        if key not in _BY_YAML:
+            known = ", ".join(sorted(_BY_YAML))
+            raise ConfigError(key, f"unknown key in {path} (known keys: {known})", "config file")
+    return flat
+
+
+def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Resolves defaults < YAML < environment < flags into a validated `Config`."""
+    flags = dict(flags or {})
+    environ = os.environ if environ is None else environ
+    config_file = flags.pop("config_file", None) or environ.get(ENV_PREFIX + "CONFIG_FILE")
+    from_yaml = read_yaml(config_file) if config_file else {}
+    values: dict[str, Any] = {}
+    for f in OPTIONS:
+        meta = f.metadata
+        if f.name in flags:
+            raw, origin = flags[f.name], "--" + meta["flag"]
+            if meta["repeat"]:
+                raw = [item for item in raw]
+        elif meta["env"] in environ:
+            raw, origin = environ[meta["env"]], meta["env"]
+        elif meta["yaml"] in from_yaml:
+            raw, origin = from_yaml[meta["yaml"]], f"{config_file}: {meta['yaml']}"
+        else:
+            continue
+        try:
+            values[f.name] = meta["parse"](raw)
+        except ValueError as err:
+            raise ConfigError(meta["flag"], str(err), origin) from None
+    config = Config(**values)
+    if config.kubernetes_enabled and not config.kubernetes_node_name:
+        node = environ.get("NODE_NAME", "").strip()
+        if not node:
+            raise ConfigError(
+                "kubernetes.node-name",
+                "kubernetes discovery is on but the node name is unknown: set NODE_NAME from the downward"
+                " API (fieldRef spec.nodeName) or --kubernetes.node-name",
+            )
+        config = dataclasses.replace(config, kubernetes_node_name=node)
+    return config

@@ -1,0 +1,180 @@
+"""The daemon's HTTP side: `/metrics`, `/healthz`, `/`, and orderly start and stop.
+
+A scrape refreshes every enabled source concurrently (single-flight: scrapes that arrive while a refresh
+runs share it), then renders in a worker thread so a large page never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import json
+import logging
+import signal
+import time
+from collections.abc import Sequence
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client import exposition as text_exposition
+from prometheus_client.openmetrics import exposition as om_exposition
+
+from exporter import __version__
+from exporter.config import Config, split_address
+from exporter.sources.base import SelfCollector, Source
+from exporter.sources.cpu import CpuSource
+from exporter.sources.kubernetes import PodDiscovery
+from exporter.sources.nvml import NvmlSource
+from exporter.sources.vllm import VllmSource
+
+log = logging.getLogger("gdx.server")
+SHUTDOWN_GRACE = 3.0  # seconds given to in-flight requests on SIGTERM; the whole stop stays under 5 s
+
+
+def build_sources(config: Config) -> list[Source]:
+    """The enabled sources, in a stable order."""
+    sources: list[Source] = []
+    if config.collector_cpu:
+        sources.append(CpuSource(timeout=config.collector_timeout))
+    if config.collector_nvml:
+        sources.append(
+            NvmlSource(retry_interval=config.nvml_retry_interval, timeout=config.collector_timeout)
+        )
+    if config.collector_vllm:
+        discovery = PodDiscovery(config) if config.kubernetes_enabled else None
+        sources.append(VllmSource(config, discovery))
+    if config.collector_probe:
+        from exporter.sources.probe import ProbeSource
+
+        sources.append(ProbeSource(config))
+    return sources
+
+
+class Exporter:
+    """Sources, the registry that renders them, and the single-flight refresh."""
+
+    def __init__(self, config: Config, sources: Sequence[Source] | None = None) -> None:
+        self.config = config
+        self.sources = list(build_sources(config) if sources is None else sources)
+        self.registry = CollectorRegistry(auto_describe=False)
+        for source in self.sources:
+            self.registry.register(source)
+        self.registry.register(SelfCollector(self.sources))
+        ProcessCollector(namespace="", registry=self.registry)
+        self.vllm = next((s for s in self.sources if isinstance(s, VllmSource)), None)
+        self._refreshing: asyncio.Task[None] | None = None
+        self.started_at = time.time()
+
+    async def start(self) -> None:
+        for source in self.sources:
+            await source.start()
+
+    async def close(self) -> None:
+        for source in self.sources:
+            try:
+                await source.close()
+            except Exception:
+                log.exception("closing collector %s", source.name)
+
+    async def refresh(self) -> None:
+        if self._refreshing is None or self._refreshing.done():
+            self._refreshing = asyncio.ensure_future(self._refresh_all())
+        await asyncio.shield(self._refreshing)
+
+    async def _refresh_all(self) -> None:
+        await asyncio.gather(*(s.timed_refresh() for s in self.sources))
+
+    def render(self, accept: str) -> tuple[bytes, str]:
+        """The page in the format the scraper asked for (OpenMetrics or text 0.0.4)."""
+        openmetrics = "application/openmetrics-text" in accept
+        extra = self.vllm.passthrough_text(openmetrics) if self.vllm is not None else ""
+        if openmetrics:
+            own = om_exposition.generate_latest(self.registry)  # type: ignore[no-untyped-call]
+            body = own[: -len(b"# EOF\n")] + extra.encode() + b"# EOF\n"
+            return body, om_exposition.CONTENT_TYPE_LATEST
+        return text_exposition.generate_latest(
+            self.registry
+        ) + extra.encode(), text_exposition.CONTENT_TYPE_LATEST
+
+    def health(self) -> dict[str, object]:
+        return {
+            "status": "ok",
+            "version": __version__,
+            "uptime_seconds": round(time.time() - self.started_at, 3),
+            "collectors": {
+                s.name: {
+                    "success": s.success if s.refreshed else None,
+                    "last_error": s.last_error,
+                    "duration_seconds": round(s.duration, 6),
+                }
+                for s in self.sources
+            },
+        }
+
+
+def make_app(exporter: Exporter) -> web.Application:
+    async def metrics(request: web.Request) -> web.Response:
+        await exporter.refresh()
+        body, content_type = await asyncio.get_running_loop().run_in_executor(
+            None, exporter.render, request.headers.get("Accept", "")
+        )
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.json_response(exporter.health(), dumps=lambda d: json.dumps(d, indent=2) + "\n")
+
+    async def index(_: web.Request) -> web.Response:
+        enabled = ", ".join(html.escape(s.name) for s in exporter.sources) or "none"
+        page = (
+            "<!doctype html><html><head><title>guided-decoding-exporter</title></head><body>"
+            f"<h1>guided-decoding-exporter {html.escape(__version__)}</h1>"
+            "<p>Grammar-compile metrics for structured-output serving.</p>"
+            f"<p>Collectors: {enabled}</p>"
+            '<ul><li><a href="metrics">/metrics</a></li><li><a href="healthz">/healthz</a></li></ul>'
+            "</body></html>\n"
+        )
+        return web.Response(text=page, content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/", index)
+    return app
+
+
+async def serve(
+    config: Config, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None
+) -> None:
+    """Runs until SIGTERM/SIGINT (or `stop` is set), then stops within SHUTDOWN_GRACE plus cleanup."""
+    exporter = Exporter(config)
+    await exporter.start()
+    runner = web.AppRunner(make_app(exporter), handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE)
+    await runner.setup()
+    host, port = split_address(config.web_listen_address)
+    site = web.TCPSite(runner, host, port, shutdown_timeout=SHUTDOWN_GRACE)
+    try:
+        await site.start()
+    except OSError as err:
+        await runner.cleanup()
+        await exporter.close()
+        raise SystemExit(f"cannot listen on {config.web_listen_address}: {err.strerror or err}") from None
+    for addr in runner.addresses:
+        log.info(
+            "listening on http://%s:%d/ (collectors: %s)",
+            f"[{addr[0]}]" if ":" in addr[0] else addr[0],
+            addr[1],
+            ",".join(s.name for s in exporter.sources) or "none",
+        )
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread (tests)
+            loop.add_signal_handler(sig, stop.set)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    log.info("shutting down")
+    await runner.cleanup()
+    await exporter.close()
+    log.info("stopped")

@@ -1,0 +1,1 @@
+"""One collector per data source (node_exporter's layout): cpu, nvml, vllm, probe."""
