@@ -29,7 +29,9 @@ from exporter.sources.nvml import NvmlSource
 from exporter.sources.vllm import VllmSource
 
 log = logging.getLogger("gdx.server")
-SHUTDOWN_GRACE = 3.0  # seconds given to in-flight requests on SIGTERM; the whole stop stays under 5 s
+SHUTDOWN_GRACE = 1.0  # seconds in-flight requests get after SIGTERM; the whole stop stays well under 5 s
+# The classic format: the passthrough is written in it, and every Prometheus reads it.
+TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def build_sources(config: Config) -> list[Source]:
@@ -82,6 +84,11 @@ class Exporter:
             self._refreshing = asyncio.ensure_future(self._refresh_all())
         await asyncio.shield(self._refreshing)
 
+    def cancel_refresh(self) -> None:
+        """On shutdown: scrapes waiting on a slow source end now rather than at their timeout."""
+        if self._refreshing is not None:
+            self._refreshing.cancel()
+
     async def _refresh_all(self) -> None:
         await asyncio.gather(*(s.timed_refresh() for s in self.sources))
 
@@ -93,9 +100,7 @@ class Exporter:
             own = om_exposition.generate_latest(self.registry)  # type: ignore[no-untyped-call]
             body = own[: -len(b"# EOF\n")] + extra.encode() + b"# EOF\n"
             return body, om_exposition.CONTENT_TYPE_LATEST
-        return text_exposition.generate_latest(
-            self.registry
-        ) + extra.encode(), text_exposition.CONTENT_TYPE_LATEST
+        return text_exposition.generate_latest(self.registry) + extra.encode(), TEXT_CONTENT_TYPE
 
     def health(self) -> dict[str, object]:
         return {
@@ -152,7 +157,7 @@ async def serve(
     runner = web.AppRunner(make_app(exporter), handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE)
     await runner.setup()
     host, port = split_address(config.web_listen_address)
-    site = web.TCPSite(runner, host, port, shutdown_timeout=SHUTDOWN_GRACE)
+    site = web.TCPSite(runner, host, port)
     try:
         await site.start()
     except OSError as err:
@@ -175,6 +180,7 @@ async def serve(
         ready.set()
     await stop.wait()
     log.info("shutting down")
+    exporter.cancel_refresh()
     await runner.cleanup()
     await exporter.close()
     log.info("stopped")

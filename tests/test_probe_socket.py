@@ -1,0 +1,82 @@
+"""The probe socket: created 0660, every message classified and counted, nothing raised."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import stat
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from exporter.config import Config
+from exporter.sources.probe import MAX_MESSAGE_BYTES, ProbeSource
+
+
+def _count(source: ProbeSource, result: str) -> float | None:
+    registry = CollectorRegistry()
+    registry.register(source)
+    return registry.get_sample_value("guided_decoding_probe_snapshots_total", {"result": result})
+
+
+async def _send(path: Path, payload: bytes) -> None:
+    _reader, writer = await asyncio.open_unix_connection(str(path))
+    writer.write(payload)
+    await writer.drain()
+    writer.close()
+    await writer.wait_closed()
+
+
+async def _settle(source: ProbeSource, total: int) -> None:
+    for _ in range(200):
+        if sum(source.counts.values()) >= total and source.connections == 0:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_socket_mode_and_stale_socket(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "probe.sock"
+    path.parent.mkdir()
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()  # a socket file left by a killed daemon
+    source = ProbeSource(Config(probe_socket=str(path)))
+    await source.start()
+    try:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o660
+        await source.timed_refresh()
+        assert source.success
+    finally:
+        await source.close()
+    assert not path.exists()
+
+
+async def test_messages_are_classified(tmp_path: Path) -> None:
+    path = tmp_path / "probe.sock"
+    source = ProbeSource(Config(probe_socket=str(path)))
+    await source.start()
+    try:
+        good = json.dumps({"v": 1, "kind": "snapshot", "engines": []}).encode() + b"\n"
+        await _send(path, good * 3)
+        await _send(path, b"{not json\n" + b"[1,2]\n" + b'{"v":1,"kind":"nope"}\n' + b"\xff\xfe\n")
+        await _send(path, json.dumps({"v": 99, "kind": "snapshot"}).encode() + b"\n")
+        await _send(
+            path, b'{"v":1,"kind":"snapshot","pad":"' + b"x" * (MAX_MESSAGE_BYTES + 10) + b'"}\n' + good
+        )
+        await _send(path, b'{"v":1,"kind":"snap')  # peer dies mid-message
+        await _settle(source, 3 + 4 + 1 + 2)
+    finally:
+        await source.close()
+    assert [_count(source, r) for r in ("ok", "malformed", "rejected", "oversize")] == [4.0, 4.0, 1.0, 1.0]
+
+
+async def test_unusable_socket_path_fails_the_collector_not_the_daemon(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    source = ProbeSource(Config(probe_socket=str(blocker / "probe.sock")))
+    await source.start()
+    await source.timed_refresh()
+    assert not source.success and "cannot listen on probe socket" in (source.last_error or "")
+    await source.close()
