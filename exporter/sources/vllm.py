@@ -49,6 +49,8 @@ class VllmSource(Source):
         self.type_conflicts = 0
         self._session: aiohttp.ClientSession | None = None
         self._errors: dict[str, str | None] = {}
+        # Per target (url, pod): the parser's line cache, kept between scrapes, dropped with the target.
+        self._line_caches: dict[Target, dict[str, tuple[str, str]]] = {}
         # (merged families, renders of them by format), swapped whole so a render thread sees one refresh.
         self._passthrough: tuple[list[passthrough.Family], dict[str, str]] = ([], {})
 
@@ -81,7 +83,8 @@ class VllmSource(Source):
             except UnicodeDecodeError as err:
                 raise SourceError(f"body is not UTF-8 (byte {err.start})") from None
             try:
-                result.families = passthrough.parse(text, target.pod)
+                cache = self._line_caches.setdefault(target, {})
+                result.families = passthrough.parse(text, target.pod, cache=cache)
             except passthrough.ParseError as err:
                 raise SourceError(f"not the Prometheus text format: {err}") from None
             result.up = True
@@ -122,6 +125,7 @@ class VllmSource(Source):
                 "targets disagree on the type of %s; kept the first", ", ".join(sorted(set(conflicts)))
             )
         self._errors = {t.url: self._errors.get(t.url) for t in targets}
+        self._line_caches = {t: c for t, c in self._line_caches.items() if t in set(targets)}
         self.results, self._passthrough = results, (merged, {})
         down = [r for r in results if not r.up]
         problems = [discovery_error] if discovery_error else []
