@@ -113,3 +113,35 @@ def test_openmetrics_input_is_read_leniently() -> None:
     )
     families = passthrough.parse(page, "p")
     assert [(f.name, f.type, len(f.samples)) for f in families] == [("vllm:c", "counter", 2)]
+
+
+def test_line_cache_gives_the_same_result_and_sees_new_values(vllm_page: str) -> None:
+    cache: dict[str, tuple[str, str]] = {}
+    plain = passthrough.render_text(passthrough.parse(vllm_page, "p"))
+    assert passthrough.render_text(passthrough.parse(vllm_page, "p", cache=cache)) == plain
+    assert cache  # filled on the first pass
+    assert passthrough.render_text(passthrough.parse(vllm_page, "p", cache=cache)) == plain
+    changed = vllm_page.replace(
+        'finished_reason="stop",model_name="tiny"} 29.0', 'finished_reason="stop",model_name="tiny"} 30.0'
+    )
+    samples = _samples(parse_text(passthrough.render_text(passthrough.parse(changed, "p", cache=cache))))
+    assert (
+        "vllm:request_success_total",
+        (("engine", "0"), ("finished_reason", "stop"), ("model_name", "tiny"), ("pod", "p")),
+        30.0,
+    ) in samples
+
+
+def test_line_cache_still_checks_values_and_skips_timestamped_lines() -> None:
+    cache: dict[str, tuple[str, str]] = {}
+    passthrough.parse("vllm:x 1\nvllm:y 2 1700000000000\n", "p", cache=cache)
+    assert "vllm:x" in cache and "vllm:y 2" not in cache
+    with pytest.raises(passthrough.ParseError, match="not a number"):
+        passthrough.parse("vllm:x NaNa\n", "p", cache=cache)
+
+
+def test_line_cache_is_bounded() -> None:
+    cache: dict[str, tuple[str, str]] = {}
+    page = "".join(f'vllm:x{{i="{i}"}} 1\n' for i in range(passthrough.MAX_CACHED_LINES + 10))
+    passthrough.parse(page, "p", cache=cache)
+    assert len(cache) <= passthrough.MAX_CACHED_LINES
