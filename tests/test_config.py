@@ -215,3 +215,9 @@ def test_config_is_frozen() -> None:
     cfg = Config()
     with pytest.raises(AttributeError):
         cfg.vllm_timeout = 1  # type: ignore[misc]
+
+
+def test_readme_documents_every_option() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    for f in config.OPTIONS:
+        assert f"`--{f.metadata['flag']}`" in readme and f"`{f.metadata['env']}`" in readme, f.name
