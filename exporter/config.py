@@ -227,8 +227,16 @@ class Config:
         "Address for /metrics, /healthz and / (':9479' = every interface; 9400 is dcgm-exporter's).",
         metavar="ADDR",
     )
-    log_level: str = _opt("info", "log.level", choice("debug", "info", "warning", "error"), "Log level.")
-    log_format: str = _opt("logfmt", "log.format", choice("logfmt", "json"), "Log line format.")
+    log_level: str = _opt(
+        "info",
+        "log.level",
+        choice("debug", "info", "warning", "error"),
+        "Log level: debug, info, warning, error.",
+        metavar="LEVEL",
+    )
+    log_format: str = _opt(
+        "logfmt", "log.format", choice("logfmt", "json"), "Log line format: logfmt or json.", metavar="FORMAT"
+    )
     collector_cpu: bool = _opt(True, "collector.cpu", parse_bool, "Per-core CPU seconds (psutil).")
     collector_nvml: bool = _opt(True, "collector.nvml", parse_bool, "GPU gauges from NVML.")
     collector_vllm: bool = _opt(True, "collector.vllm", parse_bool, "Scrape vLLM /metrics targets.")
@@ -437,8 +445,6 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
         meta = f.metadata
         if f.name in flags:
             raw, origin = flags[f.name], "--" + meta["flag"]
-            if meta["repeat"]:
-                raw = [item for item in raw]
         elif meta["env"] in environ:
             raw, origin = environ[meta["env"]], meta["env"]
         elif meta["yaml"] in from_yaml:

@@ -6,6 +6,7 @@ that answers `/api/v1/pods` with a PodList; it records the query and the bearer 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -116,9 +117,11 @@ async def test_failed_list_keeps_last_targets(
     aiohttp_server: Callable[..., Awaitable[Any]], token: Path
 ) -> None:
     status = [200]
+    seen: list[int] = []
     api = web.Application()
 
     async def list_pods(_: web.Request) -> web.Response:
+        seen.append(status[0])
         if status[0] != 200:
             return web.json_response({"kind": "Status"}, status=status[0])
         return web.json_response({"items": [pod("vllm-0", **{ANN: "true"})]})
@@ -141,6 +144,12 @@ async def test_failed_list_keeps_last_targets(
         with pytest.raises(SourceError, match="HTTP 403"):
             await discovery.refresh(source._session, 1.0)  # type: ignore[arg-type]
         assert [t.pod for t in discovery.targets] == ["vllm-0"]
+        calls = len(seen)
+        discovery.config = dataclasses.replace(discovery.config, kubernetes_refresh_interval=3600.0)
+        for _ in range(3):  # within the interval: the failure is reported, the API is not asked again
+            with pytest.raises(SourceError, match="HTTP 403"):
+                await discovery.refresh(source._session, 1.0)  # type: ignore[arg-type]
+        assert len(seen) == calls
     finally:
         await source.close()
 

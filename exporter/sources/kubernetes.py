@@ -61,11 +61,13 @@ class PodDiscovery:
         return ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
 
     async def refresh(self, session: aiohttp.ClientSession, timeout: float) -> list[Target]:
-        """The current targets; raises `SourceError` when the list could not be refreshed."""
-        if (
-            time.monotonic() - self._listed_at < self.config.kubernetes_refresh_interval
-            and self.last_error is None
-        ):
+        """The current targets; raises `SourceError` while the last list failed.
+
+        Lists at most once per refresh interval, failed or not: a struggling API server is not hit on
+        every scrape of every node."""
+        if time.monotonic() - self._listed_at < self.config.kubernetes_refresh_interval:
+            if self.last_error is not None:
+                raise SourceError(self.last_error)
             return self.targets
         self._listed_at = time.monotonic()
         try:
