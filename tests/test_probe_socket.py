@@ -9,6 +9,8 @@ import socket
 import stat
 from pathlib import Path
 
+import pytest
+
 from prometheus_client import CollectorRegistry
 
 from exporter.config import Config
@@ -80,3 +82,28 @@ async def test_unusable_socket_path_fails_the_collector_not_the_daemon(tmp_path:
     await source.timed_refresh()
     assert not source.success and "cannot listen on probe socket" in (source.last_error or "")
     await source.close()
+
+
+async def test_connections_beyond_the_cap_are_refused_and_counted(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    import exporter.sources.probe as probe
+
+    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 2)  # type: ignore[attr-defined]
+    path = tmp_path / "probe.sock"
+    source = ProbeSource(Config(probe_socket=str(path)))
+    await source.start()
+    try:
+        held = [await asyncio.open_unix_connection(str(path)) for _ in range(2)]
+        for _ in range(100):
+            if source.connections == 2:
+                break
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the daemon
+        writer.close()
+        assert source.refused == 1 and source.connections == 2
+        for _, w in held:
+            w.close()
+    finally:
+        await source.close()

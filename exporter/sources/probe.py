@@ -25,6 +25,7 @@ from exporter.sources.base import Source, SourceError
 
 log = logging.getLogger("gdx.probe")
 MAX_MESSAGE_BYTES = 4 * 2**20
+MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connection is refused, and counted
 KINDS = ("hello", "schemas", "snapshot")
 RESULTS = ("ok", "malformed", "oversize", "rejected")
 
@@ -52,10 +53,9 @@ class ProbeSource(Source):
         self.path = config.probe_socket
         self.counts = dict.fromkeys(RESULTS, 0)
         self.connections = 0
-        self.last: dict[int, dict[str, Any]] = {}
+        self.refused = 0
         self._server: asyncio.AbstractServer | None = None
         self._listen_error: str | None = None
-        self._ids = 0
 
     async def start(self) -> None:
         try:
@@ -82,8 +82,10 @@ class ProbeSource(Source):
             self._server = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._ids += 1
-        conn = self._ids
+        if self.connections >= MAX_CONNECTIONS:
+            self.refused += 1
+            writer.close()
+            return
         self.connections += 1
         try:
             while True:
@@ -95,15 +97,12 @@ class ProbeSource(Source):
                     continue
                 except asyncio.IncompleteReadError:
                     break  # peer closed, possibly mid-message: the partial message is dropped
-                result, doc = classify(line)
+                result, _doc = classify(line)  # the snapshot's families arrive with the probe (issue 3)
                 self.counts[result] += 1
-                if doc is not None:
-                    self.last[conn] = doc
         except (ConnectionError, OSError):
             pass
         finally:
             self.connections -= 1
-            self.last.pop(conn, None)
             writer.close()
 
     @staticmethod
@@ -131,4 +130,9 @@ class ProbeSource(Source):
         yield snapshots
         yield GaugeMetricFamily(
             "guided_decoding_probe_connections", "Engine probes connected now.", value=self.connections
+        )
+        yield CounterMetricFamily(
+            "guided_decoding_probe_connections_refused",
+            f"Probe connections refused because {MAX_CONNECTIONS} were already open.",
+            value=self.refused,
         )
