@@ -10,7 +10,6 @@ import stat
 from pathlib import Path
 
 import pytest
-
 from prometheus_client import CollectorRegistry
 
 from exporter.config import Config
@@ -84,12 +83,12 @@ async def test_unusable_socket_path_fails_the_collector_not_the_daemon(tmp_path:
     await source.close()
 
 
-async def test_connections_beyond_the_cap_are_refused_and_counted(
-    tmp_path: Path, monkeypatch: object
+async def test_connections_beyond_the_cap_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import exporter.sources.probe as probe
 
-    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 2)  # type: ignore[attr-defined]
+    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 2)
     path = tmp_path / "probe.sock"
     source = ProbeSource(Config(probe_socket=str(path)))
     await source.start()
