@@ -208,3 +208,17 @@ async def test_targets_are_scraped_concurrently(many: list[str]) -> None:
     source, took = await _scrape(*(Target(u, f"p{i}") for i, u in enumerate(many)))
     assert source.success
     assert took < 8 * 0.2  # sequential would take at least 1.6 s
+
+
+async def test_type_conflict_between_targets_is_counted(serve: Callable[[Handler], Awaitable[str]]) -> None:
+    async def as_gauge(_: web.Request) -> web.Response:
+        return web.Response(text="# TYPE vllm:x gauge\nvllm:x 1\n")
+
+    async def as_counter(_: web.Request) -> web.Response:
+        return web.Response(text="# TYPE vllm:x counter\nvllm:x 2\n")
+
+    source, _ = await _scrape(Target(await serve(as_gauge), "a"), Target(await serve(as_counter), "b"))
+    registry = CollectorRegistry()
+    registry.register(source)
+    assert registry.get_sample_value("guided_decoding_passthrough_type_conflicts_total") == 1.0
+    assert [s.labels["pod"] for f in parse_text(source.passthrough_text(False)) for s in f.samples] == ["a"]

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from exporter import passthrough
 from exporter.config import Config, Target
@@ -164,3 +164,8 @@ class VllmSource(Source):
             duration.add_metric([r.target.url, r.target.pod], r.duration)
         yield up
         yield duration
+        yield CounterMetricFamily(
+            "guided_decoding_passthrough_type_conflicts",
+            "Families dropped from the passthrough because targets declared them with different types.",
+            value=self.type_conflicts,
+        )
