@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 DEFAULT_PAGE = (
@@ -43,11 +44,9 @@ def _serve_targets(page: Path, count: int) -> None:
         app.router.add_get("/metrics", metrics)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        ports = []
         for _ in range(count):
-            site = web.TCPSite(runner, "127.0.0.1", 0)
-            await site.start()
-            ports.append(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+        ports = [addr[1] for addr in runner.addresses]
         print(" ".join(map(str, ports)), flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
         await runner.cleanup()
@@ -59,11 +58,11 @@ def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def _time(func: object, runs: int) -> list[float]:
+def _time(func: Callable[[], object], runs: int) -> list[float]:
     out = []
     for _ in range(runs):
         started = time.perf_counter()
-        func()  # type: ignore[operator]
+        func()
         out.append(time.perf_counter() - started)
     return out
 

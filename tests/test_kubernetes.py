@@ -6,6 +6,7 @@ that answers `/api/v1/pods` with a PodList; it records the query and the bearer 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -141,6 +142,7 @@ async def test_failed_list_keeps_last_targets(
     try:
         assert [t.pod for t in await discovery.refresh(source._session, 1.0)] == ["vllm-0"]  # type: ignore[arg-type]
         status[0] = 403
+        await asyncio.sleep(0.01)  # past the 1 ms refresh interval
         with pytest.raises(SourceError, match="HTTP 403"):
             await discovery.refresh(source._session, 1.0)  # type: ignore[arg-type]
         assert [t.pod for t in discovery.targets] == ["vllm-0"]

@@ -51,9 +51,6 @@ class Source:
     def collect(self) -> Iterable[Metric]:
         return ()
 
-    def describe(self) -> Iterable[Metric]:
-        return ()
-
     async def run_blocking(self, func: Callable[..., T], *args: Any) -> T:
         """Runs a blocking call in a worker thread. A call still running from an earlier scrape is
         not doubled up: threads cannot be cancelled, so stacking them would grow without bound."""

@@ -124,8 +124,9 @@ class VllmSource(Source):
             log.warning(
                 "targets disagree on the type of %s; kept the first", ", ".join(sorted(set(conflicts)))
             )
-        self._errors = {t.url: self._errors.get(t.url) for t in targets}
-        self._line_caches = {t: c for t, c in self._line_caches.items() if t in set(targets)}
+        current = set(targets)  # forget the state of targets that went away (pods deleted)
+        self._errors = {t.url: self._errors.get(t.url) for t in current}
+        self._line_caches = {t: c for t, c in self._line_caches.items() if t in current}
         self.results, self._passthrough = results, (merged, {})
         down = [r for r in results if not r.up]
         problems = [discovery_error] if discovery_error else []
