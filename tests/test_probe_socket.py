@@ -13,7 +13,19 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from exporter.config import Config
+from exporter.probe.shipper import encode
 from exporter.sources.probe import MAX_MESSAGE_BYTES, ProbeSource
+
+HELLO = {
+    "instance": "abc",
+    "pid": 1,
+    "pod": "p",
+    "engine": "0",
+    "engine_kind": "generic",
+    "engine_version": "",
+    "backends": {},
+    "probe_version": "0",
+}
 
 
 def _count(source: ProbeSource, result: str) -> float | None:
@@ -59,18 +71,20 @@ async def test_messages_are_classified(tmp_path: Path) -> None:
     source = ProbeSource(Config(probe_socket=str(path)))
     await source.start()
     try:
-        good = json.dumps({"v": 1, "kind": "snapshot", "engines": []}).encode() + b"\n"
+        good = encode({"kind": "hello", **HELLO})
         await _send(path, good * 3)
         await _send(path, b"{not json\n" + b"[1,2]\n" + b'{"v":1,"kind":"nope"}\n' + b"\xff\xfe\n")
         await _send(path, json.dumps({"v": 99, "kind": "snapshot"}).encode() + b"\n")
+        await _send(path, encode({"kind": "hello", **HELLO, "pid": -1}))  # a field out of range
+        await _send(path, encode({"kind": "snapshot", "seq": 1, "backends": {}}))  # no hello first
         await _send(
             path, b'{"v":1,"kind":"snapshot","pad":"' + b"x" * (MAX_MESSAGE_BYTES + 10) + b'"}\n' + good
         )
         await _send(path, b'{"v":1,"kind":"snap')  # peer dies mid-message
-        await _settle(source, 3 + 4 + 1 + 2)
+        await _settle(source, 3 + 4 + 3 + 2)
     finally:
         await source.close()
-    assert [_count(source, r) for r in ("ok", "malformed", "rejected", "oversize")] == [4.0, 4.0, 1.0, 1.0]
+    assert [_count(source, r) for r in ("ok", "malformed", "rejected", "oversize")] == [4.0, 4.0, 3.0, 1.0]
 
 
 async def test_unusable_socket_path_fails_the_collector_not_the_daemon(tmp_path: Path) -> None:

@@ -1,10 +1,10 @@
 """Receiver for the in-engine probes: a unix socket that engines send cumulative snapshots to.
 
-Framing is one JSON object per line. Every message is checked (size, JSON, an object with a known
-`kind`); anything else is dropped and counted in `guided_decoding_probe_snapshots_total{result}`,
-never raised. The socket is created with mode 0660 so that only the daemon's user and group (the
-engine pods' fsGroup) can connect. The families that the snapshots carry are added by the probe issue;
-this module owns the transport.
+Framing is one JSON object per line (protocol: `exporter.probe.wire`). Every message is checked (size,
+JSON, protocol version, kind, field types); anything else is dropped and counted in
+`guided_decoding_probe_snapshots_total{result}`, never raised. The socket is created with mode 0660
+so that only the daemon's user and group (the engine pods' fsGroup) can connect. What the messages
+say is kept in a `ProbeStore` and exposed as the contract's engine- and schema-level families.
 """
 
 from __future__ import annotations
@@ -15,23 +15,35 @@ import json
 import logging
 import os
 import stat
+import time
 from collections.abc import Iterable
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 
 from exporter.config import Config
+from exporter.probe import wire
 from exporter.sources.base import Source, SourceError
+from exporter.sources.probe_store import Engine, ProbeStore
 
 log = logging.getLogger("gdx.probe")
 MAX_MESSAGE_BYTES = 4 * 2**20
 MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connection is refused, and counted
-KINDS = ("hello", "schemas", "snapshot")
+KINDS = wire.KINDS
 RESULTS = ("ok", "malformed", "oversize", "rejected")
 
 
 def classify(line: bytes) -> tuple[str, dict[str, Any] | None]:
-    """Pure: the result label for one framed message and, when it is ok, the decoded object."""
+    """Pure: the result label for one framed message and, when it is ok, the validated message.
+
+    malformed: not a JSON object with a known kind; rejected: another protocol version, or a field
+    of the wrong type or out of range; oversize: over MAX_MESSAGE_BYTES."""
     if len(line) > MAX_MESSAGE_BYTES:
         return "oversize", None
     try:
@@ -40,9 +52,10 @@ def classify(line: bytes) -> tuple[str, dict[str, Any] | None]:
         return "malformed", None
     if not isinstance(doc, dict) or doc.get("kind") not in KINDS:
         return "malformed", None
-    if doc.get("v") != 1:
+    try:
+        return "ok", wire.validate(doc)
+    except (wire.Invalid, TypeError, ValueError, RecursionError):
         return "rejected", None
-    return "ok", doc
 
 
 class ProbeSource(Source):
@@ -56,6 +69,8 @@ class ProbeSource(Source):
         self.refused = 0
         self._server: asyncio.AbstractServer | None = None
         self._listen_error: str | None = None
+        self.store = ProbeStore(config.probe_max_schemas, config.probe_engine_ttl, config.probe_titles)
+        self._logged_reject = False
 
     async def start(self) -> None:
         try:
@@ -87,6 +102,7 @@ class ProbeSource(Source):
             writer.close()
             return
         self.connections += 1
+        engine: Engine | None = None
         try:
             while True:
                 try:
@@ -97,12 +113,28 @@ class ProbeSource(Source):
                     continue
                 except asyncio.IncompleteReadError:
                     break  # peer closed, possibly mid-message: the partial message is dropped
-                result, _doc = classify(line)  # the snapshot's families arrive with the probe (issue 3)
+                result, msg = classify(line)
+                if msg is not None:
+                    if msg["kind"] == "hello":
+                        engine = self.store.hello(msg, time.monotonic())
+                    elif engine is None:
+                        result = "rejected"  # a probe always says hello first
+                    elif msg["kind"] == "schemas":
+                        self.store.schemas(engine, msg, time.monotonic())
+                    else:
+                        self.store.snapshot(engine, msg, time.monotonic())
+                if result != "ok" and not self._logged_reject:
+                    log.warning("dropped a %s probe message (counted; further ones are only counted)", result)
+                    self._logged_reject = True
                 self.counts[result] += 1
         except (ConnectionError, OSError):
             pass
+        except asyncio.CancelledError:
+            pass  # daemon shutting down: end quietly, the probe reconnects to the next daemon
         finally:
             self.connections -= 1
+            if engine is not None:
+                self.store.disconnected(engine)
             writer.close()
 
     @staticmethod
@@ -116,6 +148,7 @@ class ProbeSource(Source):
                 await reader.readexactly(err.consumed)
 
     async def refresh(self) -> None:
+        self.store.expire(time.monotonic())
         if self._listen_error:
             raise SourceError(self._listen_error)
 
@@ -136,3 +169,145 @@ class ProbeSource(Source):
             f"Probe connections refused because {MAX_CONNECTIONS} were already open.",
             value=self.refused,
         )
+        yield from families(self.store.view())
+
+
+EL = ["pod", "engine", "backend"]  # engine-level labels
+SL = [*EL, "schema_hash"]  # schema-level labels
+
+
+def _buckets(bounds: tuple[float, ...], counts: list[int]) -> list[tuple[str, float]]:
+    """Cumulative (le, count) pairs from non-cumulative counts, +Inf last."""
+    out: list[tuple[str, float]] = []
+    running = 0
+    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return out
+
+
+def families(view: dict[str, Any]) -> Iterable[Metric]:
+    """The contract's probe families from one consistent view of the store."""
+    p = "guided_decoding_"
+    compile_s = HistogramMetricFamily(
+        p + "compile_seconds",
+        "Wall time of each grammar compile call, cache hits included.",
+        labels=EL,
+    )
+    requests = CounterMetricFamily(p + "compile_requests", "Grammar compile calls.", labels=EL)
+    hits = CounterMetricFamily(
+        p + "compile_cache_hits", "Compile calls served from the grammar cache.", labels=EL
+    )
+    errors = CounterMetricFamily(
+        p + "compile_errors",
+        "Failed compile calls by reason (invalid_schema, unsupported, timeout, internal).",
+        labels=[*EL, "reason"],
+    )
+    running = GaugeMetricFamily(p + "compile_in_progress", "Compiles running now.", labels=EL)
+    oldest = GaugeMetricFamily(
+        p + "compile_oldest_running_seconds",
+        "Age of the longest-running compile (0: none).",
+        labels=EL,
+    )
+    wait = HistogramMetricFamily(
+        p + "grammar_wait_seconds",
+        "A request's grammar from submission to ready, queueing in the compile pool included.",
+        labels=EL,
+    )
+    mask = HistogramMetricFamily(
+        p + "mask_seconds", "Time to fill the batch's token bitmask, per engine step.", labels=EL
+    )
+    info = InfoMetricFamily(
+        p + "probe",
+        "The probe in each engine process.",
+        labels=[
+            "pod",
+            "engine",
+            "backend",
+            "engine_kind",
+            "engine_version",
+            "backend_version",
+            "probe_version",
+        ],
+    )
+    cpu = CounterMetricFamily(
+        p + "engine_cpu_seconds",
+        "CPU seconds of the engine process, by mode.",
+        labels=["pod", "engine", "mode"],
+    )
+    events = CounterMetricFamily(
+        p + "probe_events",
+        "The probe's own counters: internal_errors, send_failures, connects, texts_dropped, evicted.",
+        labels=["pod", "engine", "event"],
+    )
+    for hello, snap in view["engines"]:
+        pod, eng = hello["pod"], hello["engine"]
+        backends = snap["backends"] if snap else {}
+        for name in sorted(backends):
+            b = backends[name]
+            labels = [pod, eng, name]
+            compile_s.add_metric(
+                labels, _buckets(wire.COMPILE_BUCKETS, b["compile"]["buckets"]), b["compile"]["sum"]
+            )
+            wait.add_metric(labels, _buckets(wire.COMPILE_BUCKETS, b["wait"]["buckets"]), b["wait"]["sum"])
+            mask.add_metric(labels, _buckets(wire.MASK_BUCKETS, b["mask"]["buckets"]), b["mask"]["sum"])
+            requests.add_metric(labels, b["requests"])
+            hits.add_metric(labels, b["hits"])
+            for reason in wire.ERROR_REASONS:
+                errors.add_metric([*labels, reason], b["errors"].get(reason, 0))
+            running.add_metric(labels, b["in_progress"])
+            oldest.add_metric(labels, b["oldest_seconds"])
+            info.add_metric(
+                labels,
+                {
+                    "engine_kind": hello["engine_kind"],
+                    "engine_version": hello["engine_version"],
+                    "backend_version": hello["backends"].get(name, ""),
+                    "probe_version": hello["probe_version"],
+                },
+            )
+        if snap:
+            for mode in ("user", "system"):
+                cpu.add_metric([pod, eng, mode], snap["cpu"][mode])
+            for event in wire.PROBE_COUNTERS:
+                events.add_metric([pod, eng, event], snap["probe"].get(event, 0))
+    yield from (compile_s, requests, hits, errors, running, oldest, wait, mask, info, cpu, events)
+
+    s_compile = HistogramMetricFamily(
+        p + "schema_compile_seconds", "Compile call wall time per schema hash.", labels=SL
+    )
+    s_requests = CounterMetricFamily(p + "schema_requests", "Compile calls per schema hash.", labels=SL)
+    s_hits = CounterMetricFamily(
+        p + "schema_cache_hits",
+        "Compile calls served from the grammar cache, per schema hash.",
+        labels=SL,
+    )
+    for (pod, eng, backend, schema), acc in sorted(view["series"].items()):
+        labels = [pod, eng, backend, schema]
+        s_compile.add_metric(labels, _buckets(wire.SCHEMA_BUCKETS, acc.buckets), acc.sum)
+        s_requests.add_metric(labels, acc.requests)
+        s_hits.add_metric(labels, acc.hits)
+    s_info = InfoMetricFamily(
+        p + "schema",
+        "One per exposed schema hash: its shape hash, request kind, backend and sanitised title.",
+        labels=["schema_hash", "shape_hash", "kind", "backend", "title"],
+    )
+    for schema, meta in sorted(view["info"].items()):
+        s_info.add_metric(
+            [schema],
+            {"shape_hash": meta.shape, "kind": meta.kind, "backend": meta.backend, "title": meta.title},
+        )
+    yield from (s_compile, s_requests, s_hits, s_info)
+    yield CounterMetricFamily(
+        p + "schemas_first_seen", "Distinct schema hashes seen for the first time on this node.",
+        value=view["first_seen_total"],
+    )  # fmt: skip
+    yield GaugeMetricFamily(
+        p + "schemas_tracked",
+        "Distinct schema hashes the engines on this node track now.",
+        value=view["tracked"],
+    )
+    yield CounterMetricFamily(
+        p + "schemas_evicted", "Schema hashes moved out of the exposed top set into other.",
+        value=view["evicted_total"],
+    )  # fmt: skip

@@ -1,0 +1,174 @@
+"""The probe's background thread: ships cumulative snapshots to the node daemon over a unix socket.
+
+Every `interval` seconds it connects if needed (backing off up to 30 s while the daemon is absent),
+sends `hello` and the metadata of every tracked schema on a new connection, then a snapshot. All
+socket work happens here with a send timeout, never on the engine's threads; every failure is
+counted and retried, none is raised. Hashing of new schemas happens here too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from exporter.probe.recorder import Entry, Recorder
+from exporter.probe.wire import MAX_TEXT_CHARS, VERSION
+from exporter.schema.identity import digest, parse_spec, schema_hash, shape_hash, title_of
+
+log = logging.getLogger("gdx.probe")
+SEND_TIMEOUT = 2.0
+MAX_BACKOFF = 30.0
+CHUNK_BYTES = 1 << 20
+JSON_KINDS = ("json", "json_object")
+
+
+def describe(entry: Entry) -> None:
+    """Computes an entry's hashes and title once, off the hot path; drops text over the limit."""
+    if entry.hash:
+        return
+    text = entry.text or ""
+    parsed = parse_spec(text) if entry.kind in JSON_KINDS else None
+    entry.hash = schema_hash(text, parsed) if parsed is not None else digest(text)
+    entry.shape = shape_hash(text, parsed) if parsed is not None else entry.hash
+    entry.title = title_of(parsed)
+    if entry.truncated:
+        entry.text = None
+
+
+def encode(doc: dict[str, Any]) -> bytes:
+    return (
+        json.dumps({"v": VERSION, **doc}, separators=(",", ":"), ensure_ascii=False).encode(
+            "utf-8", "replace"
+        )
+        + b"\n"
+    )
+
+
+def schema_messages(entries: list[Entry]) -> Iterator[bytes]:
+    """`schemas` messages of at most about CHUNK_BYTES each (a single large text may exceed it)."""
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for e in entries:
+        describe(e)
+        item = {
+            "id": e.id,
+            "hash": e.hash,
+            "shape": e.shape,
+            "kind": e.kind,
+            "backend": e.backend,
+            "title": e.title,
+            "text": e.text if e.text is not None and len(e.text) <= MAX_TEXT_CHARS else None,
+            "bytes": e.length,
+            "truncated": e.truncated,
+        }
+        batch.append(item)
+        size += 200 + (e.length if item["text"] is not None else 0)
+        if size >= CHUNK_BYTES:
+            yield encode({"kind": "schemas", "schemas": batch})
+            batch, size = [], 0
+    if batch:
+        yield encode({"kind": "schemas", "schemas": batch})
+
+
+class Shipper:
+    def __init__(
+        self, recorder: Recorder, path: str, identity: dict[str, Any], interval: float = 1.0
+    ) -> None:
+        self.recorder = recorder
+        self.path = path
+        self.interval = interval
+        self.identity = {"instance": uuid.uuid4().hex, "pid": os.getpid(), **identity}
+        self.counters = {"send_failures": 0, "connects": 0}
+        self._sock: socket.socket | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._seq = 0
+        self._backoff = 0.0
+        self._next_connect = 0.0
+        self._logged_failure = False
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="gdx-probe-shipper", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # never let the thread die: count and go on
+                self.recorder.counters["internal_errors"] += 1
+            self._stop.wait(self.interval)
+
+    def tick(self) -> None:
+        """One round: connect if due, then ship. Public so tests can drive it without the thread."""
+        now = time.monotonic()
+        fresh = False
+        if self._sock is None:
+            if now < self._next_connect:
+                return
+            if not self._connect():
+                self._backoff = min(MAX_BACKOFF, max(0.5, self._backoff * 2))
+                self._next_connect = now + self._backoff
+                return
+            fresh = True
+        messages = self.messages(fresh)
+        try:
+            assert self._sock is not None
+            for message in messages:
+                self._sock.sendall(message)
+            self._backoff = 0.0
+            self._logged_failure = False
+        except OSError as err:
+            self.counters["send_failures"] += 1
+            self._failed(f"send failed: {err}")
+            self._close()
+
+    def messages(self, fresh: bool) -> list[bytes]:
+        """What to send now: on a fresh connection hello and every schema first, then a snapshot.
+        The snapshot is taken before the schema list, so every row it names has its metadata sent."""
+        snapshot = self.recorder.snapshot(full=fresh)
+        out = [encode({"kind": "hello", **self.identity})] if fresh else []
+        out.extend(schema_messages(self.recorder.take_unsent(everything=fresh)))
+        self._seq += 1
+        probe = {**self.recorder.counters, **self.counters}
+        out.append(encode({"kind": "snapshot", "seq": self._seq, **snapshot, "probe": probe}))
+        return out
+
+    def _connect(self) -> bool:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(SEND_TIMEOUT)
+        try:
+            sock.connect(self.path)
+        except OSError as err:
+            sock.close()
+            self._failed(f"cannot connect to {self.path}: {err}")
+            return False
+        self._sock = sock
+        self.counters["connects"] += 1
+        log.info("guided-decoding probe: connected to %s", self.path)
+        return True
+
+    def _failed(self, why: str) -> None:
+        if not self._logged_failure:  # one line per outage, not one per second
+            log.warning("guided-decoding probe: %s (retrying with backoff)", why)
+            self._logged_failure = True
+
+    def _close(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.close()
+            self._sock = None

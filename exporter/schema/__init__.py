@@ -1,0 +1,1 @@
+"""Schema analysis: pure functions, standard library only (the probe imports them inside engines)."""

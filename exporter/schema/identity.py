@@ -1,0 +1,90 @@
+"""Identity of a grammar request: `schema_hash` (what the user can look up) and `shape_hash`.
+
+Engines cache by the exact string they receive; people think in schemas. `schema_hash` is the first
+12 hex digits of SHA-256 over the canonical JSON (sorted keys, no spaces, UTF-8), so two
+serialisations of one schema share it and `gdx hash FILE` reproduces it. A spec that is not JSON
+(regex, EBNF/Lark, choice) is hashed as its string. `shape_hash` drops the literal values a
+per-request injection changes (enum members, const, default, examples, title, description) and keeps
+the structure, so many schema hashes under one shape hash is the signature of a dynamic schema.
+Standard library only: this module runs inside engine processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+HASH_DIGITS = 12
+# Keys whose values are literals a per-request injection changes; the shape keeps that they exist.
+LITERAL_KEYS = frozenset({"enum", "const", "default", "examples", "title", "description"})
+# Under these keys the children are names (of properties, definitions), not keywords.
+NAME_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+_TITLE_BAD = re.compile(r"[^A-Za-z0-9_.-]+")
+TITLE_MAX = 64
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_DIGITS]
+
+
+def parse_spec(spec: str) -> Any | None:
+    """The decoded JSON of a spec string, or None when it is not JSON (a regex, a grammar)."""
+    try:
+        return json.loads(spec)
+    except (ValueError, RecursionError):
+        return None
+
+
+def schema_hash(spec: str, parsed: Any | None = None) -> str:
+    """Canonical hash of a JSON spec; the plain string's hash when it is not JSON."""
+    value = parsed if parsed is not None else parse_spec(spec)
+    if value is None:
+        return digest(spec)
+    try:
+        return digest(canonical_json(value))
+    except (ValueError, RecursionError):
+        return digest(spec)
+
+
+def _shape(node: Any, in_names: bool = False) -> Any:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for key, child in node.items():
+            if in_names:
+                out[key] = _shape(child)
+            elif key in LITERAL_KEYS:
+                out[key] = "*"  # the keyword stays, its literal goes
+            else:
+                out[key] = _shape(child, key in NAME_MAPS)
+        return out
+    if isinstance(node, list):
+        return [_shape(child) for child in node]
+    return node
+
+
+def shape_hash(spec: str, parsed: Any | None = None) -> str:
+    """Hash of the structure with literal values removed; equals schema_hash for non-JSON specs."""
+    value = parsed if parsed is not None else parse_spec(spec)
+    if value is None:
+        return digest(spec)
+    try:
+        return digest(canonical_json(_shape(value)))
+    except (ValueError, RecursionError):
+        return digest(spec)
+
+
+def title_of(parsed: Any) -> str:
+    """The schema's top-level `title`, sanitised for a label ([A-Za-z0-9_.-], at most 64), or ''."""
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("title"), str):
+        return ""
+    return sanitize_title(parsed["title"])
+
+
+def sanitize_title(title: str) -> str:
+    return _TITLE_BAD.sub("_", title).strip("_")[:TITLE_MAX]

@@ -1,0 +1,249 @@
+"""The probe on real xgrammar and llguidance over the real Llama 3 vocabulary, shipping to a real
+daemon over its real unix socket; every assertion is read from the daemon's /metrics."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scraping import sample, scrape, wait_for
+
+import exporter.probe as probe
+
+INVOICE = {
+    "title": "Invoice",
+    "type": "object",
+    "properties": {
+        "vendor": {"type": "string"},
+        "date": {"type": "string", "format": "date"},
+        "line_items": {
+            "type": "array",
+            "maxItems": 25,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "sku": {"type": "string"},
+                    "qty": {"type": "integer", "minimum": 1},
+                    "cost": {"type": "number"},
+                    "cost_center_id": {"type": "string"},
+                },
+                "required": ["sku", "qty", "cost", "cost_center_id"],
+            },
+        },
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+    "required": ["vendor", "date", "line_items"],
+}
+
+
+def tenant_invoice(tenant: int) -> dict[str, Any]:
+    """The first seed's anti-pattern: the tenant's 50 cost centres injected as an enum."""
+    schema = json.loads(json.dumps(INVOICE))
+    item = schema["properties"]["line_items"]["items"]["properties"]
+    item["cost_center_id"] = {"enum": [f"CC-{tenant:03d}-{i:02d}" for i in range(50)]}
+    return schema
+
+
+PATTERN = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z0-9_-]{8,64}$"}}}
+
+
+@pytest.fixture(scope="module")
+def xgr_info(tokenizer_json: Path) -> Any:
+    import xgrammar as xgr
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_json))
+    return xgr.TokenizerInfo.from_huggingface(tok, vocab_size=128256)
+
+
+@pytest.fixture(scope="module")
+def ll_tokenizer(tokenizer_json: Path) -> Any:
+    import llguidance
+
+    return llguidance.LLTokenizer(tokenizer_json.read_text(), n_vocab=128256)
+
+
+@pytest.fixture
+def socket_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / "probe.sock"
+    monkeypatch.setenv("GDX_PROBE_SOCKET", str(path))
+    monkeypatch.setenv("GDX_PROBE_INTERVAL", "0.1")
+    monkeypatch.setenv("GDX_POD_NAME", "engine-pod")
+    assert probe.install("generic")
+    yield path
+    probe.uninstall()
+
+
+def compiler(info: Any) -> Any:
+    import xgrammar as xgr
+
+    return xgr.GrammarCompiler(info, max_threads=8, cache_enabled=True, cache_limit_bytes=512 << 20)
+
+
+def info_of(samples: dict, schema_hash: str) -> dict[str, str]:
+    for (name, labels), _ in samples.items():
+        if name == "guided_decoding_schema_info" and ("schema_hash", schema_hash) in labels:
+            return dict(labels)
+    raise AssertionError(f"no schema_info for {schema_hash}")
+
+
+def test_first_seed_designs_on_real_xgrammar(xgr_info: Any, socket_path: Path, daemon_factory: Any) -> None:
+    from exporter.schema.identity import schema_hash
+
+    daemon = daemon_factory("--probe.socket", str(socket_path), "--probe.max-schemas", "100")
+    c = compiler(xgr_info)
+    static = json.dumps(INVOICE)
+    for _ in range(50):
+        c.compile_json_schema(json.dumps(INVOICE), any_whitespace=False)  # a fresh string each call
+    variants = [json.dumps(tenant_invoice(t)) for t in range(50)]
+    for spec in variants:
+        c.compile_json_schema(spec, any_whitespace=False)
+    c.compile_json_schema(json.dumps(PATTERN))
+
+    static_hash = schema_hash(static)
+    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") == 101)
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_schema_requests_total", schema_hash=static_hash) == 50
+    assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=static_hash) == 49
+    assert sample(m, "guided_decoding_compile_cache_hits_total", pod="engine-pod", backend="xgrammar") == 49
+
+    hashes = {schema_hash(v) for v in variants}
+    assert len(hashes) == 50
+    assert sum(sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=h) for h in hashes) == 0
+    assert all(sample(m, "guided_decoding_schema_requests_total", schema_hash=h) == 1 for h in hashes)
+    shapes = {info_of(m, h)["shape_hash"] for h in hashes}
+    assert len(shapes) == 1 and shapes != {info_of(m, static_hash)["shape_hash"]}
+    assert info_of(m, static_hash)["title"] == "Invoice"
+
+    pattern_hash = schema_hash(json.dumps(PATTERN))
+    # the bounded quantifier costs tens of ms: nothing in the le=0.005 bucket, one compile above it
+    assert (
+        sample(m, "guided_decoding_schema_compile_seconds_bucket", schema_hash=pattern_hash, le="0.005") == 0
+    )
+    assert sample(m, "guided_decoding_schema_compile_seconds_count", schema_hash=pattern_hash) == 1
+    assert sample(m, "guided_decoding_schemas_first_seen_total") == 52
+    assert sample(m, "guided_decoding_probe_snapshots_total", result="ok") > 0
+    assert sample(m, "guided_decoding_probe_snapshots_total", result="rejected") == 0
+    assert sample(m, "guided_decoding_engine_cpu_seconds_total", pod="engine-pod", mode="user") > 0
+
+
+def test_llguidance_never_hits_and_reports_refused_keywords(
+    ll_tokenizer: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    import llguidance
+
+    daemon = daemon_factory("--probe.socket", str(socket_path))
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(INVOICE))
+    for _ in range(5):
+        matcher = llguidance.LLMatcher(ll_tokenizer, grammar)
+        assert not matcher.is_error() and isinstance(matcher, llguidance.LLMatcher)
+    refused = llguidance.LLMatcher.grammar_from_json_schema('{"not": {"type": "string"}}')
+    assert llguidance.LLMatcher(ll_tokenizer, refused).is_error()
+
+    wait_for(
+        lambda: (
+            sample(scrape(daemon.url), "guided_decoding_compile_requests_total", backend="llguidance") == 6
+        )
+    )
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_compile_cache_hits_total", backend="llguidance") == 0
+    assert sample(m, "guided_decoding_compile_errors_total", backend="llguidance", reason="unsupported") == 1
+    from exporter.schema.identity import schema_hash
+
+    # identified by the user's schema, not by llguidance's wrapped grammar string
+    assert (
+        sample(m, "guided_decoding_schema_requests_total", schema_hash=schema_hash(json.dumps(INVOICE))) == 5
+    )
+
+
+def test_compile_errors_reach_the_engine_unchanged(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    daemon = daemon_factory("--probe.socket", str(socket_path))
+    c = compiler(xgr_info)
+    with pytest.raises(RuntimeError, match=r"\$defs"):
+        c.compile_json_schema('{"$ref": "#/$defs/missing"}')
+    wait_for(
+        lambda: (
+            sample(scrape(daemon.url), "guided_decoding_compile_errors_total", reason="invalid_schema") == 1
+        )
+    )
+
+
+def test_daemon_restart_loses_nothing(xgr_info: Any, socket_path: Path, daemon_factory: Any) -> None:
+    c = compiler(xgr_info)
+    first = daemon_factory("--probe.socket", str(socket_path))
+    for i in range(10):
+        c.compile_regex(f"[a-z]{{{i + 1}}}")
+        c.compile_regex("[a-z]{1}")
+    wait_for(lambda: sample(scrape(first.url), "guided_decoding_compile_requests_total") == 20)
+    first.stop(signal.SIGKILL)
+    for i in range(10, 15):  # the engine keeps compiling while no daemon listens
+        c.compile_regex(f"[a-z]{{{i + 1}}}")
+    second = daemon_factory("--probe.socket", str(socket_path))
+    wait_for(lambda: sample(scrape(second.url), "guided_decoding_compile_requests_total") == 25, timeout=40)
+    m = scrape(second.url)
+    assert sample(m, "guided_decoding_compile_cache_hits_total") == 10  # the repeats of "[a-z]{1}"
+    assert sample(m, "guided_decoding_schema_requests_total") == 25
+    assert sample(m, "guided_decoding_compile_seconds_count") == 25
+
+
+def test_without_a_daemon_the_engine_notices_nothing(xgr_info: Any, socket_path: Path) -> None:
+    import xgrammar as xgr
+
+    c = compiler(xgr_info)
+    wrapped = c.compile_regex("[0-9]{3}")
+    probe.uninstall()
+    plain = compiler(xgr_info).compile_regex("[0-9]{3}")
+    assert isinstance(wrapped, xgr.CompiledGrammar)
+    assert wrapped.memory_size_bytes == plain.memory_size_bytes
+    assert probe.install("generic")
+    c = compiler(xgr_info)
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for i in range(1500):
+        c.compile_regex(f"x{i}[0-9]")
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(
+        s.size_diff for s in after.compare_to(before, "filename") if "exporter/probe" in str(s.traceback)
+    )
+    rec = probe.recorder()
+    assert rec is not None and rec.tracked() == 500  # GDX_PROBE_MAX_SCHEMAS default
+    assert rec.counters["internal_errors"] == 0
+    assert grown < 2 * 2**20, grown
+    shipper = probe.shipper()
+    assert shipper is not None and shipper.counters["connects"] == 0
+
+
+def test_eight_threads_count_exactly(xgr_info: Any, socket_path: Path, daemon_factory: Any) -> None:
+    daemon = daemon_factory("--probe.socket", str(socket_path))
+    c = compiler(xgr_info)
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(25):
+                c.compile_regex(f"t{n}-{i % 5}[a-z]+")
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") == 200)
+    m = scrape(daemon.url)
+    # 40 distinct regexes, each compiled once: a compile is never taken for a hit, while a repeat that
+    # was slow (starved by the other threads) and overlapped a compile counts as a miss: it waited.
+    assert 150 <= sample(m, "guided_decoding_compile_cache_hits_total") <= 160
+    assert sample(m, "guided_decoding_schema_requests_total") == 200
+    assert sample(m, "guided_decoding_compile_in_progress") == 0

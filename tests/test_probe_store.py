@@ -1,0 +1,187 @@
+"""The daemon's view of the probes: counters that never jump, totals that add up, bounded series.
+
+Messages are produced by the real probe code (Recorder + Shipper.messages) and checked by the real
+validator; only the socket between them is left out here (tests/test_probe_engines.py has it)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from exporter.probe.recorder import Recorder
+from exporter.probe.shipper import Shipper
+from exporter.sources.probe import classify
+from exporter.sources.probe_store import OTHER, ProbeStore
+
+IDENTITY = {
+    "pod": "vllm-0",
+    "engine": "0",
+    "engine_kind": "generic",
+    "engine_version": "",
+    "backends": {},
+    "probe_version": "0",
+}
+
+
+class Link:
+    """One engine's probe wired to a store without a socket."""
+
+    def __init__(self, store: ProbeStore, max_schemas: int = 500, pod: str = "vllm-0") -> None:
+        self.rec = Recorder(max_schemas=max_schemas)
+        self.shipper = Shipper(self.rec, "/nonexistent", {**IDENTITY, "pod": pod})
+        self.store = store
+        self.engine: Any = None
+        self.now = 0.0
+
+    def ship(self, fresh: bool = False) -> None:
+        self.now += 1
+        for line in self.shipper.messages(fresh or self.engine is None):
+            result, msg = classify(line)
+            assert result == "ok", line[:200]
+            assert msg is not None
+            if msg["kind"] == "hello":
+                self.engine = self.store.hello(msg, self.now)
+            elif msg["kind"] == "schemas":
+                self.store.schemas(self.engine, msg, self.now)
+            else:
+                self.store.snapshot(self.engine, msg, self.now)
+
+    def compile(self, spec: str, seconds: float, hit: bool = False) -> None:
+        self.rec.finish(self.rec.begin("xgrammar"), "xgrammar", "json", spec, seconds, hit)
+
+
+def series_totals(store: ProbeStore) -> tuple[int, int, int]:
+    view = store.view()
+    accs = view["series"].values()
+    return sum(a.requests for a in accs), sum(a.hits for a in accs), sum(sum(a.buckets) for a in accs)
+
+
+def engine_totals(link: Link) -> tuple[int, int]:
+    b = link.rec.snapshot(full=True)["backends"]["xgrammar"]
+    return b["requests"], b["hits"]
+
+
+def test_top_schemas_by_compile_seconds_and_other_adds_up() -> None:
+    store = ProbeStore(max_schemas=3)
+    link = Link(store)
+    for i in range(10):
+        link.compile(f'{{"n":{i}}}', 0.001 * (i + 1))
+    link.ship(fresh=True)
+    view = store.view()
+    exposed = {k[3] for k in view["series"]}
+    assert len(exposed) == 4 and OTHER in exposed  # 3 schemas + other
+    slowest = {m.hash for m in view["info"].values()}
+    assert len(slowest) == 3
+    requests, _, observations = series_totals(store)
+    assert requests == observations == 10
+    assert view["series"][("vllm-0", "0", "xgrammar", OTHER)].requests == 7
+
+
+def test_counters_never_go_backwards_while_the_top_set_churns() -> None:
+    """Every increment lands in exactly one series: the current values plus the last values of the
+    series removed on demotion equal the engine's totals, and no series ever decreases."""
+    store = ProbeStore(max_schemas=5)
+    link = Link(store, max_schemas=40)
+    rng = random.Random(7)
+    previous: dict[Any, tuple[int, int]] = {}
+    gone = [0, 0]
+    for _ in range(60):
+        for _ in range(20):
+            n = rng.randrange(60)
+            link.compile(f'{{"n":{n}}}', rng.choice((0.00001, 0.002, 0.05)), hit=rng.random() < 0.5)
+        link.ship()
+        current = {k: (a.requests, a.hits) for k, a in store.view()["series"].items()}
+        for key, (requests, hits) in current.items():
+            before = previous.get(key, (0, 0))
+            assert requests >= before[0] and hits >= before[1], key
+        for key in previous.keys() - current.keys():
+            gone[0] += previous[key][0]
+            gone[1] += previous[key][1]
+        previous = current
+        assert len({k[3] for k in current}) <= 6
+        total = series_totals(store)
+        assert (total[0] + gone[0], total[1] + gone[1]) == engine_totals(link)
+    assert store.evicted_total > 0 and link.rec.counters["evicted"] > 0
+
+
+def test_daemon_restart_restores_cumulative_values() -> None:
+    first = ProbeStore()
+    link = Link(first)
+    link.compile('{"a":1}', 0.02)
+    for _ in range(9):
+        link.compile('{"a":1}', 0.00001, hit=True)
+    link.ship(fresh=True)
+    link.compile('{"a":1}', 0.00001, hit=True)
+    # the daemon dies; a new one starts with nothing and the probe reconnects
+    link.store = ProbeStore()
+    link.ship(fresh=True)
+    (acc,) = link.store.view()["series"].values()
+    assert (acc.requests, acc.hits) == (11, 10)
+
+
+def test_reconnecting_probe_is_not_counted_twice() -> None:
+    store = ProbeStore()
+    link = Link(store)
+    link.compile("A", 0.01)
+    link.ship(fresh=True)
+    link.compile("A", 0.00001, hit=True)
+    link.ship(fresh=True)  # same process, new connection: full snapshot again
+    link.ship(fresh=True)
+    assert series_totals(store)[:2] == (2, 1)
+
+
+def test_probe_evictions_while_disconnected_are_conserved() -> None:
+    store = ProbeStore()
+    link = Link(store, max_schemas=3)
+    for i in range(3):
+        link.compile(f"s{i}", 0.01)
+    link.ship(fresh=True)
+    for i in range(3, 12):  # the socket is down: nothing shipped, s0..s8 evicted into other
+        link.compile(f"s{i}", 0.01)
+    link.compile("s0", 0.01)
+    link.ship(fresh=True)
+    assert series_totals(store)[0] == engine_totals(link)[0] == 13
+
+
+def test_engine_restart_resets_its_series_and_ttl_drops_silent_engines() -> None:
+    store = ProbeStore(engine_ttl=30)
+    old = Link(store)
+    old.compile("A", 0.01)
+    old.compile("A", 0.00001, hit=True)
+    old.ship(fresh=True)
+    new = Link(store)  # same pod and engine, new process
+    new.now = old.now
+    new.compile("A", 0.01)
+    new.ship(fresh=True)
+    assert series_totals(store)[:2] == (1, 0)
+    assert len(store.view()["engines"]) == 1
+    other_pod = Link(store, pod="vllm-1")
+    other_pod.now = 100
+    other_pod.compile("B", 0.01)
+    other_pod.ship(fresh=True)
+    store.expire(now=101)
+    view = store.view()
+    assert [hello["pod"] for hello, _ in view["engines"]] == ["vllm-1"]
+    assert {k[0] for k in view["series"]} == {"vllm-1"}
+
+
+def test_rows_before_their_metadata_are_counted_once_it_arrives() -> None:
+    store = ProbeStore()
+    link = Link(store)
+    link.compile("A", 0.01)
+    link.ship(fresh=True)
+    link.compile("B", 0.01)
+    lines = link.shipper.messages(False)
+    schemas_line, snapshot_line = lines
+    _, snap = classify(snapshot_line)
+    assert snap is not None
+    store.snapshot(link.engine, snap, 5)  # the snapshot overtakes the metadata
+    assert series_totals(store)[0] == 1
+    _, meta = classify(schemas_line)
+    assert meta is not None
+    store.schemas(link.engine, meta, 5)
+    link.ship()
+    assert series_totals(store)[0] == 1  # B unchanged since: not shipped again...
+    link.compile("B", 0.00001, hit=True)
+    link.ship()
+    assert series_totals(store)[:2] == (3, 1)  # ...until it changes, then counted from zero
