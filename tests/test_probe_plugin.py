@@ -1,0 +1,159 @@
+"""Loading the probe: the vLLM entry point, arming only where grammars compile, stdlib only,
+version tolerance, and never an exception into the engine."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import types
+from importlib.metadata import entry_points
+from typing import Any
+
+import pytest
+
+import exporter.probe as probe
+from exporter.probe import patching, targets
+
+CHILD = """
+import json, multiprocessing, os, sys
+multiprocessing.current_process().name = sys.argv[1]
+import exporter.probe as probe
+probe.register()
+rec = probe.recorder()
+shipper = probe.shipper()
+print(json.dumps({"armed": rec is not None, "engine": shipper.identity["engine"] if shipper else None,
+                  "kind": shipper.identity["engine_kind"] if shipper else None}))
+"""
+
+
+def _register_in(process_name: str, **env: str) -> dict[str, Any]:
+    base = {"PATH": "/usr/bin:/bin", "GDX_PROBE_SOCKET": "/nonexistent/probe.sock"}
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, process_name],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_entry_point_is_declared() -> None:
+    found = [ep for ep in entry_points(group="vllm.general_plugins") if ep.value == "exporter.probe:register"]
+    assert len(found) == 1 and found[0].load() is probe.register
+
+
+@pytest.mark.parametrize(
+    ("name", "env", "armed", "engine"),
+    [
+        ("EngineCore", {}, True, "0"),
+        ("EngineCore_DP3", {}, True, "3"),
+        ("MainProcess", {}, False, None),  # the API server: it validates, it does not compile
+        ("VllmWorker-0", {}, False, None),
+        ("MainProcess", {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, True, "0"),  # engine in-process
+        ("EngineCore", {"GDX_PROBE": "0"}, False, None),
+    ],
+)
+def test_arms_only_where_grammars_compile(
+    name: str, env: dict[str, str], armed: bool, engine: str | None
+) -> None:
+    got = _register_in(name, **env)
+    assert got["armed"] is armed and got["engine"] == engine
+    if armed:
+        assert got["kind"] == "vllm"
+
+
+def test_importing_the_probe_loads_only_the_standard_library() -> None:
+    code = (
+        "import sys; before = set(sys.modules); import exporter.probe; "
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
+        "ours = ('exporter', '__mp_main__'); "
+        "print(sorted(m for m in new if m not in sys.stdlib_module_names and m not in ours))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
+
+
+def test_register_never_raises(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import multiprocessing
+
+    def broken(*_: Any, **__: Any) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(multiprocessing.current_process(), "name", "EngineCore")
+    monkeypatch.setattr(probe, "Recorder", broken)
+    with caplog.at_level(logging.WARNING, "gdx.probe"):
+        probe.register()
+    assert probe.recorder() is None
+    assert "install failed" in caplog.text
+
+
+def test_patches_apply_on_later_import_and_come_off() -> None:
+    code = (
+        "import exporter.probe as p; p.install('generic', socket_path='/nonexistent'); "
+        "import sys; assert 'xgrammar' not in sys.modules; import xgrammar, llguidance; "
+        "w = [getattr(xgrammar.GrammarCompiler.compile_json_schema, '__gdx_wrapped__', False), "
+        "getattr(llguidance.LLMatcher, '__gdx_wrapped__', False)]; p.uninstall(); "
+        "w += [getattr(xgrammar.GrammarCompiler.compile_json_schema, '__gdx_wrapped__', False), "
+        "getattr(llguidance.LLMatcher, '__gdx_wrapped__', False)]; print(w)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip().splitlines()[-1] == "[True, True, False, False]"
+
+
+def test_missing_attributes_are_skipped_with_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    class StructuredOutputManager:  # an imagined future release without grammar_bitmask
+        def _create_grammar(self, request: Any) -> str:
+            return "grammar"
+
+        def grammar_init(self, request: Any) -> None:
+            pass
+
+    module = types.SimpleNamespace(StructuredOutputManager=StructuredOutputManager)
+    try:
+        with caplog.at_level(logging.INFO, "gdx.probe"):
+            targets.patch_vllm(module)
+            targets.patch_xgrammar(types.SimpleNamespace(), with_mask=True)
+        assert getattr(StructuredOutputManager._create_grammar, "__gdx_wrapped__", False)
+        assert "StructuredOutputManager.grammar_bitmask not found" in caplog.text
+        assert "xgrammar.GrammarCompiler not found" in caplog.text
+    finally:
+        patching.unwrap_all()
+    assert not hasattr(StructuredOutputManager._create_grammar, "__gdx_wrapped__")
+
+
+def test_wrappers_pass_everything_through() -> None:
+    """Arguments, return values and exceptions cross the wrapper unchanged; nothing is recorded twice."""
+
+    class Compiler:
+        def __init__(self) -> None:
+            self.size = 0
+
+        def get_cache_size_bytes(self) -> int:
+            return self.size
+
+        def compile_json_schema(self, schema: str, *, any_whitespace: bool = True) -> tuple[str, bool]:
+            if schema == "bad":
+                raise ValueError("Invalid schema: nope")
+            return schema, any_whitespace
+
+    module = types.SimpleNamespace(GrammarCompiler=Compiler)
+    rec = probe.Recorder()
+    targets.STATE.recorder = rec
+    try:
+        targets.patch_xgrammar(module, with_mask=False)
+        c = Compiler()
+        assert c.compile_json_schema('{"a":1}', any_whitespace=False) == ('{"a":1}', False)
+        with pytest.raises(ValueError, match="nope"):
+            c.compile_json_schema("bad")
+        b = rec.snapshot(full=True)["backends"]["xgrammar"]
+        assert (b["requests"], b["errors"]) == (2, {"invalid_schema": 1})
+    finally:
+        targets.STATE.recorder = None
+        patching.unwrap_all()
