@@ -214,11 +214,11 @@ def test_without_a_daemon_the_engine_notices_nothing(xgr_info: Any, socket_path:
     grown = sum(
         s.size_diff for s in after.compare_to(before, "filename") if "exporter/probe" in str(s.traceback)
     )
-    rec = probe.recorder()
+    rec = probe.get_recorder()
     assert rec is not None and rec.tracked() == 500  # GDX_PROBE_MAX_SCHEMAS default
     assert rec.counters["internal_errors"] == 0
     assert grown < 2 * 2**20, grown
-    shipper = probe.shipper()
+    shipper = probe.get_shipper()
     assert shipper is not None and shipper.counters["connects"] == 0
 
 

@@ -21,8 +21,8 @@ import json, multiprocessing, os, sys
 multiprocessing.current_process().name = sys.argv[1]
 import exporter.probe as probe
 probe.register()
-rec = probe.recorder()
-shipper = probe.shipper()
+rec = probe.get_recorder()
+shipper = probe.get_shipper()
 print(json.dumps({"armed": rec is not None, "engine": shipper.identity["engine"] if shipper else None,
                   "kind": shipper.identity["engine_kind"] if shipper else None}))
 """
@@ -88,7 +88,7 @@ def test_register_never_raises(monkeypatch: pytest.MonkeyPatch, caplog: pytest.L
     monkeypatch.setattr(probe, "Recorder", broken)
     with caplog.at_level(logging.WARNING, "gdx.probe"):
         probe.register()
-    assert probe.recorder() is None
+    assert probe.get_recorder() is None
     assert "install failed" in caplog.text
 
 

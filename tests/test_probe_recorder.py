@@ -86,24 +86,37 @@ def test_in_progress_and_oldest() -> None:
 
 def test_bad_input_is_counted_not_raised() -> None:
     rec = Recorder()
-    rec.finish(rec.begin("xgrammar"), "xgrammar", "json", None, 0.1, False)  # type: ignore[arg-type]
+    rec.finish(rec.begin("xgrammar"), "xgrammar", "json", "x", None, False)  # type: ignore[arg-type]
     rec.finish(rec.begin("xgrammar"), "xgrammar", "json", "x", float("nan"), False)
+    snap = rec.snapshot(full=True)  # observations are folded in off the hot path
     assert rec.counters["internal_errors"] == 1
-    assert rec.snapshot(full=True)["backends"]["xgrammar"]["in_progress"] == 0
+    assert snap["backends"]["xgrammar"]["in_progress"] == 0
+    assert snap["backends"]["xgrammar"]["requests"] == 1  # the NaN one, as 0 s: sums stay finite
+    assert snap["backends"]["xgrammar"]["compile"]["sum"] == 0.0
 
 
 def test_threads_count_exactly() -> None:
+    """8 engine threads record while the shipper drains and evicts (50 tracked of 800 specs)."""
     rec = Recorder(max_schemas=50)
+    done = threading.Event()
 
     def work(n: int) -> None:
         for i in range(2000):
             _compile(rec, f"t{n}-{i % 100}", 0.0001, hit=i >= 100)
 
+    def drain() -> None:
+        while not done.is_set():
+            rec.drain()
+
+    drainer = threading.Thread(target=drain)
+    drainer.start()
     threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    done.set()
+    drainer.join()
     snap = rec.snapshot(full=True)
     assert _totals(snap) == (16_000, 16_000 - 800)
     assert snap["backends"]["xgrammar"]["requests"] == 16_000

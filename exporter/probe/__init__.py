@@ -36,7 +36,7 @@ ENGINE_KINDS = ("vllm", "sglang", "trtllm", "generic")
 _lock = threading.Lock()
 _shipper: Shipper | None = None
 
-__all__ = ["install", "recorder", "register", "uninstall"]
+__all__ = ["get_recorder", "get_shipper", "install", "register", "uninstall"]
 
 
 def _env_float(name: str, default: float) -> float:
@@ -111,6 +111,7 @@ def install(engine_kind: str = "generic", engine: str | None = None, socket_path
             )
             targets.STATE.recorder = rec
             if engine_kind == "vllm":
+                rec.backend_name = targets.vllm_backend_name
                 patching.when_imported("vllm.v1.structured_output", targets.patch_vllm)
             else:
                 patching.when_imported("xgrammar", lambda m: targets.patch_xgrammar(m, with_mask=True))
@@ -152,7 +153,7 @@ def _after_fork() -> None:
     _shipper = None
 
 
-def recorder() -> Recorder | None:
+def get_recorder() -> Recorder | None:
     return targets.STATE.recorder
 
 
@@ -169,5 +170,5 @@ def uninstall() -> None:
             sys.meta_path.remove(finder)
 
 
-def shipper() -> Shipper | None:
+def get_shipper() -> Shipper | None:
     return _shipper

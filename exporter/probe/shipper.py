@@ -30,10 +30,11 @@ CHUNK_BYTES = 1 << 20
 JSON_KINDS = ("json", "json_object")
 
 
-def describe(entry: Entry) -> None:
-    """Computes an entry's hashes and title once, off the hot path; drops text over the limit."""
+def describe(entry: Entry) -> bool:
+    """Computes an entry's hashes and title once, off the hot path; drops text over the limit
+    (returns True when it did)."""
     if entry.hash:
-        return
+        return False
     text = entry.text or ""
     parsed = parse_spec(text) if entry.kind in JSON_KINDS else None
     entry.hash = schema_hash(text, parsed) if parsed is not None else digest(text)
@@ -41,6 +42,8 @@ def describe(entry: Entry) -> None:
     entry.title = title_of(parsed)
     if entry.truncated:
         entry.text = None
+        return True
+    return False
 
 
 def encode(doc: dict[str, Any]) -> bytes:
@@ -52,12 +55,13 @@ def encode(doc: dict[str, Any]) -> bytes:
     )
 
 
-def schema_messages(entries: list[Entry]) -> Iterator[bytes]:
+def schema_messages(entries: list[Entry], counters: dict[str, int] | None = None) -> Iterator[bytes]:
     """`schemas` messages of at most about CHUNK_BYTES each (a single large text may exceed it)."""
     batch: list[dict[str, Any]] = []
     size = 0
     for e in entries:
-        describe(e)
+        if describe(e) and counters is not None:
+            counters["texts_dropped"] += 1
         item = {
             "id": e.id,
             "hash": e.hash,
@@ -115,6 +119,7 @@ class Shipper:
 
     def tick(self) -> None:
         """One round: connect if due, then ship. Public so tests can drive it without the thread."""
+        self.recorder.drain()  # also while no daemon listens: the queue stays short
         now = time.monotonic()
         fresh = False
         if self._sock is None:
@@ -142,7 +147,7 @@ class Shipper:
         The snapshot is taken before the schema list, so every row it names has its metadata sent."""
         snapshot = self.recorder.snapshot(full=fresh)
         out = [encode({"kind": "hello", **self.identity})] if fresh else []
-        out.extend(schema_messages(self.recorder.take_unsent(everything=fresh)))
+        out.extend(schema_messages(self.recorder.take_unsent(everything=fresh), self.recorder.counters))
         self._seq += 1
         probe = {**self.recorder.counters, **self.counters}
         out.append(encode({"kind": "snapshot", "seq": self._seq, **snapshot, "probe": probe}))

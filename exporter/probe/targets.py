@@ -21,7 +21,7 @@ from collections import OrderedDict
 from typing import Any
 
 from exporter.probe import patching
-from exporter.probe.recorder import Recorder
+from exporter.probe.recorder import MASK, MAX_PENDING, Recorder
 
 _perf = time.perf_counter
 
@@ -106,9 +106,10 @@ def _xgrammar_compile(original: Any, kind: str) -> Any:
         rec = STATE.recorder
         if rec is None:
             return original(self, *args, **kwargs)
-        token = rec.begin("xgrammar")
-        generation = cache_generation(self)
         started = _perf()
+        token = next(rec.tokens)
+        rec.inflight[token] = (started, "xgrammar")
+        generation = self.__dict__.get("_gdx_gen", 0)
         try:
             result = original(self, *args, **kwargs)
         except BaseException as err:
@@ -117,10 +118,8 @@ def _xgrammar_compile(original: Any, kind: str) -> Any:
             raise
         elapsed = _perf() - started
         hit = elapsed < rec.hit_max_seconds or cache_unchanged(self, generation)
-        if args and type(args[0]) is str:
-            rec.finish(token, "xgrammar", kind, args[0], elapsed, hit)
-        else:
-            rec.finish(token, "xgrammar", kind, _first_arg(args, kwargs), elapsed, hit)
+        spec = args[0] if args and type(args[0]) is str else _first_arg(args, kwargs)
+        rec.finish(token, "xgrammar", kind, spec, elapsed, hit)
         return result
 
     return wrapper
@@ -141,10 +140,11 @@ def _mask(original: Any, backend: str) -> Any:
         if rec is None:
             return original(*args, **kwargs)
         started = _perf()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            rec.observe_mask(backend, _perf() - started)
+        result = original(*args, **kwargs)
+        timings = rec.timings  # inlined observe_mask: this runs per token
+        if len(timings) < MAX_PENDING:
+            timings.append((MASK, backend, _perf() - started))
+        return result
 
     return wrapper
 
@@ -362,8 +362,10 @@ def _vllm_bitmask(original: Any) -> Any:
             return original(self, *args, **kwargs)
         started = _perf()
         result = original(self, *args, **kwargs)
-        if result is not None:
-            rec.observe_mask(vllm_backend_name(self), _perf() - started)
+        if result is not None:  # None: no structured request in this step
+            timings = rec.timings  # inlined observe_mask; the backend's name is resolved off the step
+            if len(timings) < MAX_PENDING:
+                timings.append((MASK, self, _perf() - started))
         return result
 
     return wrapper

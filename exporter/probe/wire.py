@@ -37,7 +37,7 @@ MASK_BUCKETS = (
 )  # fmt: skip
 ERROR_REASONS = ("invalid_schema", "unsupported", "timeout", "internal")
 REQUEST_KINDS = ("json", "json_object", "regex", "grammar", "choice", "structural_tag", "other")
-PROBE_COUNTERS = ("internal_errors", "send_failures", "connects", "texts_dropped", "evicted")
+PROBE_COUNTERS = ("internal_errors", "send_failures", "connects", "texts_dropped", "evicted", "dropped")
 MAX_TEXT_CHARS = 256 * 1024
 MAX_SCHEMAS_PER_MESSAGE = 100_000
 _NAME = re.compile(r"^[A-Za-z0-9_.:/+-]{1,128}$")
