@@ -10,10 +10,14 @@ VLLM_VENV ?= .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 TOKENIZER_VERSION ?= 3.7.2
 TOKENIZER := .cache/tokenizer/package/models/tokenizer.json
+SGLANG_VERSION ?= 0.5.23
+SGLANG_DIR := .cache/sglang
+SGLANG_STAMP := $(SGLANG_DIR)/.installed
+export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 
-.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm
+.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang
 
 help:
 	@echo "make run      run the daemon on :9479 (installs into $(VENV) first)"
@@ -46,8 +50,18 @@ $(VLLM_STAMP): pyproject.toml
 	$(VLLM_VENV)/bin/pip install --quiet --no-deps -e .
 	touch $(VLLM_STAMP)
 
+# SGLang's grammar backend, real code, importable without its GPU runtime: the wheel and the few
+# pure-Python modules its grammar path imports, beside (not in) the test virtualenv.
+$(SGLANG_STAMP): $(STAMP)
+	rm -rf $(SGLANG_DIR)
+	$(BIN)/pip install --quiet --no-deps --target $(SGLANG_DIR) sglang==$(SGLANG_VERSION) \
+		orjson pybase64 requests urllib3 certifi pillow starlette msgspec pyzmq ipython traitlets \
+		openai sniffio partial_json_parser
+	touch $(SGLANG_STAMP)
+
 tokenizer: $(TOKENIZER)
 vllm: $(VLLM_STAMP)
+sglang: $(SGLANG_STAMP)
 
 sysdeps:
 	scripts/ensure-system-deps.sh
@@ -60,7 +74,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy exporter
 
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
-unit: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP)
+unit: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(SGLANG_STAMP)
 	@rc=0; $(BIN)/python -m pytest $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 

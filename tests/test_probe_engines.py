@@ -4,7 +4,10 @@ daemon over its real unix socket; every assertion is read from the daemon's /met
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import tracemalloc
 from collections.abc import Iterator
@@ -15,6 +18,8 @@ import pytest
 from scraping import sample, scrape, wait_for
 
 import exporter.probe as probe
+
+ROOT = Path(__file__).resolve().parent.parent
 
 INVOICE = {
     "title": "Invoice",
@@ -247,3 +252,34 @@ def test_eight_threads_count_exactly(xgr_info: Any, socket_path: Path, daemon_fa
     assert 150 <= sample(m, "guided_decoding_compile_cache_hits_total") <= 160
     assert sample(m, "guided_decoding_schema_requests_total") == 200
     assert sample(m, "guided_decoding_compile_in_progress") == 0
+
+
+def test_sglang_grammar_backend(tokenizer_json: Path, tmp_path: Path, daemon_factory: Any) -> None:
+    """SGLang's own cache answers repeats (counted at get_cached_or_future_value); its misses reach
+    xgrammar (counted there): every request once, hits exact."""
+    sglang_path = os.environ.get("GDX_SGLANG_PATH", str(ROOT / ".cache" / "sglang"))
+    if not Path(sglang_path, "sglang").is_dir():
+        raise FileNotFoundError(f"SGLang is missing under {sglang_path}: run `make sglang` (make test does)")
+    sock = tmp_path / "sglang.sock"
+    daemon = daemon_factory("--probe.socket", str(sock))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([sglang_path, str(ROOT)]),
+        "GDX_PROBE_SOCKET": str(sock),
+        "GDX_PROBE_INTERVAL": "0.2",
+        "GDX_POD_NAME": "sglang-0",
+    }
+    script = ROOT / "tests" / "engines" / "sglang_grammar.py"
+    out = subprocess.run(
+        [sys.executable, str(script), str(tokenizer_json), "10", "3"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary == {"requests": 13, "sglang_hits": 9}
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_compile_requests_total", pod="sglang-0", backend="xgrammar") == 13
+    assert sample(m, "guided_decoding_compile_cache_hits_total", pod="sglang-0") == 9
+    assert sample(m, "guided_decoding_schema_requests_total", pod="sglang-0") == 13
+    info = [dict(ls) for (n, ls) in m if n == "guided_decoding_probe_info"]
+    assert [i["engine_kind"] for i in info] == ["sglang"]
