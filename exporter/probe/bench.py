@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import logging
 import os
 import statistics
 import time
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.setdefault("GDX_PROBE_SOCKET", "/nonexistent/gdx-bench.sock")  # measure, do not ship
+    logging.getLogger("gdx.probe").setLevel(logging.ERROR)
     import xgrammar as xgr
     from transformers import PreTrainedTokenizerFast
 
