@@ -4,11 +4,14 @@ daemon over its real unix socket; every assertion is read from the daemon's /met
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,6 +136,7 @@ def test_first_seed_designs_on_real_xgrammar(xgr_info: Any, socket_path: Path, d
     )
     assert sample(m, "guided_decoding_schema_compile_seconds_count", schema_hash=pattern_hash) == 1
     assert sample(m, "guided_decoding_schemas_first_seen_total") == 52
+    assert sample(m, "guided_decoding_schemas_tracked") == 52
     assert sample(m, "guided_decoding_probe_snapshots_total", result="ok") > 0
     assert sample(m, "guided_decoding_probe_snapshots_total", result="rejected") == 0
     assert sample(m, "guided_decoding_engine_cpu_seconds_total", pod="engine-pod", mode="user") > 0
@@ -283,3 +287,83 @@ def test_sglang_grammar_backend(tokenizer_json: Path, tmp_path: Path, daemon_fac
     assert sample(m, "guided_decoding_schema_requests_total", pod="sglang-0") == 13
     info = [dict(ls) for (n, ls) in m if n == "guided_decoding_probe_info"]
     assert [i["engine_kind"] for i in info] == ["sglang"]
+
+
+def test_a_running_compile_is_visible_while_it_runs(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    daemon = daemon_factory("--probe.socket", str(socket_path))
+    c = compiler(xgr_info)
+    code = {"type": "string", "pattern": "^[A-Z0-9_-]{8,5000}$"}  # a bounded quantifier: about 2 s
+    spec = json.dumps({"type": "object", "properties": {"code": code}})
+    slow = threading.Thread(target=c.compile_json_schema, args=(spec,))
+    slow.start()
+    seen: list[float] = []
+
+    def running() -> bool:
+        m = scrape(daemon.url)
+        if sample(m, "guided_decoding_compile_in_progress", backend="xgrammar") == 1:
+            seen.append(sample(m, "guided_decoding_compile_oldest_running_seconds", backend="xgrammar"))
+        return bool(seen) and seen[-1] > 0.3
+
+    try:
+        wait_for(running, timeout=30, interval=0.05)
+    finally:
+        slow.join()
+    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_in_progress") == 0)
+
+
+def test_a_daemon_that_stops_reading_never_blocks_the_engine(xgr_info: Any, tmp_path: Path) -> None:
+    """A listener that accepts and never reads: the socket fills, the shipper's send times out and
+    reconnects, counted; the engine's calls stay as fast as ever."""
+    path = tmp_path / "stuck.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    held: list[socket.socket] = []
+    accepting = threading.Thread(
+        target=lambda: [held.append(server.accept()[0]) for _ in range(8)], daemon=True
+    )
+    accepting.start()
+    os.environ["GDX_PROBE_SOCKET"], os.environ["GDX_PROBE_INTERVAL"] = str(path), "0.05"
+    try:
+        assert probe.install("generic")
+        rec = probe.get_recorder()
+        shipper = probe.get_shipper()
+        assert rec is not None and shipper is not None
+        text = "x" * 200_000
+        for i in range(150):  # about 30 MB of schema texts to ship: more than a socket buffer holds
+            rec.finish(rec.begin("xgrammar"), "xgrammar", "regex", f"{i}{text}", 0.01, False)
+        worst = 0.0
+        deadline = time.monotonic() + 20
+        while shipper.counters["send_failures"] == 0 and time.monotonic() < deadline:
+            started = time.perf_counter()
+            rec.finish(rec.begin("xgrammar"), "xgrammar", "json", '{"a":1}', 0.00001, True)
+            worst = max(worst, time.perf_counter() - started)
+            time.sleep(0.001)
+        assert shipper.counters["send_failures"] >= 1
+        assert worst < 0.05, worst  # never waited on the socket
+    finally:
+        probe.uninstall()
+        os.environ.pop("GDX_PROBE_SOCKET")
+        os.environ.pop("GDX_PROBE_INTERVAL")
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+def test_a_path_that_refuses_is_retried_quietly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "not-a-socket"
+    path.write_text("")
+    os.environ["GDX_PROBE_SOCKET"], os.environ["GDX_PROBE_INTERVAL"] = str(path), "0.02"
+    try:
+        with caplog.at_level(logging.WARNING, "gdx.probe"):
+            assert probe.install("generic")
+            time.sleep(1.5)
+        shipper = probe.get_shipper()
+        assert shipper is not None and shipper.counters["connects"] == 0
+        assert caplog.text.count("cannot connect") == 1  # one line per outage, retried with backoff
+    finally:
+        probe.uninstall()
+        os.environ.pop("GDX_PROBE_SOCKET")
+        os.environ.pop("GDX_PROBE_INTERVAL")
