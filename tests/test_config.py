@@ -30,6 +30,9 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "vllm_max_body_bytes": ("1MiB", 2**20),
     "vllm_passthrough": ("off", False),
     "probe_socket": ("/tmp/x.sock", "/tmp/x.sock"),
+    "probe_max_schemas": ("200", 200),
+    "probe_engine_ttl": ("5m", 300.0),
+    "probe_titles": ("off", False),
     "nvml_retry_interval": ("10s", 10.0),
     "kubernetes_enabled": ("true", True),
     "kubernetes_node_name": ("node-a", "node-a"),
@@ -51,6 +54,8 @@ INVALID: dict[str, str] = {
     "vllm_timeout": "-1s",
     "vllm_max_body_bytes": "lots",
     "nvml_retry_interval": "0s",
+    "probe_max_schemas": "0",
+    "probe_engine_ttl": "never",
     "kubernetes_default_port": "70000",
 }
 OPTIONS = {f.name: f for f in config.OPTIONS}

@@ -157,3 +157,32 @@ def test_wrappers_pass_everything_through() -> None:
     finally:
         targets.STATE.recorder = None
         patching.unwrap_all()
+
+
+def test_trtllm_factory_create_times_the_blocking_build() -> None:
+    """TensorRT-LLM needs CUDA, so this runs on a class with the signature read from its source
+    (`XGrammarMatcherFactory.create(self, guided_decoding_params)`): the wait is recorded, the
+    matcher and any exception pass through unchanged."""
+    import time
+
+    class XGrammarMatcherFactory:
+        def create(self, guided_decoding_params: Any) -> str:
+            if guided_decoding_params is None:
+                raise ValueError("no guide")
+            time.sleep(0.01)
+            return "matcher"
+
+    module = types.SimpleNamespace(XGrammarMatcherFactory=XGrammarMatcherFactory)
+    rec = probe.Recorder()
+    targets.STATE.recorder = rec
+    try:
+        targets.patch_trtllm(module)
+        factory = XGrammarMatcherFactory()
+        assert factory.create({"guide": "{}"}) == "matcher"
+        with pytest.raises(ValueError, match="no guide"):
+            factory.create(None)
+        wait = rec.snapshot(full=True)["backends"]["xgrammar"]["wait"]
+        assert sum(wait["buckets"]) == 2 and wait["sum"] >= 0.01
+    finally:
+        targets.STATE.recorder = None
+        patching.unwrap_all()
