@@ -1,4 +1,4 @@
-"""`gdx`: the command line. `gdx serve` runs the node daemon; later subcommands analyse schemas."""
+"""`gdx`: the command line. `gdx serve` runs the node daemon; `gdx hash` and `gdx lint` analyse schemas."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     config.add_flags(serve)
+    from exporter import lintcli
+
+    lintcli.add_parsers(sub)
     return parser
 
 
@@ -39,6 +42,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         return _serve(vars(args))
+    from exporter import lintcli
+
+    if args.command == "hash":
+        return lintcli.hash_main(args)
+    if args.command == "lint":
+        return lintcli.lint_main(args)
     return 2
 
 

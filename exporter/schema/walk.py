@@ -1,0 +1,157 @@
+"""Iterative, budgeted traversal of a JSON Schema's subschema positions.
+
+Only positions that hold schemas are visited (never `enum`, `const`, `default` or `examples`, whose
+values may look like schemas). Local `$ref`s (`#/...`) are followed so that depth and union nesting
+are measured as the engine expands them; a `$ref` back into its own chain is reported as a cycle and
+not followed. No recursion (10,000-deep input is fine) and a node and time budget: past it the walk
+stops with `TooComplex`, which the linter turns into a `too_complex` finding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+# keyword -> how its value holds subschemas: "one" (a schema), "map" (name -> schema), "list"
+SUBSCHEMAS = {
+    "properties": "map",
+    "patternProperties": "map",
+    "$defs": "map",
+    "definitions": "map",
+    "dependentSchemas": "map",
+    "additionalProperties": "one",
+    "unevaluatedProperties": "one",
+    "propertyNames": "one",
+    "items": "one_or_list",
+    "prefixItems": "list",
+    "additionalItems": "one",
+    "unevaluatedItems": "one",
+    "contains": "one",
+    "not": "one",
+    "if": "one",
+    "then": "one",
+    "else": "one",
+    "allOf": "list",
+    "anyOf": "list",
+    "oneOf": "list",
+}
+# descending through these is one level of data nesting (an object's field, an array's item)
+NESTING = frozenset({"properties", "patternProperties", "additionalProperties", "items", "prefixItems",
+                     "additionalItems", "unevaluatedProperties", "unevaluatedItems", "contains"})  # fmt: skip
+UNIONS = frozenset({"anyOf", "oneOf"})
+DEFINITIONS = frozenset({"$defs", "definitions"})
+MAX_REF_EXPANSIONS = 8  # each definition is expanded through $ref at most this many times
+
+
+class TooComplex(Exception):
+    """The schema exceeded the analysis budget."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_nodes: int = 100_000
+    max_seconds: float = 1.0
+
+
+@dataclass(frozen=True)
+class Node:
+    pointer: str  # JSON pointer of this subschema in the document (of the $ref target when followed)
+    schema: dict[str, Any]
+    depth: int  # data nesting: fields and items descended into
+    union_depth: int  # anyOf/oneOf branches descended into
+    via: tuple[str, ...]  # pointers of the $refs followed to get here
+
+
+@dataclass(frozen=True)
+class Cycle:
+    pointer: str  # the $ref that closes the loop
+    target: str
+
+
+def escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def resolve(root: Any, ref: str) -> tuple[str, Any] | None:
+    """The (pointer, node) a local `$ref` names, or None (remote, malformed or dangling)."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return None
+    pointer = ref[1:]
+    node = root
+    if pointer:
+        if not pointer.startswith("/"):
+            return None
+        for token in pointer[1:].split("/"):
+            key = unescape(token)
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                return None
+    return pointer, node
+
+
+def children(pointer: str, schema: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
+    """(keyword, child pointer, child) for every subschema directly under `schema`."""
+    for keyword, how in SUBSCHEMAS.items():
+        if keyword not in schema:
+            continue
+        value = schema[keyword]
+        base = f"{pointer}/{escape(keyword)}"
+        if how == "map" and isinstance(value, dict):
+            for name, child in value.items():
+                yield keyword, f"{base}/{escape(str(name))}", child
+        elif how in ("list", "one_or_list") and isinstance(value, list):
+            for i, child in enumerate(value):
+                yield keyword, f"{base}/{i}", child
+        elif how in ("one", "one_or_list"):
+            yield keyword, base, value
+
+
+def walk(root: Any, budget: Budget = Budget(), cycles: list[Cycle] | None = None) -> Iterator[Node]:
+    """Every subschema (dicts only; booleans are trivially fine), depth first, refs followed."""
+    started = time.monotonic()
+    expansions: dict[str, int] = {}
+    stack: list[Node] = []
+    if isinstance(root, dict):
+        stack.append(Node("", root, 0, 0, ()))
+    visited = 0
+    while stack:
+        node = stack.pop()
+        visited += 1
+        if visited > budget.max_nodes or (
+            visited % 1024 == 0 and time.monotonic() - started > budget.max_seconds
+        ):
+            raise TooComplex(f"more than {visited - 1} subschemas or {budget.max_seconds:g}s")
+        yield node
+        schema = node.schema
+        ref = schema.get("$ref")
+        if isinstance(ref, str):
+            found = resolve(root, ref)
+            if found is not None and isinstance(found[1], dict):
+                target, target_schema = found
+                if target in node.via or target == node.pointer or node.pointer.startswith(target + "/"):
+                    if cycles is not None:
+                        cycles.append(Cycle(f"{node.pointer}/$ref", target))
+                elif expansions.get(target, 0) < MAX_REF_EXPANSIONS:
+                    expansions[target] = expansions.get(target, 0) + 1
+                    stack.append(
+                        Node(target, target_schema, node.depth, node.union_depth, (*node.via, target))
+                    )
+        for keyword, pointer, child in children(node.pointer, schema):
+            if not isinstance(child, dict):
+                continue
+            if keyword in DEFINITIONS and node.via:
+                continue  # definitions are reached through their $refs, not walked again
+            depth = node.depth + (keyword in NESTING)
+            unions = node.union_depth + (keyword in UNIONS)
+            if keyword in DEFINITIONS:
+                depth, unions = 0, 0  # a definition's own depth counts from where it is used
+            stack.append(Node(pointer, child, depth, unions, node.via))

@@ -1,0 +1,71 @@
+"""The backend rules checked against the real engines on every run: each keyword the rules say
+xgrammar does not enforce is compiled by xgrammar, which then accepts a must-reject instance; each
+keyword the rules say llguidance refuses fails llguidance's compile. And the linter detects each
+keyword in its own example, so rule and table cannot drift apart."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.enginecheck import Engines
+from exporter.schema import backends
+from exporter.schema.lint import lint
+
+
+@pytest.fixture(scope="module")
+def engines(tokenizer_json: Path) -> Engines:
+    return Engines(str(tokenizer_json), ["xgrammar", "llguidance"])
+
+
+def _keywords(schema: dict[str, Any], rule: str) -> set[str]:
+    out = set()
+    for f in lint(schema):
+        if f.rule == rule:
+            out.add(f.message.split("`")[1])
+    return out
+
+
+@pytest.mark.parametrize("keyword", sorted(backends.XGRAMMAR_UNENFORCED))
+def test_xgrammar_does_not_enforce(engines: Engines, keyword: str) -> None:
+    b = backends.XGRAMMAR_UNENFORCED[keyword]
+    assert engines.compile(json.dumps(b.example))[0].ok
+    assert engines.xgrammar_accepts(b.example, b.must_reject) == "unenforced"
+    assert keyword in _keywords(b.example, "xgrammar_unenforced")
+
+
+@pytest.mark.parametrize("keyword", sorted(backends.LLGUIDANCE_REFUSED))
+def test_llguidance_refuses(engines: Engines, keyword: str) -> None:
+    b = backends.LLGUIDANCE_REFUSED[keyword]
+    ll = engines.compile(json.dumps(b.example))[1]
+    assert ll.engine == "llguidance" and not ll.ok, ll
+    assert keyword in _keywords(b.example, "llguidance_refused")
+
+
+@pytest.mark.parametrize(
+    ("schema", "must_reject"),
+    [
+        ({"type": "object", "patternProperties": {"^x_": {"type": "integer"}}}, {"x_a": "s"}),
+        ({"type": "integer", "multipleOf": 5}, 7),
+        ({"type": "string", "format": "email"}, "zz zz"),
+        ({"type": "string", "format": "uri-reference"}, "\\\\ zz"),
+        ({"type": "object", "properties": {"a": {"type": "integer"}}, "minProperties": 1}, {}),
+    ],
+    ids=["patternProperties", "multipleOf", "format-email", "format-uri-reference", "minProperties"],
+)
+def test_what_xgrammar_does_enforce_is_not_flagged(
+    engines: Engines, schema: dict[str, Any], must_reject: Any
+) -> None:
+    """Older write-ups list these as unenforced; xgrammar 0.2.9 enforces them, so the rule is quiet."""
+    assert engines.xgrammar_accepts(schema, must_reject) == "enforced"
+    assert _keywords(schema, "xgrammar_unenforced") == set()
+
+
+def test_llguidance_compiles_what_the_rule_leaves_alone(engines: Engines) -> None:
+    quiet = {"type": "object", "properties": {"a": {"type": "string", "format": "date"}}, "required": ["a"],
+             "minProperties": 1, "anyOf": [{"required": ["a"]}]}  # fmt: skip
+    assert engines.compile(json.dumps(quiet))[1].ok
+    assert _keywords(quiet, "llguidance_refused") == set()
