@@ -306,6 +306,36 @@ class Config:
         parse_bool,
         "Put a schema's sanitised top-level title ([A-Za-z0-9_.-], 64 chars) in schema_info's title label.",
     )
+    shape_window: float = _opt(
+        600.0,
+        "shape.window",
+        parse_duration,
+        "Sliding window for shape_variants and the varying paths: variants of a shape compiled within it.",
+        metavar="DURATION",
+    )
+    lint_depth: int = _opt(
+        3, "lint.depth", parse_positive_int, "Object/array nesting levels allowed.", metavar="N"
+    )
+    lint_max_items: int = _opt(
+        20, "lint.max-items", parse_positive_int, "minItems/maxItems allowed in the grammar.", metavar="N"
+    )
+    lint_union_depth: int = _opt(
+        3, "lint.union-depth", parse_positive_int, "anyOf/oneOf nesting allowed.", metavar="N"
+    )
+    lint_union_width: int = _opt(
+        8, "lint.union-width", parse_positive_int, "Branches per anyOf/oneOf allowed.", metavar="N"
+    )
+    lint_enum_size: int = _opt(64, "lint.enum-size", parse_positive_int, "Enum members allowed.", metavar="N")
+    lint_quantifier: int = _opt(
+        32, "lint.quantifier", parse_positive_int, "Largest regex {m,n} upper bound allowed.", metavar="N"
+    )
+    lint_budget: float = _opt(
+        1.0,
+        "lint.budget",
+        parse_duration,
+        "Analysis time per schema; past it the schema gets a too_complex finding.",
+        metavar="DURATION",
+    )
     nvml_retry_interval: float = _opt(
         60.0,
         "nvml.retry-interval",

@@ -33,6 +33,14 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "probe_max_schemas": ("200", 200),
     "probe_engine_ttl": ("5m", 300.0),
     "probe_titles": ("off", False),
+    "shape_window": ("5m", 300.0),
+    "lint_depth": ("4", 4),
+    "lint_max_items": ("50", 50),
+    "lint_union_depth": ("2", 2),
+    "lint_union_width": ("16", 16),
+    "lint_enum_size": ("128", 128),
+    "lint_quantifier": ("16", 16),
+    "lint_budget": ("250ms", 0.25),
     "nvml_retry_interval": ("10s", 10.0),
     "kubernetes_enabled": ("true", True),
     "kubernetes_node_name": ("node-a", "node-a"),
@@ -56,6 +64,8 @@ INVALID: dict[str, str] = {
     "nvml_retry_interval": "0s",
     "probe_max_schemas": "0",
     "probe_engine_ttl": "never",
+    "lint_depth": "0",
+    "lint_budget": "-1s",
     "kubernetes_default_port": "70000",
 }
 OPTIONS = {f.name: f for f in config.OPTIONS}

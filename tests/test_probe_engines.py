@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import tracemalloc
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -367,3 +368,52 @@ def test_a_path_that_refuses_is_retried_quietly(tmp_path: Path, caplog: pytest.L
         probe.uninstall()
         os.environ.pop("GDX_PROBE_SOCKET")
         os.environ.pop("GDX_PROBE_INTERVAL")
+
+
+MARKER = "ZZMARKERZZ"
+
+
+def test_analysis_names_the_varying_field_and_leaks_no_value(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Per-tenant enums whose members, descriptions, defaults and examples carry a marker: the daemon
+    names the pointer that varies and the rules that fire, and the marker appears nowhere."""
+    from exporter.schema.identity import schema_hash, shape_hash
+
+    daemon = daemon_factory("--probe.socket", str(socket_path), "--probe.max-schemas", "100")
+    c = compiler(xgr_info)
+    specs = []
+    for tenant in range(12):
+        schema = tenant_invoice(tenant)
+        item = schema["properties"]["line_items"]["items"]["properties"]
+        item["cost_center_id"]["enum"] = [f"{MARKER}-{tenant}-{i}" for i in range(50)]
+        item["sku"]["description"] = f"{MARKER} sku for tenant {tenant}"
+        item["sku"]["default"] = MARKER
+        item["sku"]["examples"] = [MARKER]
+        specs.append(json.dumps(schema))
+    specs.append(json.dumps(PATTERN))
+    with caplog.at_level(logging.DEBUG):
+        for spec in specs:
+            c.compile_json_schema(spec, any_whitespace=False)
+        shape = shape_hash(specs[0])
+        enum_path = "/properties/line_items/items/properties/cost_center_id/enum"
+
+        def analysed() -> bool:
+            m = scrape(daemon.url)
+            return sample(m, "guided_decoding_shape_varying_path_info", shape_hash=shape, path=enum_path) == 1
+
+        wait_for(analysed, timeout=30)
+    text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_shape_variants", shape_hash=shape) == 12
+    variant = schema_hash(specs[0])
+    assert sample(m, "guided_decoding_schema_lint_findings", schema_hash=variant, rule="dynamic_enum") == 1
+    assert sample(m, "guided_decoding_schema_lint_findings", schema_hash=variant, rule="max_items") == 1  # 25
+    pattern = schema_hash(specs[-1])
+    assert (
+        sample(m, "guided_decoding_schema_lint_findings", schema_hash=pattern, rule="bounded_quantifier") == 1
+    )
+    assert sample(m, "guided_decoding_schemas_analysed_total") == 13
+    assert MARKER not in text
+    assert MARKER not in daemon.log
+    assert MARKER not in caplog.text  # the probe's own log lines, in this process

@@ -29,7 +29,10 @@ from prometheus_client.core import (
 
 from exporter.config import Config
 from exporter.probe import wire
+from exporter.schema.lint import Thresholds
+from exporter.schema.walk import Budget
 from exporter.sources.base import Source, SourceError
+from exporter.sources.probe_analysis import SchemaAnalysis
 from exporter.sources.probe_store import Engine, ProbeStore
 
 log = logging.getLogger("gdx.probe")
@@ -69,7 +72,20 @@ class ProbeSource(Source):
         self.refused = 0
         self._server: asyncio.AbstractServer | None = None
         self._listen_error: str | None = None
-        self.store = ProbeStore(config.probe_max_schemas, config.probe_engine_ttl, config.probe_titles)
+        thresholds = Thresholds(
+            depth=config.lint_depth,
+            max_items=config.lint_max_items,
+            union_depth=config.lint_union_depth,
+            union_width=config.lint_union_width,
+            enum_size=config.lint_enum_size,
+            quantifier=config.lint_quantifier,
+            budget=Budget(max_seconds=config.lint_budget),
+        )
+        self.analysis = SchemaAnalysis(thresholds, config.shape_window)
+        self.analysis_time = max(0.05, min(2.0, config.collector_timeout / 2))
+        self.store = ProbeStore(
+            config.probe_max_schemas, config.probe_engine_ttl, config.probe_titles, self.analysis
+        )
         self._logged_reject = False
 
     async def start(self) -> None:
@@ -149,6 +165,9 @@ class ProbeSource(Source):
 
     async def refresh(self) -> None:
         self.store.expire(time.monotonic())
+        if self.analysis.pending:  # new schemas: lint them in a worker thread, within a time slice
+            deadline = time.monotonic() + self.analysis_time
+            await asyncio.get_running_loop().run_in_executor(None, self.analysis.run, deadline)
         if self._listen_error:
             raise SourceError(self._listen_error)
 
@@ -298,6 +317,7 @@ def families(view: dict[str, Any]) -> Iterable[Metric]:
             {"shape_hash": meta.shape, "kind": meta.kind, "backend": meta.backend, "title": meta.title},
         )
     yield from (s_compile, s_requests, s_hits, s_info)
+    yield from analysis_families(view)
     yield CounterMetricFamily(
         p + "schemas_first_seen", "Distinct schema hashes seen for the first time on this node.",
         value=view["first_seen_total"],
@@ -311,3 +331,49 @@ def families(view: dict[str, Any]) -> Iterable[Metric]:
         p + "schemas_evicted", "Schema hashes moved out of the exposed top set into other.",
         value=view["evicted_total"],
     )  # fmt: skip
+
+
+def analysis_families(view: dict[str, Any]) -> Iterable[Metric]:
+    """Lint findings of the exposed schemas, their shapes' variants and varying paths."""
+    p = "guided_decoding_"
+    analysis = view["analysis"]
+    findings = GaugeMetricFamily(
+        p + "schema_lint_findings",
+        "Places a lint rule fires in a schema (gdx lint FILE shows them with pointers and fixes).",
+        labels=["schema_hash", "rule", "severity"],
+    )
+    for schema_hash, counts in sorted(analysis["findings"].items()):
+        counts = dict(counts)
+        n = view["serialisations"].get(schema_hash, 0)
+        if n:
+            counts[("unstable_serialization", "warning")] = n
+        for (rule, severity), value in sorted(counts.items()):
+            findings.add_metric([schema_hash, rule, severity], value)
+    yield findings
+    shape_variants = GaugeMetricFamily(
+        p + "shape_variants",
+        "Distinct schemas of this shape compiled within the window: many means per-request injection.",
+        labels=["shape_hash"],
+    )
+    paths = GaugeMetricFamily(
+        p + "shape_varying_path_info",
+        "JSON pointers whose literal values differ between variants of the shape (at most 5).",
+        labels=["shape_hash", "path"],
+    )
+    for shape_hash, (count, varying) in sorted(analysis["shapes"].items()):
+        shape_variants.add_metric([shape_hash], count)
+        for path, _ in varying:
+            paths.add_metric([shape_hash, path], 1)
+    yield shape_variants
+    yield paths
+    yield CounterMetricFamily(
+        p + "schemas_analysed", "Distinct schemas linted by the daemon.", value=analysis["analysed"]
+    )
+    yield CounterMetricFamily(
+        p + "schema_analysis_skipped",
+        "Schemas not analysed because the queue of texts was full.",
+        value=analysis["skipped"],
+    )
+    yield CounterMetricFamily(
+        p + "schema_analysis_seconds", "Time the daemon spent analysing schemas.", value=analysis["seconds"]
+    )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.probe.wire import SCHEMA_BUCKETS
+from exporter.sources.probe_analysis import SchemaAnalysis
 
 log = logging.getLogger("gdx.probe")
 OTHER = "other"
@@ -103,7 +104,14 @@ def add_rows(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 class ProbeStore:
-    def __init__(self, max_schemas: int = 50, engine_ttl: float = 120.0, titles: bool = True) -> None:
+    def __init__(
+        self,
+        max_schemas: int = 50,
+        engine_ttl: float = 120.0,
+        titles: bool = True,
+        analysis: SchemaAnalysis | None = None,
+    ) -> None:
+        self.analysis = analysis or SchemaAnalysis()
         self.max_schemas = max(1, max_schemas)
         self.engine_ttl = engine_ttl
         self.titles = titles
@@ -161,6 +169,8 @@ class ProbeStore:
                 else:
                     self.seen.move_to_end(meta.hash)
                 self.info.setdefault(meta.hash, meta)
+                self.analysis.submit(meta.hash, meta.shape, meta.kind, meta.text)
+                meta.text = None  # analysed once, off the loop; the store keeps no schema text
 
     def snapshot(self, engine: Engine, msg: dict[str, Any], now: float) -> None:
         with self.lock:
@@ -214,6 +224,9 @@ class ProbeStore:
     ) -> None:
         target = OTHER
         if schema_hash != OTHER:
+            info = self.info.get(schema_hash)
+            if info is not None:
+                self.analysis.seen(schema_hash, info.shape, now)
             self.scores[schema_hash] = (self._score(schema_hash, now) + d["sum"], now)
             if schema_hash in self.exposed or self._promote(schema_hash, now):
                 target = schema_hash
@@ -272,7 +285,17 @@ class ProbeStore:
         """A consistent copy for one scrape."""
         with self.lock:
             live_hashes = {m.hash for e in self.engines.values() for m in e.metas.values()}
+            serialisations: dict[str, int] = {}
+            for e in self.engines.values():
+                per_engine: dict[str, int] = {}
+                for m in e.metas.values():
+                    per_engine[m.hash] = per_engine.get(m.hash, 0) + 1
+                for h, n in per_engine.items():
+                    serialisations[h] = max(serialisations.get(h, 0), n)
+            exposed = set(self.exposed)
             return {
+                "analysis": self.analysis.view(time.monotonic(), exposed),
+                "serialisations": {h: n for h, n in serialisations.items() if n > 1 and h in exposed},
                 "engines": [(e.hello, e.snapshot) for e in self.engines.values()],
                 "series": {
                     k: Acc(a.requests, a.hits, list(a.buckets), a.sum) for k, a in self.series.items()
