@@ -145,6 +145,21 @@ NODE_RULES: dict[str, Rule] = {
     "llguidance_refused": llguidance_refused,
 }
 BACKEND_RULES = {"xgrammar": "xgrammar_unenforced", "llguidance": "llguidance_refused"}
+# Rules that depend on where a node is reached (depth, union nesting) run on every visit; the others
+# once per place in the document (not again through each $ref), and only when one of their keywords
+# is present.
+CONTEXT_RULES = ("depth", "union_depth")
+_XGRAMMAR_KEYS = {*backends.SIMPLE_KEYWORDS, "anyOf", "oneOf", "allOf", "pattern", "format"}
+_LLGUIDANCE_KEYS = {*backends.SIMPLE_KEYWORDS, "propertyNames", "unevaluatedProperties", "unevaluatedItems",
+                    "oneOf", "minProperties", "maxProperties", "pattern", "format"}  # fmt: skip
+TRIGGERS: dict[str, frozenset[str]] = {
+    "union_width": frozenset({"anyOf", "oneOf"}),
+    "bounded_quantifier": frozenset({"pattern", "patternProperties"}),
+    "large_enum": frozenset({"enum"}),
+    "max_items": frozenset({"minItems", "maxItems"}),
+    "xgrammar_unenforced": frozenset(_XGRAMMAR_KEYS),
+    "llguidance_refused": frozenset(_LLGUIDANCE_KEYS),
+}
 RULES = (*NODE_RULES, "recursive_ref", "dynamic_enum", "unstable_serialization", "too_complex")
 
 
@@ -154,11 +169,20 @@ def lint(
     """Findings for one decoded schema, sorted by pointer; duplicates (a definition reached through
     several $refs) reported once."""
     skip = {rule for engine, rule in BACKEND_RULES.items() if engine not in set(engines)}
-    rules = [rule for name, rule in NODE_RULES.items() if name not in skip]
+    context = [NODE_RULES[name] for name in CONTEXT_RULES]
+    keyed = [
+        (TRIGGERS[name], rule) for name, rule in NODE_RULES.items() if name in TRIGGERS and name not in skip
+    ]
     found: dict[tuple[str, str, str], Finding] = {}
     cycles: list[Cycle] = []
+    keyed_done: set[str] = set()
     try:
         for node in walk(schema, thresholds.budget, cycles):
+            rules = list(context)
+            if node.pointer not in keyed_done:  # once per place, however many $refs reach it
+                keyed_done.add(node.pointer)
+                keys = node.schema.keys()
+                rules.extend(rule for trigger, rule in keyed if not trigger.isdisjoint(keys))
             for rule in rules:
                 for finding in rule(node, thresholds):
                     found.setdefault((finding.rule, finding.pointer, finding.message), finding)

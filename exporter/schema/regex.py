@@ -8,6 +8,7 @@ repeats `{m,n}` unroll into n states in a grammar, so the largest finite upper b
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ class PatternFacts:
     lookaround: bool
 
 
+@functools.lru_cache(maxsize=4096)
 def analyse(pattern: str) -> PatternFacts | None:
     """Facts about a pattern, or None when it cannot be parsed (or is absurdly long)."""
     if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:

@@ -26,9 +26,7 @@ def literals(schema: Any, budget: Budget = DEFAULT_BUDGET) -> LiteralMap:
     """Digests of every literal at a schema position (not following $refs: pointers are the document's)."""
     out: LiteralMap = {}
     try:
-        for node in walk(schema, budget):
-            if node.via:
-                continue
+        for node in walk(schema, budget, follow_refs=False):
             for key in LITERAL_KEYS & node.schema.keys():
                 value = canonical_json(node.schema[key]).encode("utf-8", "surrogatepass")
                 out[f"{node.pointer}/{escape(key)}"] = hashlib.blake2b(value, digest_size=8).hexdigest()

@@ -115,10 +115,16 @@ def children(pointer: str, schema: dict[str, Any]) -> Iterator[tuple[str, str, A
             yield keyword, base, value
 
 
-def walk(root: Any, budget: Budget = Budget(), cycles: list[Cycle] | None = None) -> Iterator[Node]:
-    """Every subschema (dicts only; booleans are trivially fine), depth first, refs followed."""
+def walk(
+    root: Any, budget: Budget = Budget(), cycles: list[Cycle] | None = None, follow_refs: bool = True
+) -> Iterator[Node]:
+    """Every subschema (dicts only; booleans are trivially fine), depth first, local refs followed.
+
+    A definition is expanded again through another $ref only when it is reached deeper (in data or
+    union nesting) than every earlier expansion, at most MAX_REF_EXPANSIONS times: enough to measure
+    the deepest path without walking a definition once per use."""
     started = time.monotonic()
-    expansions: dict[str, int] = {}
+    expansions: dict[str, list[tuple[int, int]]] = {}
     stack: list[Node] = []
     if isinstance(root, dict):
         stack.append(Node("", root, 0, 0, ()))
@@ -132,7 +138,7 @@ def walk(root: Any, budget: Budget = Budget(), cycles: list[Cycle] | None = None
             raise TooComplex(f"more than {visited - 1} subschemas or {budget.max_seconds:g}s")
         yield node
         schema = node.schema
-        ref = schema.get("$ref")
+        ref = schema.get("$ref") if follow_refs else None
         if isinstance(ref, str):
             found = resolve(root, ref)
             if found is not None and isinstance(found[1], dict):
@@ -140,11 +146,14 @@ def walk(root: Any, budget: Budget = Budget(), cycles: list[Cycle] | None = None
                 if target in node.via or target == node.pointer or node.pointer.startswith(target + "/"):
                     if cycles is not None:
                         cycles.append(Cycle(f"{node.pointer}/$ref", target))
-                elif expansions.get(target, 0) < MAX_REF_EXPANSIONS:
-                    expansions[target] = expansions.get(target, 0) + 1
-                    stack.append(
-                        Node(target, target_schema, node.depth, node.union_depth, (*node.via, target))
-                    )
+                else:
+                    seen = expansions.setdefault(target, [])
+                    deeper = all(node.depth > d or node.union_depth > u for d, u in seen)
+                    if deeper and len(seen) < MAX_REF_EXPANSIONS:
+                        seen.append((node.depth, node.union_depth))
+                        stack.append(
+                            Node(target, target_schema, node.depth, node.union_depth, (*node.via, target))
+                        )
         for keyword, pointer, child in children(node.pointer, schema):
             if not isinstance(child, dict):
                 continue
