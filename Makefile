@@ -83,6 +83,7 @@ test: lint typecheck unit
 bench: $(STAMP) $(TOKENIZER)
 	$(BIN)/python -m exporter.bench
 	$(BIN)/python -m exporter.probe.bench
+	$(BIN)/python -m exporter.schemabench counts
 
 run: $(STAMP)
 	$(BIN)/gdx serve $(ARGS)

@@ -64,6 +64,37 @@ def test_what_xgrammar_does_enforce_is_not_flagged(
     assert _keywords(schema, "xgrammar_unenforced") == set()
 
 
+@pytest.mark.parametrize(
+    ("schema", "must_reject"),
+    [
+        ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, True),
+        (
+            {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "properties": {"k": {"const": "a"}, "x": {"type": "integer"}},
+                        "required": ["k", "x"],
+                    },
+                    {
+                        "type": "object",
+                        "properties": {"k": {"const": "b"}, "y": {"type": "string"}},
+                        "required": ["k", "y"],
+                    },
+                ]
+            },
+            {"k": "a", "y": "s"},
+        ),
+    ],
+    ids=["distinct-types", "discriminator"],
+)
+def test_disjoint_one_of_is_enforced_and_not_flagged(
+    engines: Engines, schema: dict[str, Any], must_reject: Any
+) -> None:
+    assert engines.xgrammar_accepts(schema, must_reject) == "enforced"
+    assert "oneOf exclusivity" not in _keywords(schema, "xgrammar_unenforced")
+
+
 def test_llguidance_compiles_what_the_rule_leaves_alone(engines: Engines) -> None:
     quiet = {"type": "object", "properties": {"a": {"type": "string", "format": "date"}}, "required": ["a"],
              "minProperties": 1, "anyOf": [{"required": ["a"]}]}  # fmt: skip

@@ -92,6 +92,16 @@ XGRAMMAR_UNENFORCED: dict[str, Behaviour] = {
             {"a": 5},
         ),
         Behaviour("oneOf exclusivity", {"oneOf": [{"type": "integer"}, {"type": "number"}]}, 5),
+        Behaviour(
+            "allOf with several branches",
+            {
+                "allOf": [
+                    {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                    {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]},
+                ]
+            },
+            {"a": 1},
+        ),
         Behaviour("pattern lookaround", {"type": "string", "pattern": "^(?!admin$)[a-z]+$"}, "admin"),
         Behaviour("format idn-email", {"type": "string", "format": "idn-email"}, "zz zz"),
         Behaviour("format idn-hostname", {"type": "string", "format": "idn-hostname"}, "zz zz"),
@@ -146,8 +156,11 @@ def xgrammar_gaps(schema: dict[str, Any], lookaround: bool) -> list[tuple[str, s
     for union in ("anyOf", "oneOf", "allOf"):
         if union in schema and "properties" in schema:
             out.append((f"properties beside {union}", union))
-    if "oneOf" in schema:
+    branches = schema.get("oneOf")
+    if isinstance(branches, list) and not provably_disjoint(branches):
         out.append(("oneOf exclusivity", "oneOf"))
+    if isinstance(schema.get("allOf"), list) and len(schema["allOf"]) > 1:
+        out.append(("allOf with several branches", "allOf"))
     if lookaround:
         out.append(("pattern lookaround", "pattern"))
     fmt = schema.get("format")
@@ -179,3 +192,46 @@ def llguidance_refusals(schema: dict[str, Any], lookaround: bool) -> list[tuple[
     if isinstance(fmt, str) and fmt not in LLGUIDANCE_FORMATS:
         out.append((f"format {fmt}", "format"))
     return out
+
+
+def _single_type(branch: Any) -> str | None:
+    kind = branch.get("type") if isinstance(branch, dict) else None
+    if isinstance(kind, list) and len(kind) == 1:
+        kind = kind[0]
+    return kind if isinstance(kind, str) else None
+
+
+def _tag(branch: Any, name: str) -> str | None:
+    """The branch's constant value of property `name`, when it is required and fixed."""
+    if not isinstance(branch, dict) or name not in (branch.get("required") or []):
+        return None
+    prop = (branch.get("properties") or {}).get(name)
+    if isinstance(prop, dict):
+        if "const" in prop:
+            return repr(prop["const"])
+        if isinstance(prop.get("enum"), list) and len(prop["enum"]) == 1:
+            return repr(prop["enum"][0])
+    return None
+
+
+def provably_disjoint(branches: list[Any]) -> bool:
+    """Whether at most one oneOf branch can match any instance, as xgrammar itself decides before
+    it falls back to anyOf semantics: distinct types (integer inside number), distinct constants, or
+    a required discriminator property with a distinct constant in every branch."""
+    if len(branches) < 2:
+        return True
+    types = [_single_type(b) for b in branches]
+    if all(types):
+        widened = ["number" if t == "integer" else t for t in types]
+        if len(set(widened)) == len(widened):
+            return True
+    consts = [repr(b["const"]) if isinstance(b, dict) and "const" in b else None for b in branches]
+    if all(c is not None for c in consts) and len(set(consts)) == len(consts):
+        return True
+    first = branches[0]
+    if isinstance(first, dict) and isinstance(first.get("properties"), dict):
+        for name in first["properties"]:
+            tags = [_tag(b, name) for b in branches]
+            if all(t is not None for t in tags) and len(set(tags)) == len(tags):
+                return True
+    return False
