@@ -22,16 +22,28 @@ def free_port() -> int:
 
 
 class Prometheus:
-    def __init__(self, workdir: Path, scrape_targets: list[str], interval: str = "1s") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        scrape_targets: list[str],
+        interval: str = "1s",
+        job: str = "gdx",
+        rule_files: list[Path] | None = None,
+        alertmanager: str | None = None,
+    ) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
             raise FileNotFoundError("prometheus is not installed: run `make test` (it installs it with apt)")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = {
+        config: dict[str, Any] = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
-            "scrape_configs": [{"job_name": "gdx", "static_configs": [{"targets": scrape_targets}]}],
+            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": scrape_targets}]}],
         }
+        if rule_files:
+            config["rule_files"] = [str(f) for f in rule_files]
+        if alertmanager:
+            config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.log = open(workdir / "prometheus.log", "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
@@ -75,6 +87,50 @@ class Prometheus:
             if result or time.monotonic() > deadline:
                 return result
             time.sleep(0.5)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class Alertmanager:
+    """A real Alertmanager on loopback (Debian's prometheus-alertmanager)."""
+
+    def __init__(self, workdir: Path, config: dict[str, Any]) -> None:
+        binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+        if binary is None:
+            raise FileNotFoundError(
+                "alertmanager is not installed: run `make test` (it installs it with apt)"
+            )
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
+        self.log = open(workdir / "alertmanager.log", "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                f"--config.file={workdir / 'alertmanager.yml'}",
+                f"--storage.path={workdir / 'am-data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--cluster.listen-address=",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("alertmanager did not become ready")
 
     def stop(self) -> None:
         self.proc.terminate()

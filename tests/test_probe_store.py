@@ -185,3 +185,17 @@ def test_rows_before_their_metadata_are_counted_once_it_arrives() -> None:
     link.compile("B", 0.00001, hit=True)
     link.ship()
     assert series_totals(store)[:2] == (3, 1)  # ...until it changes, then counted from zero
+
+
+def test_two_serialisations_of_one_schema_are_a_finding() -> None:
+    from exporter.sources.probe import analysis_families
+
+    store = ProbeStore()
+    link = Link(store)
+    link.compile('{"type":"string","maxLength":5}', 0.01)
+    link.compile('{"maxLength":5,"type":"string"}', 0.01)  # the same schema, serialised differently
+    link.ship(fresh=True)
+    store.analysis.run(deadline=float("inf"))
+    families = {f.name: f for f in analysis_families(store.view())}
+    samples = {(s.labels["rule"], s.value) for s in families["guided_decoding_schema_lint_findings"].samples}
+    assert ("unstable_serialization", 2) in samples
