@@ -17,7 +17,7 @@ export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 
-.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang
+.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang alerts
 
 help:
 	@echo "make run      run the daemon on :9479 (installs into $(VENV) first)"
@@ -59,6 +59,9 @@ $(SGLANG_STAMP): $(STAMP)
 		openai sniffio partial_json_parser
 	touch $(SGLANG_STAMP)
 
+alerts: $(STAMP)
+	$(BIN)/python alerts/generate.py
+
 tokenizer: $(TOKENIZER)
 vllm: $(VLLM_STAMP)
 sglang: $(SGLANG_STAMP)
@@ -67,8 +70,8 @@ sysdeps:
 	scripts/ensure-system-deps.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check exporter tests
-	$(BIN)/ruff format --check exporter tests
+	$(BIN)/ruff check exporter tests alerts
+	$(BIN)/ruff format --check exporter tests alerts
 
 typecheck: $(STAMP)
 	$(BIN)/mypy exporter

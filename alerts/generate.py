@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (PromQL and templates read better on one line)
 """The one source of the recording rules and alerts: writes the Prometheus rule file and the
 Kubernetes PrometheusRule (`make alerts`), and renders fast variants for the live tests.
 
@@ -23,7 +24,9 @@ import yaml
 HERE = Path(__file__).resolve().parent
 RULES_FILE = HERE / "guided-decoding.rules.yml"
 PROMETHEUS_RULE = HERE / "prometheusrule.yaml"
-RUNBOOK_BASE = "https://github.com/guided-decoding-exporter/guided-decoding-exporter/blob/main/alerts/runbooks"
+RUNBOOK_BASE = (
+    "https://github.com/guided-decoding-exporter/guided-decoding-exporter/blob/main/alerts/runbooks"
+)
 DASHBOARD_URL = "https://grafana.example.com/d/guided-decoding/guided-decoding"  # the dashboard's uid
 P = "guided_decoding_"
 
@@ -48,13 +51,19 @@ class Params:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+# Ranked by the daemon's recent compile seconds (a decayed gauge): a per-request schema compiles
+# once, and rate() of a counter's first sample is zero, so rates would rank nothing in that incident.
 TOP_SCHEMAS = (
-    'topk(3, sum by (schema_hash) (rate({p}schema_compile_seconds_sum{{schema_hash!="other"}}[{w}]))'
+    "topk(3, {p}schema_recent_compile_seconds"
     " * on (schema_hash) group_left (title) max by (schema_hash, title) ({p}schema_info))"
+)
+TOP_SHAPE = (
+    '{{ range query "topk(1, max by (shape_hash) (guided_decoding_shape_variants) > 1)" }}'
+    "Shape {{ .Labels.shape_hash }} had {{ .Value }} variants recently: a field is injected per request. {{ end }}"
 )
 TOP_LIST = (
     '{{ range query "%s" }}{{ .Labels.schema_hash }} ({{ if .Labels.title }}{{ .Labels.title }}'
-    '{{ else }}untitled{{ end }}, {{ printf "%%.3f" .Value }} s/s); {{ end }}'
+    '{{ else }}untitled{{ end }}, {{ printf "%%.3f" .Value }} s recently); {{ end }}'
 )
 
 
@@ -85,7 +94,9 @@ def recording(p: Params) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def alert(name: str, expr: str, for_: str, severity: str, summary: str, description: str, p: Params) -> dict[str, Any]:
+def alert(
+    name: str, expr: str, for_: str, severity: str, summary: str, description: str, p: Params
+) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": f"GuidedDecoding{name}", "expr": expr}
     if for_:
         rule["for"] = for_
@@ -101,7 +112,7 @@ def alert(name: str, expr: str, for_: str, severity: str, summary: str, descript
 
 def alerts(p: Params) -> list[dict[str, Any]]:
     w = p.window
-    top = TOP_LIST % TOP_SCHEMAS.format(p=P, w=w).replace('"', '\\"')
+    top = TOP_LIST % TOP_SCHEMAS.format(p=P).replace('"', '\\"')
     traffic = f"pod:{P}compile_requests:rate{w} > {p.min_rate}"
     return [
         alert(
@@ -110,7 +121,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             p.long_for, "critical",
             "Grammar compiles are slow: structured-output requests wait for the CPU before their first token.",
             f"Compile P95 on pod {{{{ $labels.pod }}}} is {{{{ $value | humanizeDuration }}}} (line {p.compile_p95_seconds * 1000:g} ms)"
-            f" over {w}. Top schemas by compile seconds: {top}",
+            f" over {w}. Top schemas by compile seconds: {top}{TOP_SHAPE}",
             p,
         ),
         alert(
@@ -119,7 +130,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f" and on (instance, pod, schema_hash) schema_hash:{P}schema_requests:rate{w} > {p.min_rate}",
             p.long_for, "warning",
             "One schema compiles slowly on every use.",
-            f"Schema {{{{ $labels.schema_hash }}}} on pod {{{{ $labels.pod }}}} compiles in {{{{ $value | humanizeDuration }}}}"
+            "Schema {{ $labels.schema_hash }} on pod {{ $labels.pod }} compiles in {{ $value | humanizeDuration }}"
             " at P95. `gdx lint` on the schema names the cause; the dashboard's schema table has its findings.",
             p,
         ),
@@ -129,7 +140,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             p.long_for, "warning",
             "The grammar cache rarely hits: schemas change between requests.",
             f"Cache hit ratio on pod {{{{ $labels.pod }}}} is {{{{ $value | humanizePercentage }}}} (line {p.hit_ratio:g})."
-            f" Top schemas by compile seconds: {top}",
+            f" Top schemas by compile seconds: {top}{TOP_SHAPE}",
             p,
         ),
         alert(
@@ -167,7 +178,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f"max by (instance, pod, backend) ({P}compile_oldest_running_seconds) > {p.stuck_seconds}",
             "1m", "critical",
             "A grammar compile has been running for over a minute.",
-            f"A {{{{ $labels.backend }}}} compile on pod {{{{ $labels.pod }}}} has run for {{{{ $value | humanizeDuration }}}}:"
+            "A {{ $labels.backend }} compile on pod {{ $labels.pod }} has run for {{ $value | humanizeDuration }}:"
             " compiles cannot be cancelled; the pool worker is lost until it ends. Top schemas: " + top,
             p,
         ),
@@ -217,7 +228,10 @@ def prometheus_rule(p: Params | None = None) -> dict[str, Any]:
         "kind": "PrometheusRule",
         "metadata": {
             "name": "guided-decoding-exporter",
-            "labels": {"app.kubernetes.io/name": "guided-decoding-exporter", "app.kubernetes.io/part-of": "guided-decoding"},
+            "labels": {
+                "app.kubernetes.io/name": "guided-decoding-exporter",
+                "app.kubernetes.io/part-of": "guided-decoding",
+            },
         },
         "spec": render(p),
     }
@@ -231,7 +245,9 @@ def dump(doc: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--check", action="store_true", help="fail if the committed files differ")
     args = parser.parse_args(argv)
     outputs = {RULES_FILE: dump(render()), PROMETHEUS_RULE: dump(prometheus_rule())}

@@ -30,6 +30,7 @@ class Prometheus:
         job: str = "gdx",
         rule_files: list[Path] | None = None,
         alertmanager: str | None = None,
+        extra_args: list[str] | None = None,
     ) -> None:
         binary = shutil.which("prometheus")
         if binary is None:
@@ -52,6 +53,7 @@ class Prometheus:
                 f"--config.file={workdir / 'prometheus.yml'}",
                 f"--storage.tsdb.path={workdir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
+                *(extra_args or []),
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,

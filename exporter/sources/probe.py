@@ -316,7 +316,15 @@ def families(view: dict[str, Any]) -> Iterable[Metric]:
             [schema],
             {"shape_hash": meta.shape, "kind": meta.kind, "backend": meta.backend, "title": meta.title},
         )
-    yield from (s_compile, s_requests, s_hits, s_info)
+    recent = GaugeMetricFamily(
+        p + "schema_recent_compile_seconds",
+        "Compile seconds of each exposed schema, decayed with a 5-minute half-life: the daemon's ranking."
+        " Unlike rate(), it sees a schema compiled once (a new series' first sample has no predecessor).",
+        labels=["schema_hash"],
+    )
+    for schema, score in sorted(view["recent"].items()):
+        recent.add_metric([schema], score)
+    yield from (s_compile, s_requests, s_hits, s_info, recent)
     yield from analysis_families(view)
     yield CounterMetricFamily(
         p + "schemas_first_seen", "Distinct schema hashes seen for the first time on this node.",

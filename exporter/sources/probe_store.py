@@ -293,14 +293,16 @@ class ProbeStore:
                 for h, n in per_engine.items():
                     serialisations[h] = max(serialisations.get(h, 0), n)
             exposed = set(self.exposed)
+            now_mono = time.monotonic()
             return {
-                "analysis": self.analysis.view(time.monotonic(), exposed),
+                "analysis": self.analysis.view(now_mono, exposed),
                 "serialisations": {h: n for h, n in serialisations.items() if n > 1 and h in exposed},
                 "engines": [(e.hello, e.snapshot) for e in self.engines.values()],
                 "series": {
                     k: Acc(a.requests, a.hits, list(a.buckets), a.sum) for k, a in self.series.items()
                 },
                 "info": {h: self.info[h] for h in self.exposed if h in self.info},
+                "recent": {h: self._score(h, now_mono) for h in self.exposed},
                 "tracked": len(live_hashes),
                 "first_seen_total": self.first_seen_total,
                 "evicted_total": self.evicted_total,
