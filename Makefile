@@ -17,7 +17,7 @@ export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 
-.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang alerts
+.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang alerts dashboards
 
 help:
 	@echo "make run      run the daemon on :9479 (installs into $(VENV) first)"
@@ -62,6 +62,9 @@ $(SGLANG_STAMP): $(STAMP)
 alerts: $(STAMP)
 	$(BIN)/python alerts/generate.py
 
+dashboards: $(STAMP)
+	$(BIN)/python dashboards/generate.py
+
 tokenizer: $(TOKENIZER)
 vllm: $(VLLM_STAMP)
 sglang: $(SGLANG_STAMP)
@@ -70,8 +73,8 @@ sysdeps:
 	scripts/ensure-system-deps.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check exporter tests alerts
-	$(BIN)/ruff format --check exporter tests alerts
+	$(BIN)/ruff check exporter tests alerts dashboards
+	$(BIN)/ruff format --check exporter tests alerts dashboards
 
 typecheck: $(STAMP)
 	$(BIN)/mypy exporter
