@@ -17,7 +17,7 @@ export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 
-.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang alerts dashboards
+.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang alerts dashboards deploy
 
 help:
 	@echo "make run      run the daemon on :9479 (installs into $(VENV) first)"
@@ -65,6 +65,9 @@ alerts: $(STAMP)
 dashboards: $(STAMP)
 	$(BIN)/python dashboards/generate.py
 
+deploy: alerts dashboards
+	$(BIN)/python deploy/generate.py
+
 tokenizer: $(TOKENIZER)
 vllm: $(VLLM_STAMP)
 sglang: $(SGLANG_STAMP)
@@ -73,8 +76,8 @@ sysdeps:
 	scripts/ensure-system-deps.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check exporter tests alerts dashboards
-	$(BIN)/ruff format --check exporter tests alerts dashboards
+	$(BIN)/ruff check exporter tests alerts dashboards deploy
+	$(BIN)/ruff format --check exporter tests alerts dashboards deploy
 
 typecheck: $(STAMP)
 	$(BIN)/mypy exporter
