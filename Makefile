@@ -17,9 +17,10 @@ export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 
-.PHONY: help test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang alerts dashboards deploy
+.PHONY: help demo test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang alerts dashboards deploy
 
 help:
+	@echo "make demo     the first seed's incident on a real vLLM, caught (installs what it needs; DEMO_DURATION=240)"
 	@echo "make run      run the daemon on :9479 (installs into $(VENV) first)"
 	@echo "make test     static checks + every test (installs what it needs)"
 	@echo "make bench    performance figures (docs/performance.md)"
@@ -96,6 +97,12 @@ bench: $(STAMP) $(TOKENIZER)
 
 run: $(STAMP)
 	$(BIN)/gdx serve $(ARGS)
+
+# A real vLLM on the CPU with the probe, the daemon, Prometheus with the rules, Alertmanager and a local
+# PagerDuty endpoint; three phases of traffic; a live view. Ctrl-C stops everything it started.
+DEMO_DURATION ?= 240
+demo: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP)
+	DEMO_DURATION=$(DEMO_DURATION) $(BIN)/python -m exporter.demo
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -21,8 +21,9 @@ from exporter.schema.lint import Thresholds
 log = logging.getLogger("gdx.analysis")
 MAX_PENDING_BYTES = 64 * 2**20  # texts waiting for analysis; beyond, skipped and counted
 MAX_ANALYSED = 20_000  # analyses remembered (counts and literal digests, a few KB each at most)
-MAX_SHAPES = 5_000
+MAX_SHAPES = 500  # with up to MAX_VARIANTS each: at most 500,000 (hash, time) pairs
 VARIANTS_COMPARED = 50  # the most recent variants of a shape compared for varying paths
+MAX_VARIANTS = 1_000  # distinct schemas remembered per shape: shape_variants saturates here
 MAX_PATHS = 5
 
 
@@ -79,7 +80,7 @@ class SchemaAnalysis:
                 entry.version += 1
             entry.seen[schema_hash] = now
             entry.seen.move_to_end(schema_hash)
-            if len(entry.seen) > 4 * VARIANTS_COMPARED:
+            if len(entry.seen) > MAX_VARIANTS:
                 entry.seen.popitem(last=False)
 
     def run(self, deadline: float) -> None:

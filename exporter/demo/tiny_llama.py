@@ -1,6 +1,6 @@
 """Builds a tiny random-weight Llama with the real Llama 3 tokenizer, for a real vLLM on the CPU.
 
-Run with the vLLM virtualenv's Python: `python tests/engines/tiny_llama.py TOKENIZER_JSON OUT_DIR`.
+Run with the vLLM virtualenv's Python: `python exporter/demo/tiny_llama.py TOKENIZER_JSON OUT_DIR`.
 Grammar compiles depend on the vocabulary, not on the weights, so they cost what they cost in
 production; the model itself answers in microseconds.
 """
@@ -21,7 +21,7 @@ def build(tokenizer_json: str, out: Path) -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    tok = PreTrainedTokenizerFast(
+    tok = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_file=tokenizer_json, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>"
     )
     tok.chat_template = CHAT_TEMPLATE

@@ -1,0 +1,1 @@
+"""`make demo`: the first seed's incident, reproduced on a real vLLM and caught (see __main__)."""

@@ -1,0 +1,3 @@
+from exporter.demo.run import main
+
+raise SystemExit(main())
