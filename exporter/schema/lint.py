@@ -211,7 +211,8 @@ def lint(
 def parse_and_lint(
     text: str, thresholds: Thresholds = Thresholds(), engines: Iterable[str] = ("xgrammar", "llguidance")
 ) -> list[Finding]:
-    """lint() of a schema given as text; oversize or undecodable input is a finding, not an exception."""
+    """lint() of a schema given as text; oversize or too deeply nested input is a finding, not an
+    exception. Text that is not JSON is not a JSON Schema (a regex, a grammar): nothing to lint."""
     if len(text) > MAX_INPUT_CHARS:
         return [
             Finding(
@@ -226,6 +227,8 @@ def parse_and_lint(
         schema = json.loads(text)
     except RecursionError:
         return [Finding("too_complex", "error", "", "nesting too deep to parse", "flatten the schema")]
+    except ValueError:
+        return []
     return lint(schema, thresholds, engines)
 
 
