@@ -138,6 +138,18 @@ def parse_text(raw: Any) -> str:
     return str(raw).strip()
 
 
+def parse_uids(raw: Any) -> tuple[int, ...]:
+    """A list of numeric user ids: `1000,0` (flag or env) or a YAML list."""
+    items = raw if isinstance(raw, list) else [p for p in str(raw).split(",") if p.strip()]
+    uids = []
+    for item in items:
+        text = str(item).strip()
+        if not text.isdigit():
+            raise ValueError(f"{item!r} is not a numeric user id")
+        uids.append(int(text))
+    return tuple(uids)
+
+
 def choice(*allowed: str) -> Callable[[Any], str]:
     def parse(raw: Any) -> str:
         text = str(raw).strip().lower()
@@ -284,6 +296,22 @@ class Config:
         parse_text,
         "Unix socket the in-engine probes send snapshots to (a hostPath shared with engine pods).",
         metavar="PATH",
+    )
+    probe_socket_group: str = _opt(
+        "",
+        "probe.socket-group",
+        parse_text,
+        "Group (name or id) to give the socket, which is mode 0660: the engine pods' group. "
+        "Empty: the daemon's.",
+        metavar="GROUP",
+    )
+    probe_allowed_uids: tuple[int, ...] = _opt(
+        (),
+        "probe.allowed-uids",
+        parse_uids,
+        "User ids whose processes may send snapshots (checked with SO_PEERCRED; others are refused and "
+        "counted). Empty: whoever the socket's mode lets in.",
+        metavar="UID,...",
     )
     probe_max_schemas: int = _opt(
         50,

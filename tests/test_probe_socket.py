@@ -115,8 +115,41 @@ async def test_connections_beyond_the_cap_are_refused(
         reader, writer = await asyncio.open_unix_connection(str(path))
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the daemon
         writer.close()
-        assert source.refused == 1 and source.connections == 2
+        assert source.refused == {"limit": 1, "credentials": 0} and source.connections == 2
         for _, w in held:
             w.close()
     finally:
         await source.close()
+
+
+async def test_peer_credentials_and_socket_group(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """SO_PEERCRED: a process whose uid is not allowed is refused and counted; the socket gets the
+    configured group."""
+    path = tmp_path / "probe.sock"
+    other = os.getuid() + 12345
+    source = ProbeSource(
+        Config(probe_socket=str(path), probe_allowed_uids=(other,), probe_socket_group=str(os.getgid()))
+    )
+    await source.start()
+    try:
+        assert os.stat(path).st_gid == os.getgid()
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the daemon
+        writer.close()
+        assert source.refused["credentials"] == 1
+        assert "refused a probe connection from uid" in caplog.text
+    finally:
+        await source.close()
+    allowed = ProbeSource(Config(probe_socket=str(path), probe_allowed_uids=(os.getuid(),)))
+    await allowed.start()
+    try:
+        await _send(path, encode({"kind": "hello", **HELLO}))
+        await _settle(allowed, 1)
+        assert allowed.counts["ok"] == 1 and allowed.refused["credentials"] == 0
+    finally:
+        await allowed.close()
+    bad = ProbeSource(Config(probe_socket=str(path), probe_socket_group="no-such-group-gdx"))
+    await bad.start()
+    await bad.timed_refresh()
+    assert not bad.success and "no group 'no-such-group-gdx'" in (bad.last_error or "")
+    await bad.close()

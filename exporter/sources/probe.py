@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import grp
 import json
 import logging
 import os
+import socket
 import stat
+import struct
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -40,6 +43,24 @@ MAX_MESSAGE_BYTES = 4 * 2**20
 MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connection is refused, and counted
 KINDS = wire.KINDS
 RESULTS = ("ok", "malformed", "oversize", "rejected")
+
+
+def resolve_group(group: str) -> int:
+    """A group name or numeric id to a gid (KeyError when there is no such group)."""
+    if group.isdigit():
+        return int(group)
+    return grp.getgrnam(group).gr_gid
+
+
+def peer_uid(writer: asyncio.StreamWriter) -> int | None:
+    """The connecting process's user id, from the kernel (SO_PEERCRED), or None when unknown."""
+    sock = writer.get_extra_info("socket")
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
 
 
 def classify(line: bytes) -> tuple[str, dict[str, Any] | None]:
@@ -69,7 +90,10 @@ class ProbeSource(Source):
         self.path = config.probe_socket
         self.counts = dict.fromkeys(RESULTS, 0)
         self.connections = 0
-        self.refused = 0
+        self.refused = {"limit": 0, "credentials": 0}
+        self.group = config.probe_socket_group
+        self.allowed_uids = set(config.probe_allowed_uids)
+        self._refused_uids: set[int] = set()
         self._server: asyncio.AbstractServer | None = None
         self._listen_error: str | None = None
         thresholds = Thresholds(
@@ -98,9 +122,12 @@ class ProbeSource(Source):
                 self._handle, path=self.path, limit=MAX_MESSAGE_BYTES
             )
             os.chmod(self.path, 0o660)
+            if self.group:
+                os.chown(self.path, -1, resolve_group(self.group))
             log.info("probe socket listening on %s", self.path)
-        except OSError as err:
-            self._listen_error = f"cannot listen on probe socket {self.path}: {err.strerror or err}"
+        except (OSError, KeyError) as err:
+            why = f"no group {self.group!r}" if isinstance(err, KeyError) else err.strerror or err
+            self._listen_error = f"cannot listen on probe socket {self.path}: {why}"
             log.error("%s", self._listen_error)
 
     async def close(self) -> None:
@@ -114,9 +141,18 @@ class ProbeSource(Source):
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.connections >= MAX_CONNECTIONS:
-            self.refused += 1
+            self.refused["limit"] += 1
             writer.close()
             return
+        if self.allowed_uids:
+            uid = peer_uid(writer)
+            if uid not in self.allowed_uids:
+                self.refused["credentials"] += 1
+                if uid not in self._refused_uids and len(self._refused_uids) < 64:  # a line per uid, bounded
+                    self._refused_uids.add(uid if uid is not None else -1)
+                    log.warning("refused a probe connection from uid %s (not in --probe.allowed-uids)", uid)
+                writer.close()
+                return
         self.connections += 1
         engine: Engine | None = None
         try:
@@ -183,11 +219,15 @@ class ProbeSource(Source):
         yield GaugeMetricFamily(
             "guided_decoding_probe_connections", "Engine probes connected now.", value=self.connections
         )
-        yield CounterMetricFamily(
+        refused = CounterMetricFamily(
             "guided_decoding_probe_connections_refused",
-            f"Probe connections refused because {MAX_CONNECTIONS} were already open.",
-            value=self.refused,
+            f"Probe connections refused: limit ({MAX_CONNECTIONS} already open), "
+            "credentials (the peer's uid is not allowed).",
+            labels=["reason"],
         )
+        for reason, n in self.refused.items():
+            refused.add_metric([reason], n)
+        yield refused
         yield from families(self.store.view())
 
 
