@@ -239,6 +239,13 @@ class Config:
         "Address for /metrics, /healthz and / (':9479' = every interface; 9400 is dcgm-exporter's).",
         metavar="ADDR",
     )
+    web_schemas: bool = _opt(
+        False,
+        "web.schemas",
+        parse_bool,
+        "Serve /schemas: the exposed schemas' hashes, findings and structure with every literal value "
+        "redacted. Off by default.",
+    )
     log_level: str = _opt(
         "info",
         "log.level",

@@ -14,6 +14,7 @@ import logging
 import signal
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -118,6 +119,32 @@ class Exporter:
         }
 
 
+def schemas_view(probe: Any) -> list[dict[str, Any]]:
+    """The exposed schemas for /schemas: hashes, title, findings, and the structure with every
+    literal value redacted (never a schema's values)."""
+    if probe is None:
+        return []
+    view = probe.store.view()
+    with probe.analysis.lock:
+        redacted = dict(probe.analysis.redacted)
+    findings = view["analysis"]["findings"]
+    out = []
+    for schema_hash, meta in sorted(view["info"].items()):
+        out.append(
+            {
+                "schema_hash": schema_hash,
+                "shape_hash": meta.shape,
+                "kind": meta.kind,
+                "backend": meta.backend,
+                "title": meta.title,
+                "recent_compile_seconds": view["recent"].get(schema_hash, 0.0),
+                "findings": {f"{r}/{s}": n for (r, s), n in sorted(findings.get(schema_hash, {}).items())},
+                "structure": redacted.get(schema_hash, "<not analysed yet>"),
+            }
+        )
+    return out
+
+
 def make_app(exporter: Exporter) -> web.Application:
     async def metrics(request: web.Request) -> web.Response:
         await exporter.refresh()
@@ -131,18 +158,29 @@ def make_app(exporter: Exporter) -> web.Application:
 
     async def index(_: web.Request) -> web.Response:
         enabled = ", ".join(html.escape(s.name) for s in exporter.sources) or "none"
+        links = '<li><a href="metrics">/metrics</a></li><li><a href="healthz">/healthz</a></li>'
+        if exporter.config.web_schemas:
+            links += '<li><a href="schemas">/schemas</a> (literal values redacted)</li>'
         page = (
             "<!doctype html><html><head><title>guided-decoding-exporter</title></head><body>"
             f"<h1>guided-decoding-exporter {html.escape(__version__)}</h1>"
             "<p>Grammar-compile metrics for structured-output serving.</p>"
             f"<p>Collectors: {enabled}</p>"
-            '<ul><li><a href="metrics">/metrics</a></li><li><a href="healthz">/healthz</a></li></ul>'
+            f"<ul>{links}</ul>"
             "</body></html>\n"
         )
         return web.Response(text=page, content_type="text/html")
 
+    async def schemas(_: web.Request) -> web.Response:
+        await exporter.refresh()  # new schemas get analysed, as on a scrape
+        probe = next((s for s in exporter.sources if s.name == "probe"), None)
+        body = await asyncio.get_running_loop().run_in_executor(None, schemas_view, probe)
+        return web.json_response(body, dumps=lambda d: json.dumps(d, indent=2) + "\n")
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
+    if exporter.config.web_schemas:
+        app.router.add_get("/schemas", schemas)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/", index)
     return app

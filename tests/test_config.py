@@ -30,6 +30,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "vllm_max_body_bytes": ("1MiB", 2**20),
     "vllm_passthrough": ("off", False),
     "probe_socket": ("/tmp/x.sock", "/tmp/x.sock"),
+    "web_schemas": ("true", True),
     "probe_socket_group": ("engines", "engines"),
     "probe_allowed_uids": ("1000,0", (1000, 0)),
     "probe_max_schemas": ("200", 200),

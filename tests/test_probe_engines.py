@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import tracemalloc
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -417,3 +418,35 @@ def test_analysis_names_the_varying_field_and_leaks_no_value(
     assert MARKER not in text
     assert MARKER not in daemon.log
     assert MARKER not in caplog.text  # the probe's own log lines, in this process
+
+
+def test_schemas_view_is_off_by_default_and_redacts_values(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    from exporter.schema.identity import schema_hash
+
+    quiet = daemon_factory("--probe.socket", str(socket_path.with_name("other.sock")))
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(quiet.url + "/schemas", timeout=10)
+    assert err.value.code == 404
+    daemon = daemon_factory("--probe.socket", str(socket_path), "--web.schemas")
+    schema = tenant_invoice(7)
+    schema["properties"]["vendor"]["description"] = f"{MARKER} vendor"
+    schema["properties"]["line_items"]["items"]["properties"]["cost_center_id"]["enum"] = [
+        f"{MARKER}-{i}" for i in range(5)
+    ]
+    spec = json.dumps(schema)
+    compiler(xgr_info).compile_json_schema(spec)
+
+    def listed() -> list[dict[str, Any]]:
+        with urllib.request.urlopen(daemon.url + "/schemas", timeout=10) as resp:
+            doc: list[dict[str, Any]] = json.load(resp)
+        return [d for d in doc if d["schema_hash"] == schema_hash(spec) and d["structure"].startswith("{")]
+
+    wait_for(lambda: bool(listed()), timeout=30)
+    (entry,) = listed()
+    assert entry["title"] == "Invoice" and entry["findings"]["max_items/warning"] == 1
+    structure = json.loads(entry["structure"])
+    assert structure["properties"]["line_items"]["items"]["properties"]["cost_center_id"]["enum"] == "*"
+    body = urllib.request.urlopen(daemon.url + "/schemas", timeout=10).read().decode()
+    assert MARKER not in body

@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.schema import lint, variants
+from exporter.schema import identity, lint, variants
 from exporter.schema.lint import Thresholds
 
 log = logging.getLogger("gdx.analysis")
@@ -24,6 +24,8 @@ MAX_ANALYSED = 20_000  # analyses remembered (counts and literal digests, a few 
 MAX_SHAPES = 500  # with up to MAX_VARIANTS each: at most 500,000 (hash, time) pairs
 VARIANTS_COMPARED = 50  # the most recent variants of a shape compared for varying paths
 MAX_VARIANTS = 1_000  # distinct schemas remembered per shape: shape_variants saturates here
+MAX_REDACTED = 1_000  # redacted structures kept for /schemas (the most recent analyses)
+REDACTED_CHARS = 16 * 1024
 MAX_PATHS = 5
 
 
@@ -50,6 +52,7 @@ class SchemaAnalysis:
         self.pending: OrderedDict[str, tuple[str, str, str]] = OrderedDict()  # hash -> (shape, kind, text)
         self.pending_bytes = 0
         self.done: OrderedDict[str, Analysis] = OrderedDict()
+        self.redacted: OrderedDict[str, str] = OrderedDict()
         self.shapes: OrderedDict[str, Shape] = OrderedDict()
         self.skipped = 0
         self.analysed = 0
@@ -93,7 +96,11 @@ class SchemaAnalysis:
                 self.pending_bytes -= len(text)
             started = time.monotonic()
             result = analyse(shape, kind, text, self.thresholds)
+            structure = redact(kind, text)
             with self.lock:
+                self.redacted[schema_hash] = structure
+                if len(self.redacted) > MAX_REDACTED:
+                    self.redacted.popitem(last=False)
                 self.seconds += time.monotonic() - started
                 self.analysed += 1
                 self.done[schema_hash] = result
@@ -134,6 +141,18 @@ class SchemaAnalysis:
             shape.paths = variants.varying_paths(maps, MAX_PATHS) if len(maps) > 1 else []
             shape.paths_version = shape.version
         return shape.paths
+
+
+def redact(kind: str, text: str) -> str:
+    """The schema's structure with every literal (enum, const, default, examples, title, description)
+    replaced by "*": what /schemas may show. Non-JSON specs (regex, grammar) are not shown at all."""
+    if kind not in ("json", "json_object"):
+        return "<not JSON: not shown>"
+    try:
+        shape = identity.canonical_json(identity._shape(json.loads(text)))
+    except (ValueError, RecursionError):
+        return "<unparsable>"
+    return shape if len(shape) <= REDACTED_CHARS else shape[:REDACTED_CHARS] + "...<truncated>"
 
 
 def analyse(shape: str, kind: str, text: str, thresholds: Thresholds) -> Analysis:
