@@ -58,6 +58,14 @@ def _serve(flags: dict[str, object]) -> int:
     except config.ConfigError as err:
         print(f"gdx serve: {err}", file=sys.stderr)
         return 2
+    if cfg.web_config_file:  # checked before anything starts, like the rest of the configuration
+        from exporter import webconfig
+
+        try:
+            webconfig.load(cfg.web_config_file)
+        except ValueError as err:
+            print(f"gdx serve: invalid configuration: web.config.file: {err}", file=sys.stderr)
+            return 2
     from exporter import logs, server
 
     logs.setup(cfg.log_level, cfg.log_format)

@@ -239,6 +239,14 @@ class Config:
         "Address for /metrics, /healthz and / (':9479' = every interface; 9400 is dcgm-exporter's).",
         metavar="ADDR",
     )
+    web_config_file: str = _opt(
+        "",
+        "web.config.file",
+        parse_text,
+        "TLS and basic auth for every endpoint, from a web configuration file in exporter-toolkit's format "
+        "(tls_server_config, basic_auth_users).",
+        metavar="PATH",
+    )
     web_schemas: bool = _opt(
         False,
         "web.schemas",

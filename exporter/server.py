@@ -145,7 +145,7 @@ def schemas_view(probe: Any) -> list[dict[str, Any]]:
     return out
 
 
-def make_app(exporter: Exporter) -> web.Application:
+def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.Application:
     async def metrics(request: web.Request) -> web.Response:
         await exporter.refresh()
         body, content_type = await asyncio.get_running_loop().run_in_executor(
@@ -177,7 +177,9 @@ def make_app(exporter: Exporter) -> web.Application:
         body = await asyncio.get_running_loop().run_in_executor(None, schemas_view, probe)
         return web.json_response(body, dumps=lambda d: json.dumps(d, indent=2) + "\n")
 
-    app = web.Application()
+    from exporter.webconfig import basic_auth
+
+    app = web.Application(middlewares=[basic_auth(users)] if users else [])
     app.router.add_get("/metrics", metrics)
     if exporter.config.web_schemas:
         app.router.add_get("/schemas", schemas)
@@ -190,12 +192,16 @@ async def serve(
     config: Config, ready: asyncio.Event | None = None, stop: asyncio.Event | None = None
 ) -> None:
     """Runs until SIGTERM/SIGINT (or `stop` is set), then stops within SHUTDOWN_GRACE plus cleanup."""
+    from exporter import webconfig
+
+    web_config = webconfig.load(config.web_config_file) if config.web_config_file else webconfig.WebConfig()
     exporter = Exporter(config)
     await exporter.start()
-    runner = web.AppRunner(make_app(exporter), handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE)
+    app = make_app(exporter, web_config.users)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=SHUTDOWN_GRACE)
     await runner.setup()
     host, port = split_address(config.web_listen_address)
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=web_config.ssl_context)
     try:
         await site.start()
     except OSError as err:
@@ -204,7 +210,8 @@ async def serve(
         raise SystemExit(f"cannot listen on {config.web_listen_address}: {err.strerror or err}") from None
     for addr in runner.addresses:
         log.info(
-            "listening on http://%s:%d/ (collectors: %s)",
+            "listening on %s://%s:%d/ (collectors: %s)",
+            "https" if web_config.ssl_context else "http",
             f"[{addr[0]}]" if ":" in addr[0] else addr[0],
             addr[1],
             ",".join(s.name for s in exporter.sources) or "none",

@@ -69,7 +69,7 @@ def page_server(vllm_page: str) -> Iterator[PageServer]:
 class Daemon:
     """A real `gdx serve` process on a loopback port chosen by the OS."""
 
-    LISTEN = re.compile(r"listening on (http://[^/ ]+)/")
+    LISTEN = re.compile(r"listening on (https?://[^/ ]+)/")
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
         self.args = args

@@ -190,7 +190,7 @@ class Receiver:
 class DaemonProcess:
     """`gdx serve` as a process on a port the OS picks; the URL is read from its first log line."""
 
-    LISTEN = re.compile(r"listening on (http://[^/ ]+)/")
+    LISTEN = re.compile(r"listening on (https?://[^/ ]+)/")
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
         self.proc = subprocess.Popen(
