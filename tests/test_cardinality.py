@@ -1,0 +1,88 @@
+"""Cardinality attack and literal leaks, through the real probe code and the real daemon store:
+a flood of distinct schemas keeps /metrics under its series cap, memory bounded and totals
+conserved through `other`; and no literal of any schema ever reaches the rendered metrics."""
+
+from __future__ import annotations
+
+import os
+import tracemalloc
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, generate_latest
+from test_probe_store import Link
+
+from exporter.sources.probe import families
+from exporter.sources.probe_store import ProbeStore
+
+FLOOD = int(os.environ.get("GDX_FLOOD_SCHEMAS", "200000"))  # 1,000,000 in the long mode
+
+
+class StoreCollector:
+    def __init__(self, store: ProbeStore) -> None:
+        self.store = store
+
+    def collect(self) -> Any:
+        yield from families(self.store.view())
+
+
+def render(store: ProbeStore) -> str:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StoreCollector(store))  # type: ignore[arg-type]
+    return generate_latest(registry).decode()
+
+
+def test_a_flood_of_distinct_schemas_stays_bounded() -> None:
+    store = ProbeStore(max_schemas=50)
+    links = [Link(store, max_schemas=500, pod=f"vllm-{i}") for i in range(4)]
+    tracemalloc.start()
+    peak_series = 0
+    for n in range(FLOOD):
+        link = links[n % 4]
+        link.compile(f'{{"type":"object","properties":{{"id":{{"const":"{n}"}}}}}}', 0.002 + (n % 7) * 0.001)
+        if n % 5000 == 4999:
+            for each in links:
+                each.ship()
+            peak_series = max(peak_series, len(store.view()["series"]))
+    for each in links:
+        each.ship()
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    view = store.view()
+    schema_hashes = {k[3] for k in view["series"]}
+    assert len(schema_hashes - {"other"}) <= 50
+    assert peak_series <= 4 * 51  # per engine: at most 50 schemas and other
+    requests = sum(a.requests for a in view["series"].values())
+    removed = FLOOD - requests  # demoted series are dropped, not decremented: their past is in none
+    assert 0 <= removed < FLOOD * 0.01, removed  # almost every compile lands in a live series or other
+    engine_total = sum(link.rec.snapshot(full=True)["backends"]["xgrammar"]["requests"] for link in links)
+    assert engine_total == FLOOD
+    assert peak < 150 * 2**20, peak  # probes (4 x 500 specs) and store together
+    text = render(store)
+    assert text.count("guided_decoding_schema_requests_total{") <= 4 * 51
+
+
+literal = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ", min_size=12, max_size=16).map(lambda s: "LIT" + s)
+
+
+@settings(max_examples=int(os.environ.get("GDX_FUZZ_EXAMPLES", "10000")) // 50, deadline=None,
+          suppress_health_check=list(HealthCheck), database=None)  # fmt: skip
+@given(st.lists(literal, min_size=1, max_size=5), literal, literal)
+def test_no_literal_reaches_the_metrics(members: list[str], description: str, default: str) -> None:
+    """Whatever sits in enums, descriptions and defaults, the rendered /metrics never contains it."""
+    import json
+
+    store = ProbeStore()
+    link = Link(store)
+    schema = {
+        "type": "object",
+        "properties": {"x": {"enum": members, "description": description, "default": default}},
+    }
+    link.compile(json.dumps(schema), 0.01)
+    link.ship(fresh=True)
+    store.analysis.run(deadline=float("inf"))
+    text = render(store)
+    assert "guided_decoding_schema_requests_total" in text
+    for value in (*members, description, default):
+        assert value not in text
