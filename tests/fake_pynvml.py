@@ -7,6 +7,7 @@ NVMLError_<Reason> with a `value` code), for the calls the nvml collector makes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 NVML_CLOCK_SM = 1
@@ -142,3 +143,19 @@ def nvmlDeviceGetClockInfo(handle: int, clock: int) -> int:
 def nvmlDeviceGetPcieThroughput(handle: int, counter: int) -> int:
     gpu = _gpu(handle, "pcie")
     return gpu.pcie_rx_kb if counter == NVML_PCIE_UTIL_RX_BYTES else gpu.pcie_tx_kb
+
+
+def install_dir(where: Path, utils: list[int]) -> Path:
+    """A folder holding a `pynvml.py` that is this stand-in with GPUs at the given utilisations, to put
+    first on a daemon process's PYTHONPATH (the real pynvml is never touched)."""
+    tests = Path(__file__).resolve().parent
+    where.mkdir(parents=True, exist_ok=True)
+    gpus = ", ".join(
+        f'_fake.Gpu(uuid="GPU-{i:08d}-0000-0000-0000-000000000000", util={u})' for i, u in enumerate(utils)
+    )
+    (where / "pynvml.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(tests)!r})\n"
+        "from fake_pynvml import *  # noqa: F403 - the whole stand-in module\n"
+        f"import fake_pynvml as _fake\n_fake.reset([{gpus}])\n"
+    )
+    return where

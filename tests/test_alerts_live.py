@@ -5,23 +5,20 @@ per-request enum workload pages with the schema hash and runbook; when it stops,
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from conftest import Daemon
-from promstack import Alertmanager, Prometheus
+from promstack import Alertmanager, Prometheus, Receiver
 
 import exporter.probe as probe
+from exporter.demo.run import load_generator
 from exporter.schema.identity import schema_hash, shape_hash
 
 pytestmark = pytest.mark.timeout(600)
@@ -29,43 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ROUTING_KEY = "R0UT1NGKEY-test-0001"
 
 
-class Receiver:
-    """Records every JSON body POSTed to it (PagerDuty's /v2/enqueue, the ticket webhook)."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                outer.events.append((self.path, json.loads(body)))
-                self.send_response(202)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(b'{"status":"success","message":"Event processed"}')
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def pagerduty(self) -> list[dict[str, Any]]:
-        return [body for path, body in self.events if path == "/v2/enqueue"]
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def fast_rules(path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("alerts_generate_live", ROOT / "alerts" / "generate.py")
-    assert spec is not None and spec.loader is not None
-    gen = importlib.util.module_from_spec(spec)
-    sys.modules["alerts_generate_live"] = gen
-    spec.loader.exec_module(gen)
+    gen = load_generator()  # the same source as the shipped rules, rendered with short windows
     params = gen.Params(window="20s", long_for="5s", short_for="5s", info_for="5s")
     path.write_text(gen.dump(gen.render(params)))
 
@@ -120,7 +82,7 @@ def stack(tmp_path: Path, xgr_compiler: Any) -> Iterator[tuple[Prometheus, Recei
             __import__("os").environ.pop(name, None)
         for part in reversed(started):
             part.stop()
-        receiver.close()
+        receiver.stop()
 
 
 @pytest.fixture(scope="module")

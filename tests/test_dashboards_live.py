@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import fake_pynvml
 import pytest
 from conftest import ROOT, Daemon, PageServer
 from dashboards_lib import load, queries
@@ -20,22 +21,12 @@ import exporter.probe as probe
 
 pytestmark = pytest.mark.timeout(300)
 
-FAKE_GPUS = """
-import sys
-sys.path.insert(0, {tests!r})
-from fake_pynvml import *  # noqa: F403 - the whole stand-in module
-import fake_pynvml as _fake
-_fake.reset([_fake.Gpu(util=35), _fake.Gpu(uuid="GPU-11111111-1111-1111-1111-111111111111", util=20)])
-"""
-
 
 def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vllm_page: str) -> None:
     import xgrammar as xgr
     from transformers import PreTrainedTokenizerFast
 
-    fake = tmp_path / "fakegpu"
-    fake.mkdir()
-    (fake / "pynvml.py").write_text(FAKE_GPUS.format(tests=str(ROOT / "tests")))
+    fake = fake_pynvml.install_dir(tmp_path / "fakegpu", [35, 20])
     rules = tmp_path / "rules.yml"
     rules.write_text((ROOT / "alerts" / "guided-decoding.rules.yml").read_text())
     sock = tmp_path / "probe.sock"

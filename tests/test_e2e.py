@@ -14,6 +14,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
+import fake_pynvml
 import pytest
 from dashboards_lib import load, queries
 
@@ -22,19 +23,10 @@ from exporter.schema.identity import schema_hash
 
 pytestmark = pytest.mark.timeout(1200)
 ROOT = Path(__file__).resolve().parent.parent
-FAKE_GPUS = """
-import sys
-sys.path.insert(0, {tests!r})
-from fake_pynvml import *  # noqa: F403
-import fake_pynvml as _fake
-_fake.reset([_fake.Gpu(util=80)])  # a busy GPU: this test is not about CPU starvation
-"""
 
 
 def test_the_first_seeds_incident(tmp_path: Path, tokenizer_json: Path) -> None:
-    fake = tmp_path / "fakegpu"
-    fake.mkdir()
-    (fake / "pynvml.py").write_text(FAKE_GPUS.format(tests=str(ROOT / "tests")))
+    fake = fake_pynvml.install_dir(tmp_path / "fakegpu", [80])  # busy: this test is not about starvation
     panels: list[tuple[str, str]] = []
     lint: dict[str, set[str]] = {}
 
