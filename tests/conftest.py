@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
-import signal
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from exporter.demo.stack import DaemonProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("GDX_SHARED_DIR", ROOT.parent / "shared"))
@@ -66,56 +63,11 @@ def page_server(vllm_page: str) -> Iterator[PageServer]:
     server.close()
 
 
-class Daemon:
-    """A real `gdx serve` process on a loopback port chosen by the OS."""
-
-    LISTEN = re.compile(r"listening on (https?://[^/ ]+)/")
+class Daemon(DaemonProcess):
+    """A real `gdx serve` process on a loopback port chosen by the OS, run from the repository."""
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
-        self.args = args
-        full_env = {**os.environ, **(env or {})}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "serve", "--web.listen-address", "127.0.0.1:0", *args],
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            text=True,
-            env=full_env,
-            cwd=ROOT,
-        )
-        self.lines: list[str] = []
-        self._listening = threading.Event()
-        self.url = ""
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        if not self._listening.wait(30):
-            self.stop()
-            raise RuntimeError("daemon did not start:\n" + "\n".join(self.lines))
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-            match = self.LISTEN.search(line)
-            if match and not self.url:
-                self.url = match.group(1)
-                self._listening.set()
-
-    @property
-    def log(self) -> str:
-        return "\n".join(self.lines)
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> float:
-        """Sends `sig` and returns how long the process took to exit."""
-        started = time.monotonic()
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._reader.join(5)
-        return time.monotonic() - started
+        super().__init__(args, env, cwd=ROOT)
 
 
 @pytest.fixture

@@ -28,7 +28,45 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class Prometheus:
+class LoopbackServer:
+    """A server binary run on a free loopback port, ready when its /-/ready answers 200."""
+
+    def __init__(self, binary: str, args: list[str], workdir: Path, name: str) -> None:
+        path = shutil.which(binary)
+        if path is None:
+            raise FileNotFoundError(
+                f"{binary} is not installed: `make demo` and `make test` install it with apt"
+            )
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(workdir / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [path, *args, f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"{binary} did not become ready (see {workdir / name}.log)")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class Prometheus(LoopbackServer):
     def __init__(
         self,
         workdir: Path,
@@ -39,13 +77,6 @@ class Prometheus:
         alertmanager: str | None = None,
         extra_args: list[str] | None = None,
     ) -> None:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            raise FileNotFoundError(
-                "prometheus is not installed: `make demo` and `make test` install it with apt"
-            )
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         config: dict[str, Any] = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
             "scrape_configs": [{"job_name": job, "static_configs": [{"targets": scrape_targets}]}],
@@ -55,30 +86,8 @@ class Prometheus:
         if alertmanager:
             config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.log = open(workdir / "prometheus.log", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={workdir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                *(extra_args or []),
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError("prometheus did not become ready")
+        args = [f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'data'}"]
+        super().__init__("prometheus", [*args, *(extra_args or [])], workdir, "prometheus")
 
     def api(self, path: str, **params: str) -> Any:
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
@@ -99,58 +108,16 @@ class Prometheus:
                 return result
             time.sleep(0.5)
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
-
-class Alertmanager:
+class Alertmanager(LoopbackServer):
     """A real Alertmanager on loopback (Debian's prometheus-alertmanager)."""
 
     def __init__(self, workdir: Path, config: dict[str, Any]) -> None:
-        binary = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
-        if binary is None:
-            raise FileNotFoundError(
-                "alertmanager is not installed: run `make test` (it installs it with apt)"
-            )
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         (workdir / "alertmanager.yml").write_text(yaml.safe_dump(config))
-        self.log = open(workdir / "alertmanager.log", "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={workdir / 'alertmanager.yml'}",
-                f"--storage.path={workdir / 'am-data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--cluster.listen-address=",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.2)
-        raise RuntimeError("alertmanager did not become ready")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+        args = [f"--config.file={workdir / 'alertmanager.yml'}", f"--storage.path={workdir / 'am-data'}",
+                "--cluster.listen-address="]  # fmt: skip
+        binary = "prometheus-alertmanager" if shutil.which("prometheus-alertmanager") else "alertmanager"
+        super().__init__(binary, args, workdir, "alertmanager")
 
 
 class Receiver:
@@ -193,6 +160,7 @@ class DaemonProcess:
     LISTEN = re.compile(r"listening on (https?://[^/ ]+)/")
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+        self.args = args
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "exporter", "serve", "--web.listen-address", "127.0.0.1:0", *args],
             stderr=subprocess.PIPE,
@@ -219,7 +187,13 @@ class DaemonProcess:
                 self.url = match.group(1)
                 self._listening.set()
 
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+    @property
+    def log(self) -> str:
+        return "\n".join(self.lines)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> float:
+        """Sends `sig` and returns how long the process took to exit."""
+        started = time.monotonic()
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
@@ -228,3 +202,4 @@ class DaemonProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._reader.join(5)
+        return time.monotonic() - started
