@@ -52,7 +52,7 @@ def invoice() -> dict[str, Any]:
 
 
 def cost_centres(tenant: int) -> list[str]:
-    return [f"CC-{tenant:04d}-{i:03d}" for i in range(100)]
+    return [f"CC-{tenant:04d}-{i:03d}" for i in range(300)]
 
 
 def tenant_invoice(tenant: int) -> dict[str, Any]:
