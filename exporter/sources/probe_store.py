@@ -4,7 +4,9 @@ schema-level series, bounded to the top `max_schemas` schema hashes by recent co
 Engine-level families are the probe's cumulative values as they are. Schema-level series are the
 daemon's own accumulators fed with increments, so that a schema moving in or out of the top set
 never makes a counter jump or go backwards: while a hash is exposed its increments go to its own
-series, otherwise to `schema_hash="other"` of the same pod, engine and backend. When a daemon starts
+series, otherwise to `schema_hash="other"` of the same pod, engine and backend. A demoted hash's
+series is kept aside (as long as its score is remembered) and resumes from its last value when the
+hash comes back, so a demotion and a return between two scrapes cannot hide increments. When a daemon starts
 (or restarts) the first snapshot of each engine is an increment from zero, so every counter is back
 at the engine's cumulative value. Thread-safe: the event loop applies messages, the scrape reads.
 """
@@ -118,6 +120,7 @@ class ProbeStore:
         self.lock = threading.Lock()
         self.engines: dict[str, Engine] = {}
         self.series: dict[tuple[str, str, str, str], Acc] = {}
+        self.retired: dict[tuple[str, str, str, str], Acc] = {}  # demoted series, resumed on return
         self.exposed: set[str] = set()
         self.scores: dict[str, tuple[float, float]] = {}
         self.info: dict[str, Meta] = {}
@@ -233,7 +236,7 @@ class ProbeStore:
         key = (pod, eng, backend, target)
         acc = self.series.get(key)
         if acc is None:
-            acc = self.series[key] = Acc()
+            acc = self.series[key] = self.retired.pop(key) if key in self.retired else Acc()
         acc.add(d)
         if len(self.scores) > 20 * self.max_schemas:
             self._prune_scores(now)
@@ -247,7 +250,8 @@ class ProbeStore:
             return False
         self.exposed.discard(weakest)
         for key in [k for k in self.series if k[3] == weakest]:
-            del self.series[key]  # it goes stale in Prometheus; its future increments go to `other`
+            # it goes stale in Prometheus; its future increments go to `other` until it returns
+            self.retired[key] = self.series.pop(key)
         self.evicted_total += 1
         self.exposed.add(schema_hash)
         return True
@@ -256,6 +260,7 @@ class ProbeStore:
         keep = sorted(self.scores, key=lambda h: self._score(h, now), reverse=True)[: 10 * self.max_schemas]
         keep_set = set(keep) | self.exposed
         self.scores = {h: s for h, s in self.scores.items() if h in keep_set}
+        self.retired = {k: a for k, a in self.retired.items() if k[3] in keep_set}
         live = {m.hash for e in self.engines.values() for m in e.metas.values()}
         self.info = {h: m for h, m in self.info.items() if h in keep_set or h in live}
 
@@ -280,6 +285,8 @@ class ProbeStore:
         if not any(e.key == (pod, eng) for e in self.engines.values()):
             for key in [k for k in self.series if k[0] == pod and k[1] == eng]:
                 del self.series[key]
+            for key in [k for k in self.retired if k[0] == pod and k[1] == eng]:
+                del self.retired[key]
 
     def view(self) -> dict[str, Any]:
         """A consistent copy for one scrape."""
