@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 HASH_DIGITS = 12
@@ -41,42 +42,43 @@ def parse_spec(spec: str) -> Any | None:
         return None
 
 
-def schema_hash(spec: str, parsed: Any | None = None) -> str:
-    """Canonical hash of a JSON spec; the plain string's hash when it is not JSON."""
+def _hash_of(spec: str, parsed: Any | None, transform: Callable[[Any], Any]) -> str:
+    """Hash of the canonical JSON of transform(spec); the plain string's hash when it is not JSON
+    (or too deep to serialise), so every spec gets a stable identity."""
     value = parsed if parsed is not None else parse_spec(spec)
     if value is None:
         return digest(spec)
     try:
-        return digest(canonical_json(value))
+        return digest(canonical_json(transform(value)))
     except (ValueError, RecursionError):
         return digest(spec)
 
 
-def _shape(node: Any, in_names: bool = False) -> Any:
+def schema_hash(spec: str, parsed: Any | None = None) -> str:
+    """Canonical hash of a JSON spec; the plain string's hash when it is not JSON."""
+    return _hash_of(spec, parsed, lambda value: value)
+
+
+def shape_of(node: Any, in_names: bool = False) -> Any:
+    """The structure with literal values replaced by "*" (keywords and property names kept)."""
     if isinstance(node, dict):
         out: dict[str, Any] = {}
         for key, child in node.items():
             if in_names:
-                out[key] = _shape(child)
+                out[key] = shape_of(child)
             elif key in LITERAL_KEYS:
                 out[key] = "*"  # the keyword stays, its literal goes
             else:
-                out[key] = _shape(child, key in NAME_MAPS)
+                out[key] = shape_of(child, key in NAME_MAPS)
         return out
     if isinstance(node, list):
-        return [_shape(child) for child in node]
+        return [shape_of(child) for child in node]
     return node
 
 
 def shape_hash(spec: str, parsed: Any | None = None) -> str:
     """Hash of the structure with literal values removed; equals schema_hash for non-JSON specs."""
-    value = parsed if parsed is not None else parse_spec(spec)
-    if value is None:
-        return digest(spec)
-    try:
-        return digest(canonical_json(_shape(value)))
-    except (ValueError, RecursionError):
-        return digest(spec)
+    return _hash_of(spec, parsed, shape_of)
 
 
 def title_of(parsed: Any) -> str:

@@ -149,7 +149,7 @@ def redact(kind: str, text: str) -> str:
     if kind not in ("json", "json_object"):
         return "<not JSON: not shown>"
     try:
-        shape = identity.canonical_json(identity._shape(json.loads(text)))
+        shape = identity.canonical_json(identity.shape_of(json.loads(text)))
     except (ValueError, RecursionError):
         return "<unparsable>"
     return shape if len(shape) <= REDACTED_CHARS else shape[:REDACTED_CHARS] + "...<truncated>"
