@@ -81,7 +81,7 @@ def test_counters_never_go_backwards_while_the_top_set_churns() -> None:
     """Every increment lands in exactly one series, and a series that leaves and comes back resumes
     where it was: the last value seen of every series ever exposed adds up to the engine's totals,
     and no series ever decreases, whichever schema wins a tie (set order varies with the hash seed)."""
-    store = ProbeStore(max_schemas=5)
+    store = ProbeStore(max_schemas=5, linger=3)
     link = Link(store, max_schemas=40)
     rng = random.Random(7)
     last: dict[Any, tuple[int, int]] = {}
@@ -95,7 +95,8 @@ def test_counters_never_go_backwards_while_the_top_set_churns() -> None:
             before = last.get(key, (0, 0))
             assert requests >= before[0] and hits >= before[1], key
         last.update(current)
-        assert len({k[3] for k in current}) <= 6
+        assert len(store.exposed) <= 5 and len(store.lingering) <= 5
+        assert len({k[3] for k in current}) <= 11  # active, lingering, other
         assert (sum(v[0] for v in last.values()), sum(v[1] for v in last.values())) == engine_totals(link)
     assert store.evicted_total > 0 and link.rec.counters["evicted"] > 0
 
@@ -115,7 +116,38 @@ def test_a_schema_demoted_and_back_between_two_scrapes_loses_nothing() -> None:
     link.compile("A", 10.0)  # A outscores B again: it resumes at 1, not restarts at 0
     link.ship()
     assert store.view()["series"][key].requests == 3
-    assert store.evicted_total == 2 and len(store.view()["series"]) == 1  # A out, then B out
+    assert store.evicted_total == 2
+    (b,) = store.lingering  # B, demoted in turn, still shows its final value
+    assert store.view()["series"][(*key[:3], b)].requests == 1
+
+
+def hash_of(store: ProbeStore, title: str) -> str:
+    (h,) = [h for h, m in store.info.items() if m.title == title]
+    return h
+
+
+def test_a_demoted_schema_shows_its_final_value_until_the_linger_ends() -> None:
+    """Prometheus only sees what it scrapes: a schema demoted right after its last increments keeps
+    that final value on /metrics for the linger, so no scraper misses it; then it goes stale."""
+    store = ProbeStore(max_schemas=1, linger=5)
+    link = Link(store)
+    link.compile('{"title":"A"}', 0.01)
+    link.ship(fresh=True)
+    link.compile('{"title":"A"}', 0.01)
+    link.ship()  # an increment no scrape saw (no view() in between)...
+    link.compile('{"title":"B"}', 1.0)
+    link.ship()  # ...and A is demoted
+    a = ("vllm-0", "0", "xgrammar", hash_of(store, "A"))
+    series = store.view()["series"]
+    assert series[a].requests == 2 and a[3] not in store.exposed
+    assert series_totals(store)[0] == engine_totals(link)[0] == 3
+    link.compile('{"title":"A"}', 0.01)  # while A lingers its increments go to other, frozen at 2
+    link.ship()
+    assert store.view()["series"][a].requests == 2
+    assert store.view()["series"][(*a[:3], OTHER)].requests == 1
+    for _ in range(5):
+        link.ship()
+    assert a not in store.view()["series"]  # the linger ended: stale in Prometheus
 
 
 def test_daemon_restart_restores_cumulative_values() -> None:

@@ -5,10 +5,13 @@ Engine-level families are the probe's cumulative values as they are. Schema-leve
 daemon's own accumulators fed with increments, so that a schema moving in or out of the top set
 never makes a counter jump or go backwards: while a hash is exposed its increments go to its own
 series, otherwise to `schema_hash="other"` of the same pod, engine and backend. A demoted hash's
-series is kept aside (as long as its score is remembered) and resumes from its last value when the
-hash comes back, so a demotion and a return between two scrapes cannot hide increments. When a daemon starts
-(or restarts) the first snapshot of each engine is an increment from zero, so every counter is back
-at the engine's cumulative value. Thread-safe: the event loop applies messages, the scrape reads.
+series stays on /metrics, frozen, for `linger` seconds (2 minutes), so that every scraper reads its
+final value: the last value seen of every series ever exposed adds up to the engines' totals. Then
+it is kept aside (as long as its score is remembered) and resumes from that value if the hash comes
+back. At most `max_schemas` hashes are active and `max_schemas` lingering: a demotion waits for room.
+When a daemon starts (or restarts) the first snapshot of each engine is an increment from zero, so
+every counter is back at the engine's cumulative value. Thread-safe: the event loop applies messages,
+the scrape reads.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ log = logging.getLogger("gdx.probe")
 OTHER = "other"
 HALF_LIFE = 300.0  # "recent" compile seconds: a score halves every 5 minutes
 HYSTERESIS = 1.5  # a newcomer must beat the weakest exposed schema by this factor
+LINGER = 120.0  # a demoted schema's final values stay exposed this long: longer than scrape intervals
 MAX_METAS_PER_ENGINE = 20_000
 SEEN_LIMIT = 100_000  # hashes remembered for schemas_first_seen_total (about 10 MB at most)
 ROW_FIELDS = ("requests", "hits")
@@ -112,6 +116,7 @@ class ProbeStore:
         engine_ttl: float = 120.0,
         titles: bool = True,
         analysis: SchemaAnalysis | None = None,
+        linger: float = LINGER,
     ) -> None:
         self.analysis = analysis or SchemaAnalysis()
         self.max_schemas = max(1, max_schemas)
@@ -121,7 +126,9 @@ class ProbeStore:
         self.engines: dict[str, Engine] = {}
         self.series: dict[tuple[str, str, str, str], Acc] = {}
         self.retired: dict[tuple[str, str, str, str], Acc] = {}  # demoted series, resumed on return
-        self.exposed: set[str] = set()
+        self.exposed: set[str] = set()  # active: increments go to their own series
+        self.linger = linger
+        self.lingering: dict[str, float] = {}  # demoted, still on /metrics (frozen) until this time
         self.scores: dict[str, tuple[float, float]] = {}
         self.info: dict[str, Meta] = {}
         self.seen: OrderedDict[str, None] = OrderedDict()
@@ -177,6 +184,7 @@ class ProbeStore:
 
     def snapshot(self, engine: Engine, msg: dict[str, Any], now: float) -> None:
         with self.lock:
+            self._end_lingering(now)
             engine.last_seen = now
             engine.snapshot = msg
             pod, eng = engine.key
@@ -244,21 +252,34 @@ class ProbeStore:
     def _promote(self, schema_hash: str, now: float) -> bool:
         if len(self.exposed) < self.max_schemas:
             self.exposed.add(schema_hash)
+            self.lingering.pop(schema_hash, None)
             return True
+        if len(self.lingering) - (schema_hash in self.lingering) >= self.max_schemas:
+            return False  # demotions are paced: no room to keep another final value on show
         weakest = min(self.exposed, key=lambda h: self._score(h, now))
         if self._score(schema_hash, now) <= HYSTERESIS * self._score(weakest, now):
             return False
         self.exposed.discard(weakest)
-        for key in [k for k in self.series if k[3] == weakest]:
-            # it goes stale in Prometheus; its future increments go to `other` until it returns
-            self.retired[key] = self.series.pop(key)
+        self.lingering[weakest] = now + self.linger  # frozen; its increments go to `other` now
         self.evicted_total += 1
         self.exposed.add(schema_hash)
+        self.lingering.pop(schema_hash, None)  # back before its linger ended: the series goes on
         return True
+
+    def _end_lingering(self, now: float) -> None:
+        """Demoted hashes whose final values have been on show long enough leave /metrics (Prometheus
+        marks them stale); their accumulators are kept aside to resume from if they come back."""
+        done = {h for h, until in self.lingering.items() if until <= now}
+        if not done:
+            return
+        for h in done:
+            del self.lingering[h]
+        for key in [k for k in self.series if k[3] in done]:
+            self.retired[key] = self.series.pop(key)
 
     def _prune_scores(self, now: float) -> None:
         keep = sorted(self.scores, key=lambda h: self._score(h, now), reverse=True)[: 10 * self.max_schemas]
-        keep_set = set(keep) | self.exposed
+        keep_set = set(keep) | self.exposed | set(self.lingering)
         self.scores = {h: s for h, s in self.scores.items() if h in keep_set}
         self.retired = {k: a for k, a in self.retired.items() if k[3] in keep_set}
         live = {m.hash for e in self.engines.values() for m in e.metas.values()}
@@ -267,8 +288,9 @@ class ProbeStore:
     # ---- lifecycle ------------------------------------------------------------------------------
 
     def expire(self, now: float) -> None:
-        """Drops engines whose probe has been silent for longer than the TTL."""
+        """Drops engines whose probe has been silent for longer than the TTL, and ends lingering."""
         with self.lock:
+            self._end_lingering(now)
             for engine in list(self.engines.values()):
                 if now - engine.last_seen > self.engine_ttl:
                     log.info(
@@ -299,7 +321,7 @@ class ProbeStore:
                     per_engine[m.hash] = per_engine.get(m.hash, 0) + 1
                 for h, n in per_engine.items():
                     serialisations[h] = max(serialisations.get(h, 0), n)
-            exposed = set(self.exposed)
+            exposed = self.exposed | set(self.lingering)  # every hash with a series on /metrics
             now_mono = time.monotonic()
             return {
                 "analysis": self.analysis.view(now_mono, exposed),
@@ -308,8 +330,8 @@ class ProbeStore:
                 "series": {
                     k: Acc(a.requests, a.hits, list(a.buckets), a.sum) for k, a in self.series.items()
                 },
-                "info": {h: self.info[h] for h in self.exposed if h in self.info},
-                "recent": {h: self._score(h, now_mono) for h in self.exposed},
+                "info": {h: self.info[h] for h in exposed if h in self.info},
+                "recent": {h: self._score(h, now_mono) for h in exposed},
                 "tracked": len(live_hashes),
                 "first_seen_total": self.first_seen_total,
                 "evicted_total": self.evicted_total,
