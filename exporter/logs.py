@@ -1,11 +1,26 @@
-"""Log lines in logfmt (the Prometheus exporters' default) or JSON, one line per event, to stderr."""
+"""Log lines in logfmt (the Prometheus exporters' default) or JSON, one line per event, to stderr.
+
+Lines are written by a background thread from a bounded queue: a write that blocks (a full pipe
+to a stalled log collector) or fails (disk full, a closed stream) never blocks or breaks the event
+loop that serves /metrics. A line that cannot be queued or written is dropped and counted in
+`guided_decoding_log_messages_dropped_total{reason}` (queue_full, write_error).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import sys
+import threading
 import time
+from collections.abc import Iterable
+from typing import IO
+
+from prometheus_client.core import CounterMetricFamily, Metric
+
+QUEUE_LINES = 1000
+DROPPED = {"queue_full": 0, "write_error": 0}
 
 
 def _quote(value: str) -> str:
@@ -38,8 +53,61 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, ensure_ascii=False)
 
 
-def setup(level: str = "info", fmt: str = "logfmt") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+class BackgroundHandler(logging.Handler):
+    """Formats on the caller's thread (cheap), writes on its own daemon thread."""
+
+    def __init__(self, stream: IO[str], capacity: int = QUEUE_LINES) -> None:
+        super().__init__()
+        self.stream = stream
+        self.queue: queue.Queue[str] = queue.Queue(capacity)
+        self._writer = threading.Thread(target=self._write, name="gdx-log-writer", daemon=True)
+        self._writer.start()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+        except Exception:
+            line = f"ts={time.time():.3f} level=error msg=unformattable_log_record logger={record.name}"
+        try:
+            self.queue.put_nowait(line + "\n")
+        except queue.Full:
+            DROPPED["queue_full"] += 1
+
+    def _write(self) -> None:
+        while True:
+            line = self.queue.get()
+            try:
+                self.stream.write(line)
+                self.stream.flush()
+            except (OSError, ValueError):  # ENOSPC, EPIPE, a closed stream: nothing to tell it to
+                DROPPED["write_error"] += 1
+            finally:
+                self.queue.task_done()
+
+    def flush(self, timeout: float = 2.0) -> None:
+        """Waits (bounded) for queued lines to be written: a stuck stream must not stop an exit."""
+        deadline = time.monotonic() + timeout
+        while self.queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+class DroppedCollector:
+    """`guided_decoding_log_messages_dropped_total`: the log lines nobody will read."""
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "guided_decoding_log_messages_dropped",
+            "Log lines dropped: queue_full (the writer could not keep up or is blocked), "
+            "write_error (stderr failed: disk full, closed).",
+            labels=["reason"],
+        )
+        for reason, n in DROPPED.items():
+            family.add_metric([reason], n)
+        yield family
+
+
+def setup(level: str = "info", fmt: str = "logfmt", stream: IO[str] | None = None) -> None:
+    handler = BackgroundHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

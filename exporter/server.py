@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client import exposition as text_exposition
 from prometheus_client.openmetrics import exposition as om_exposition
 
-from exporter import __version__
+from exporter import __version__, logs
 from exporter.config import Config, split_address
 from exporter.sources.base import SelfCollector, Source
 from exporter.sources.cpu import CpuSource
@@ -64,6 +64,7 @@ class Exporter:
         for source in self.sources:
             self.registry.register(source)
         self.registry.register(SelfCollector(self.sources))
+        self.registry.register(logs.DroppedCollector())
         ProcessCollector(namespace="", registry=self.registry)
         self.vllm = next((s for s in self.sources if isinstance(s, VllmSource)), None)
         self._refreshing: asyncio.Task[None] | None = None
