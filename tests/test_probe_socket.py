@@ -80,11 +80,11 @@ async def test_messages_are_classified(tmp_path: Path) -> None:
         await _send(
             path, b'{"v":1,"kind":"snapshot","pad":"' + b"x" * (MAX_MESSAGE_BYTES + 10) + b'"}\n' + good
         )
-        await _send(path, b'{"v":1,"kind":"snap')  # peer dies mid-message
-        await _settle(source, 3 + 4 + 3 + 2)
+        await _send(path, b'{"v":1,"kind":"snap')  # peer dies mid-message: counted as malformed
+        await _settle(source, 3 + 5 + 3 + 2)
     finally:
         await source.close()
-    assert [_count(source, r) for r in ("ok", "malformed", "rejected", "oversize")] == [4.0, 4.0, 3.0, 1.0]
+    assert [_count(source, r) for r in ("ok", "malformed", "rejected", "oversize")] == [4.0, 5.0, 3.0, 1.0]
 
 
 async def test_unusable_socket_path_fails_the_collector_not_the_daemon(tmp_path: Path) -> None:

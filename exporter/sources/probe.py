@@ -43,6 +43,8 @@ MAX_MESSAGE_BYTES = 4 * 2**20
 MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connection is refused, and counted
 KINDS = wire.KINDS
 RESULTS = ("ok", "malformed", "oversize", "rejected")
+WATCH_INTERVAL = 1.0  # how often the socket file is checked (removed or replaced: listen again)
+LOG_EVERY = 60.0  # at most one line per kind of probe trouble per minute
 
 
 def resolve_group(group: str) -> int:
@@ -96,6 +98,9 @@ class ProbeSource(Source):
         self._refused_uids: set[int] = set()
         self._server: asyncio.AbstractServer | None = None
         self._listen_error: str | None = None
+        self._socket_id: tuple[int, int] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._logged_at: dict[str, float] = {}
         thresholds = Thresholds(
             depth=config.lint_depth,
             max_items=config.lint_max_items,
@@ -110,34 +115,85 @@ class ProbeSource(Source):
         self.store = ProbeStore(
             config.probe_max_schemas, config.probe_engine_ttl, config.probe_titles, self.analysis
         )
-        self._logged_reject = False
 
     async def start(self) -> None:
+        await self._listen()
+        self._watcher = asyncio.ensure_future(self._watch())
+
+    async def _listen(self) -> None:
+        """Creates the socket (mode 0660, the configured group); on failure the collector fails and
+        the watcher tries again every second, logging only when the reason changes."""
         try:
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
                 if stat.S_ISSOCK(os.lstat(self.path).st_mode):
                     os.unlink(self.path)  # a stale socket from a previous run
-            self._server = await asyncio.start_unix_server(
-                self._handle, path=self.path, limit=MAX_MESSAGE_BYTES
-            )
-            os.chmod(self.path, 0o660)
-            if self.group:
-                os.chown(self.path, -1, resolve_group(self.group))
-            log.info("probe socket listening on %s", self.path)
+            server = await asyncio.start_unix_server(self._handle, path=self.path, limit=MAX_MESSAGE_BYTES)
+            try:
+                os.chmod(self.path, 0o660)
+                if self.group:
+                    os.chown(self.path, -1, resolve_group(self.group))
+                st = os.lstat(self.path)
+            except BaseException:
+                server.close()
+                raise
         except (OSError, KeyError) as err:
             why = f"no group {self.group!r}" if isinstance(err, KeyError) else err.strerror or err
-            self._listen_error = f"cannot listen on probe socket {self.path}: {why}"
-            log.error("%s", self._listen_error)
+            error = f"cannot listen on probe socket {self.path}: {why}"
+            if error != self._listen_error:
+                log.error("%s (retrying every %gs)", error, WATCH_INTERVAL)
+            self._listen_error = error
+            return
+        self._server, self._socket_id = server, (st.st_dev, st.st_ino)
+        if self._listen_error:
+            log.info("probe socket listening on %s (recovered)", self.path)
+        else:
+            log.info("probe socket listening on %s", self.path)
+        self._listen_error = None
+
+    def _socket_gone(self) -> bool:
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._socket_id
+
+    async def _watch(self) -> None:
+        """Someone removed the socket (or its directory: a hostPath cleaned, a node agent) or put
+        another file there: probes could never reach us again, so listen anew. Connected probes
+        keep their connections."""
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL)
+            try:
+                if self._server is not None and self._socket_gone():
+                    log.warning("probe socket %s was removed or replaced: listening again", self.path)
+                    self._server.close()
+                    self._server = None
+                if self._server is None:
+                    await self._listen()
+            except Exception:  # never let the watcher die
+                log.exception("probe socket watcher")
 
     async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(BaseException):
+                await self._watcher
+            self._watcher = None
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 1.0)
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
+            if not self._socket_gone():
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
             self._server = None
+
+    def _log_limited(self, kind: str, level: int, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._logged_at.get(kind, -LOG_EVERY) >= LOG_EVERY:
+            self._logged_at[kind] = now
+            log.log(level, msg, *args)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.connections >= MAX_CONNECTIONS:
@@ -163,8 +219,21 @@ class ProbeSource(Source):
                     self.counts["oversize"] += 1
                     await self._skip_line(reader)
                     continue
-                except asyncio.IncompleteReadError:
-                    break  # peer closed, possibly mid-message: the partial message is dropped
+                except asyncio.IncompleteReadError as err:
+                    if err.partial:  # the engine died (or closed) halfway through a message
+                        self.counts["malformed"] += 1
+                        who = (
+                            f"probe of pod={engine.key[0]} engine={engine.key[1]}"
+                            if engine
+                            else "a probe (before hello)"
+                        )
+                        self._log_limited(
+                            "cut", logging.WARNING,
+                            "%s closed its connection mid-message: %d bytes dropped, counted as"
+                            " malformed; its totals stay as of its last whole snapshot",
+                            who, len(err.partial),
+                        )  # fmt: skip
+                    break
                 result, msg = classify(line)
                 if msg is not None:
                     if msg["kind"] == "hello":
@@ -175,9 +244,12 @@ class ProbeSource(Source):
                         self.store.schemas(engine, msg, time.monotonic())
                     else:
                         self.store.snapshot(engine, msg, time.monotonic())
-                if result != "ok" and not self._logged_reject:
-                    log.warning("dropped a %s probe message (counted; further ones are only counted)", result)
-                    self._logged_reject = True
+                if result != "ok":
+                    self._log_limited(
+                        "dropped", logging.WARNING,
+                        "dropped a %s probe message (counted in guided_decoding_probe_snapshots_total;"
+                        " at most one such line a minute)", result,
+                    )  # fmt: skip
                 self.counts[result] += 1
         except (ConnectionError, OSError):
             pass
@@ -187,6 +259,11 @@ class ProbeSource(Source):
             self.connections -= 1
             if engine is not None:
                 self.store.disconnected(engine)
+                log.info(
+                    "probe of pod=%s engine=%s disconnected (its series stay for --probe.engine-ttl"
+                    " unless it reconnects)",
+                    *engine.key,
+                )
             writer.close()
 
     @staticmethod
