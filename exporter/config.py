@@ -299,6 +299,13 @@ class Config:
         "Largest target /metrics body accepted; larger marks the target down.",
         metavar="SIZE",
     )
+    vllm_max_series: int = _opt(
+        10_000,
+        "vllm.max-series",
+        parse_positive_int,
+        "Most vllm:* samples accepted from one target (vLLM serves a few hundred); more marks it down.",
+        metavar="N",
+    )
     vllm_passthrough: bool = _opt(
         True,
         "vllm.passthrough",

@@ -52,6 +52,10 @@ class ParseError(ValueError):
     """The page is not the Prometheus text format; names the line."""
 
 
+class TooManySamples(ValueError):
+    """The page has more samples to pass through than the configured cap."""
+
+
 @dataclass
 class Family:
     """One metric family as the page declared it; `samples` hold (name, labels-with-pod, value) text."""
@@ -83,7 +87,11 @@ def _with_pod(labels: str | None, pod_pair: str) -> str:
 
 
 def parse(
-    text: str, pod: str, prefix: str = "vllm:", cache: dict[str, tuple[str, str]] | None = None
+    text: str,
+    pod: str,
+    prefix: str = "vllm:",
+    cache: dict[str, tuple[str, str]] | None = None,
+    max_samples: int | None = None,
 ) -> list[Family]:
     """Families whose name starts with `prefix`, each sample's labels prefixed with `pod="..."`.
 
@@ -92,12 +100,15 @@ def parse(
     `cache` (one per target and pod, kept between scrapes) maps a line's `name{labels}` part to its
     checked result, so a series seen before costs a dict lookup and a float() of its value: this cuts
     parsing of the real vLLM page about fourfold. It is cleared when it reaches MAX_CACHED_LINES.
+    More than `max_samples` kept samples is a `TooManySamples` error: a target must not be able to
+    put an unbounded number of series on the daemon's page.
     """
     pod_pair = f'pod="{escape_label_value(pod)}"'
     families: dict[str, Family] = {}
     helps: dict[str, str] = {}
     current: Family | None = None
     accepted: tuple[str, ...] = ()
+    kept = 0
     for lineno, line in enumerate(text.split("\n"), 1):
         if not line or line.isspace():
             continue
@@ -148,6 +159,9 @@ def parse(
         if known is _SKIP:
             continue
         sample, labels = known
+        kept += 1
+        if max_samples is not None and kept > max_samples:
+            raise TooManySamples(f"more than {max_samples} {prefix}* samples")
         if current is None or sample not in accepted:
             # A sample with no TYPE of its own: an untyped family of that name.
             current = families.get(sample)

@@ -81,8 +81,24 @@ async def test_passthrough_switch_off(good_url: str) -> None:
     assert source.passthrough_text(False) == "" and source.passthrough_text(True) == ""
 
 
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 async def _hostile(good_url: str, bad_url: str, **overrides: object) -> str:
-    source, took = await _scrape(Target(good_url, "good"), Target(bad_url, "bad"), **overrides)
+    """Scrapes a good and a bad target; checks the named behaviour and returns the bad one's error."""
+    lines = Lines()
+    logger = logging.getLogger("gdx.vllm")
+    logger.addHandler(lines)
+    try:
+        source, took = await _scrape(Target(good_url, "good"), Target(bad_url, "bad"), **overrides)
+    finally:
+        logger.removeHandler(lines)
     assert _up(source) == {"good": 1.0, "bad": 0.0}
     assert not source.success
     assert took < TIMEOUT + 1.5
@@ -90,6 +106,9 @@ async def _hostile(good_url: str, bad_url: str, **overrides: object) -> str:
     assert good == {"good"}
     bad = next(r for r in source.results if r.target.pod == "bad")
     assert bad.error and bad.error in (source.last_error or "")
+    assert [line for line in lines.lines if bad_url in line and bad.error in line], (
+        lines.lines
+    )  # one clear line
     return bad.error
 
 
@@ -134,21 +153,31 @@ async def test_target_sending_invalid_utf8(serve: Callable[[Handler], Awaitable[
     assert "not UTF-8" in await _hostile(good_url, await serve(latin1))
 
 
-async def test_target_streaming_100mb(serve: Callable[[Handler], Awaitable[str]], good_url: str) -> None:
+async def test_target_streaming_1gb(serve: Callable[[Handler], Awaitable[str]], good_url: str) -> None:
     sent = [0]
 
     async def huge(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse()  # chunked: no Content-Length to reject up front
         await resp.prepare(request)
         line = b"vllm:x 1\n" * (2**20 // 9)
-        for _ in range(100):
+        for _ in range(1024):  # 1 GiB, if anyone kept reading
             await resp.write(line)
             sent[0] += len(line)
         return resp
 
     error = await _hostile(good_url, await serve(huge), vllm_max_body_bytes=16 * 2**20)
     assert "larger than 16777216 bytes (vllm.max-body-bytes)" in error
-    assert sent[0] < 60 * 2**20  # the daemon hung up long before 100 MB
+    assert sent[0] < 60 * 2**20  # the daemon hung up long before 1 GiB
+
+
+async def test_target_with_100000_families(serve: Callable[[Handler], Awaitable[str]], good_url: str) -> None:
+    page = "".join(f"# TYPE vllm:family_{i} gauge\nvllm:family_{i} {i}\n" for i in range(100_000)).encode()
+
+    async def wide(_: web.Request) -> web.Response:
+        return web.Response(body=page, content_type="text/plain")
+
+    error = await _hostile(good_url, await serve(wide), vllm_max_series=10_000)
+    assert error == "more than 10000 vllm:* samples (vllm.max-series)"
 
 
 async def test_target_declaring_100mb(serve: Callable[[Handler], Awaitable[str]], good_url: str) -> None:

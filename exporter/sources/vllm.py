@@ -84,9 +84,13 @@ class VllmSource(Source):
                 raise SourceError(f"body is not UTF-8 (byte {err.start})") from None
             try:
                 cache = self._line_caches.setdefault(target, {})
-                result.families = passthrough.parse(text, target.pod, cache=cache)
+                result.families = passthrough.parse(
+                    text, target.pod, cache=cache, max_samples=self.config.vllm_max_series
+                )
             except passthrough.ParseError as err:
                 raise SourceError(f"not the Prometheus text format: {err}") from None
+            except passthrough.TooManySamples as err:
+                raise SourceError(f"{err} (vllm.max-series)") from None
             result.up = True
         except SourceError as err:
             result.error = str(err)
