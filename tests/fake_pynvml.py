@@ -6,6 +6,7 @@ NVMLError_<Reason> with a `value` code), for the calls the nvml collector makes.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -67,6 +68,7 @@ class State:
         self.gpus: list[Gpu] = []
         self.init_error: type[NVMLError] | None = None
         self.read_error: type[NVMLError] | None = None
+        self.hang: threading.Event | None = None  # a read blocks until this is set (a wedged driver)
         self.init_calls = 0
         self.initialised = False
 
@@ -97,6 +99,8 @@ def _gpu(handle: int, what: str) -> Gpu:
         raise NVMLError_Uninitialized()
     if state.read_error is not None:
         raise state.read_error()
+    if state.hang is not None:
+        state.hang.wait()
     gpu = state.gpus[handle]
     if what in gpu.unsupported:
         raise NVMLError_NotSupported()

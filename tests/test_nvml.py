@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import fake_pynvml
@@ -85,3 +86,29 @@ async def test_gpu_lost_mid_run_reinitialises(caplog: pytest.LogCaptureFixture) 
     state.read_error = None
     await source.timed_refresh()
     assert source.success and state.init_calls == 2
+
+
+async def test_a_wedged_nvml_call_times_out_and_is_not_stacked(caplog: pytest.LogCaptureFixture) -> None:
+    """NVML calls cannot be cancelled: a wedged one ends the scrape at the timeout, later scrapes say
+    it is still running instead of piling up threads, and the first read after it returns works."""
+    import threading
+
+    state = fake_pynvml.reset([fake_pynvml.Gpu()])
+    source = NvmlSource(nvml=fake_pynvml, timeout=0.3)  # type: ignore[arg-type]
+    await source.timed_refresh()
+    assert source.success
+    state.hang = threading.Event()
+    with caplog.at_level(logging.WARNING):
+        await source.timed_refresh()
+        assert not source.success and "timed out after 0.3s" in (source.last_error or "")
+        threads = threading.active_count()
+        for _ in range(5):
+            await source.timed_refresh()
+            assert "previous collection is still running" in (source.last_error or "")
+        assert threading.active_count() == threads
+    assert any("collector nvml failed" in r.getMessage() for r in caplog.records)
+    state.hang.set()
+    state.hang = None
+    await asyncio.sleep(0.1)
+    await source.timed_refresh()
+    assert source.success
