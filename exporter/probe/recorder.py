@@ -361,6 +361,23 @@ class Recorder:
             "cpu": {"user": cpu.user, "system": cpu.system},
         }
 
+    def totals(self) -> dict[str, dict[str, Any]]:
+        """Per backend: requests, hits, errors and observation counts so far. Read-only (unlike
+        `snapshot`, it marks nothing as shipped): what simulated engines compare the daemon against."""
+        self.drain()
+        with self._lock:
+            return {
+                name: {
+                    "requests": s.requests,
+                    "hits": s.hits,
+                    "errors": dict(s.errors),
+                    "compile_count": sum(s.compile.counts),
+                    "mask_count": sum(s.mask.counts),
+                    "wait_count": sum(s.wait.counts),
+                }
+                for name, s in self._backends.items()
+            }
+
     def tracked(self) -> int:
         self.drain()
         return len(self._entries)
