@@ -4,6 +4,7 @@ conserved through `other`; and no literal of any schema ever reaches the rendere
 
 from __future__ import annotations
 
+import logging
 import os
 import tracemalloc
 from typing import Any
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from test_probe_store import Link
 
-from exporter.sources.probe import families
+from exporter.sources.probe import classify, families
 from exporter.sources.probe_store import ProbeStore
 
 FLOOD = int(os.environ.get("GDX_FLOOD_SCHEMAS", "200000"))  # 1,000,000 in the long mode
@@ -71,23 +72,56 @@ def test_a_flood_of_distinct_schemas_stays_bounded() -> None:
 literal = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ", min_size=12, max_size=16).map(lambda s: "LIT" + s)
 
 
+class Captured(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(logging.Formatter("%(name)s %(message)s").format(record))
+
+
 @settings(max_examples=int(os.environ.get("GDX_FUZZ_EXAMPLES", "10000")) // 50, deadline=None,
           suppress_health_check=list(HealthCheck), database=None)  # fmt: skip
-@given(st.lists(literal, min_size=1, max_size=5), literal, literal)
-def test_no_literal_reaches_the_metrics(members: list[str], description: str, default: str) -> None:
-    """Whatever sits in enums, descriptions and defaults, the rendered /metrics never contains it."""
+@given(st.lists(literal, min_size=1, max_size=5), literal, literal, literal)
+def test_no_literal_reaches_the_metrics_or_the_logs(
+    members: list[str], description: str, default: str, const: str
+) -> None:
+    """Whatever sits in enums, consts, descriptions, defaults and examples, neither the rendered
+    /metrics nor any log line (every logger, at debug) of the probe and the daemon contains it: two
+    variants of the schema, one unparsable text and a broken probe message carry the values through
+    the probe, the wire, the store, the schema analysis and the classifier."""
     import json
 
-    store = ProbeStore()
-    link = Link(store)
-    schema = {
-        "type": "object",
-        "properties": {"x": {"enum": members, "description": description, "default": default}},
-    }
-    link.compile(json.dumps(schema), 0.01)
-    link.ship(fresh=True)
-    store.analysis.run(deadline=float("inf"))
-    text = render(store)
+    captured = Captured()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(captured)
+    root.setLevel(logging.DEBUG)
+    try:
+        store = ProbeStore()
+        link = Link(store)
+        for variant in (members, [*members, "v2"]):
+            schema = {
+                "type": "object",
+                "properties": {
+                    "x": {"enum": variant, "description": description, "default": default},
+                    "y": {"const": const, "examples": [const, default]},
+                },
+            }
+            link.compile(json.dumps(schema), 0.01)
+        link.compile('{"enum": ["' + members[0] + '", ', 0.01)  # not JSON
+        link.ship(fresh=True)
+        store.analysis.run(deadline=float("inf"))
+        broken = b'{"v":1,"kind":"schemas","schemas":[{"text":"' + const.encode() + b'"}]}\n'
+        assert classify(broken)[1] is None
+        text = render(store)
+    finally:
+        root.removeHandler(captured)
+        root.setLevel(level)
     assert "guided_decoding_schema_requests_total" in text
-    for value in (*members, description, default):
+    logs = "\n".join(captured.lines)
+    assert "probe connected: pod=vllm-0" in logs  # the capture sees the daemon's lines
+    for value in (*members, description, default, const):
         assert value not in text
+        assert value not in logs
