@@ -18,10 +18,9 @@ from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, ProcessCollector
-from prometheus_client import exposition as text_exposition
 from prometheus_client.openmetrics import exposition as om_exposition
 
-from exporter import __version__, logs
+from exporter import __version__, exposition, logs
 from exporter.config import Config, split_address
 from exporter.sources.base import SelfCollector, Source
 from exporter.sources.cpu import CpuSource
@@ -98,11 +97,11 @@ class Exporter:
         """The page in the format the scraper asked for (OpenMetrics or text 0.0.4)."""
         openmetrics = "application/openmetrics-text" in accept
         extra = self.vllm.passthrough_text(openmetrics) if self.vllm is not None else ""
+        own = exposition.render(self.registry.collect(), openmetrics)
         if openmetrics:
-            own = om_exposition.generate_latest(self.registry)  # type: ignore[no-untyped-call]
             body = own[: -len(b"# EOF\n")] + extra.encode() + b"# EOF\n"
             return body, om_exposition.CONTENT_TYPE_LATEST
-        return text_exposition.generate_latest(self.registry) + extra.encode(), TEXT_CONTENT_TYPE
+        return own + extra.encode(), TEXT_CONTENT_TYPE
 
     def health(self) -> dict[str, object]:
         return {
