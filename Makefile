@@ -91,6 +91,8 @@ unit: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(SGLANG_STAMP)
 test: lint typecheck unit
 
 bench: $(STAMP) $(TOKENIZER)
+	scripts/ensure-system-deps.sh prometheus-node-exporter
+	$(BIN)/python -m exporter.capsbench
 	$(BIN)/python -m exporter.bench
 	$(BIN)/python -m exporter.probe.bench
 	$(BIN)/python -m exporter.schemabench counts

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the system packages the tests use when they are missing (Debian/Ubuntu, apt).
+# Installs the system packages the tests use when they are missing (Debian/Ubuntu, apt); more
+# packages may be named as arguments (each also the name of the command it installs).
 set -euo pipefail
 need=()
-command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
-command -v prometheus-alertmanager >/dev/null 2>&1 || need+=(prometheus-alertmanager)
+for pkg in prometheus prometheus-alertmanager "$@"; do
+  command -v "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
