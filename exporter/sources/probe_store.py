@@ -129,6 +129,9 @@ class ProbeStore:
         self.exposed: set[str] = set()  # active: increments go to their own series
         self.linger = linger
         self.lingering: dict[str, float] = {}  # demoted, still on /metrics (frozen) until this time
+        # Scores decay by the same factor for all, so the weakest exposed hash stays the weakest
+        # until its own score grows or the set changes: cached, instead of a min() per newcomer.
+        self._weakest: str | None = None
         self.scores: dict[str, tuple[float, float]] = {}
         self.info: dict[str, Meta] = {}
         self.seen: OrderedDict[str, None] = OrderedDict()
@@ -239,6 +242,8 @@ class ProbeStore:
             if info is not None:
                 self.analysis.seen(schema_hash, info.shape, now)
             self.scores[schema_hash] = (self._score(schema_hash, now) + d["sum"], now)
+            if schema_hash == self._weakest:
+                self._weakest = None
             if schema_hash in self.exposed or self._promote(schema_hash, now):
                 target = schema_hash
         key = (pod, eng, backend, target)
@@ -253,10 +258,13 @@ class ProbeStore:
         if len(self.exposed) < self.max_schemas:
             self.exposed.add(schema_hash)
             self.lingering.pop(schema_hash, None)
+            self._weakest = None
             return True
         if len(self.lingering) - (schema_hash in self.lingering) >= self.max_schemas:
             return False  # demotions are paced: no room to keep another final value on show
-        weakest = min(self.exposed, key=lambda h: self._score(h, now))
+        weakest = self._weakest
+        if weakest is None or weakest not in self.exposed:
+            weakest = self._weakest = min(self.exposed, key=lambda h: self._score(h, now))
         if self._score(schema_hash, now) <= HYSTERESIS * self._score(weakest, now):
             return False
         self.exposed.discard(weakest)
@@ -264,6 +272,7 @@ class ProbeStore:
         self.evicted_total += 1
         self.exposed.add(schema_hash)
         self.lingering.pop(schema_hash, None)  # back before its linger ended: the series goes on
+        self._weakest = None
         return True
 
     def _end_lingering(self, now: float) -> None:
