@@ -11,7 +11,6 @@ Everything runs on this machine in one run, so the figures are ratios measured s
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import subprocess
@@ -200,10 +199,10 @@ def main(argv: list[str] | None = None) -> int:
     page_text = args.page.read_text(encoding="utf-8")
     lib_render, lib_both = _library_costs(page_text, args.targets, args.scrapes)
     daemon_text = _median_ms(text)
-    print(
-        f"# guided-decoding-exporter scrape benchmark ({args.targets} vLLM targets, {args.scrapes} scrapes,"
-        f" {os.cpu_count()} CPUs, Python {sys.version.split()[0]})"
-    )
+    from exporter.machine import header
+
+    print(header("exporter.bench", argv))
+    print(f"# scrape benchmark: {args.targets} vLLM targets, {args.scrapes} scrapes per format")
     print(f"page size: {size} bytes")
     print("| measurement | median ms |")
     print("| --- | --- |")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import platform
 import re
 import shutil
 import signal
@@ -39,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.bench import DEFAULT_PAGE
+from exporter.machine import header
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_EXPORTER = ("prometheus-node-exporter", "node_exporter")
@@ -252,19 +252,6 @@ def steady(procs: list[tuple[int, str]], seconds: float, every: float = 15.0) ->
     return [(cpu_seconds(pid) - c) / elapsed for (pid, _), c in zip(procs, cpu0, strict=True)]
 
 
-def machine() -> str:
-    model = ""
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return (
-        f"{model or platform.processor()}, {os.cpu_count()} CPUs, Linux {platform.release()},"
-        f" Python {platform.python_version()}"
-    )
-
-
 def node_exporter_version() -> str:
     binary = next((shutil.which(b) for b in NODE_EXPORTER if shutil.which(b)), None)
     if binary is None:
@@ -283,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--growth-rounds", type=int, default=15, help="scrapes per growth point (default 15)")
     parser.add_argument("--no-growth", action="store_true", help="skip the growth table")
     args = parser.parse_args(argv)
-    print("# " + " ".join(["python -m exporter.capsbench", *(argv if argv is not None else sys.argv[1:])]))
-    print(f"# machine: {machine()}; node_exporter {node_exporter_version()}")
+    print(header("exporter.capsbench", argv))
+    print(f"# node_exporter {node_exporter_version()}")
     caps = Size()
     with tempfile.TemporaryDirectory(prefix="gdx-capsbench-") as tmp, targets(caps.targets) as urls:
         work = Path(tmp)
@@ -305,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                 f" CPU {d['cpu_ms'] / max(n['cpu_ms'], 1e-9):.2f};"
                 f" per series: CPU {d['cpu_ms'] / d['series'] / max(n['cpu_ms'] / n['series'], 1e-9):.2f}"
             )
+            background = idle_rate(gdx[0], 30.0)
             shares = steady([gdx, node], args.steady)
             print(
                 f"\n## Steady state ({caps.engines} engines at 1 snapshot/s, a scrape every 15 s,"
@@ -313,6 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"daemon CPU: {shares[0] * 100:.2f}% of one core (target < 1%);"
                 f" node_exporter: {shares[1] * 100:.2f}%; ratio {shares[0] / max(shares[1], 1e-9):.2f}"
+            )
+            print(
+                f"of which: snapshots and housekeeping with no scrape {background * 100:.2f}% (30 s),"
+                f" scrapes {d['cpu_ms'] / 15.0 / 10:.2f}% ({d['cpu_ms']:.1f} ms every 15 s)"
             )
         if args.no_growth:
             return 0

@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer", default=os.environ.get("GDX_TOKENIZER_JSON", ""))
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per maskbench schema")
     args = parser.parse_args(argv)
+    from exporter.machine import header
+
+    print(header("exporter.schemabench", argv), flush=True)
     if args.what == "counts":
         return counts(args.data)
     if not args.tokenizer:

@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--schemas", type=int, default=100_000)
     args = parser.parse_args(argv)
+    from exporter.machine import header
 
+    print(header("exporter.probe.bench", argv), flush=True)
     os.environ.setdefault("GDX_PROBE_SOCKET", "/nonexistent/gdx-bench.sock")  # measure, do not ship
     logging.getLogger("gdx.probe").setLevel(logging.ERROR)
     import xgrammar as xgr
