@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from test_probe_store import Link
 
 from exporter.sources.probe import classify, families
+from exporter.sources.probe_analysis import MAX_PENDING
 from exporter.sources.probe_store import ProbeStore
 
 FLOOD = int(os.environ.get("GDX_FLOOD_SCHEMAS", "200000"))  # 1,000,000 in the long mode
@@ -65,6 +66,9 @@ def test_a_flood_of_distinct_schemas_stays_bounded() -> None:
     engine_total = sum(link.rec.snapshot(full=True)["backends"]["xgrammar"]["requests"] for link in links)
     assert engine_total == FLOOD
     assert peak < 150 * 2**20, peak  # probes (4 x 500 specs) and store together
+    assert len(store.analysis.pending) <= MAX_PENDING  # analysis starved (no scrape): the queue is capped
+    assert store.analysis.skipped > 0  # and what did not fit is counted
+    print(f"flood of {FLOOD} schemas: peak traced {peak / 2**20:.1f} MiB, {store.evicted_total} demotions")
     text = render(store)
     assert text.count("guided_decoding_schema_requests_total{") <= 4 * 101
 

@@ -20,6 +20,7 @@ from exporter.schema.lint import Thresholds
 
 log = logging.getLogger("gdx.analysis")
 MAX_PENDING_BYTES = 64 * 2**20  # texts waiting for analysis; beyond, skipped and counted
+MAX_PENDING = 5_000  # and at most this many (a flood of tiny schemas must not grow the queue's index)
 MAX_ANALYSED = 20_000  # analyses remembered (counts and literal digests, a few KB each at most)
 MAX_SHAPES = 500  # with up to MAX_VARIANTS each: at most 500,000 (hash, time) pairs
 VARIANTS_COMPARED = 50  # the most recent variants of a shape compared for varying paths
@@ -63,7 +64,7 @@ class SchemaAnalysis:
         with self.lock:
             if schema_hash in self.done or schema_hash in self.pending or text is None:
                 return
-            if self.pending_bytes + len(text) > MAX_PENDING_BYTES:
+            if self.pending_bytes + len(text) > MAX_PENDING_BYTES or len(self.pending) >= MAX_PENDING:
                 self.skipped += 1
                 return
             self.pending[schema_hash] = (shape, kind, text)
