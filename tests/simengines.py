@@ -48,7 +48,10 @@ class SimEngines:
         return self._read()
 
     def resume(self) -> None:
+        """Restarts the workload; returns once the engines acknowledged it (signals must not overlap:
+        a pending SIGUSR1 would be delivered before a pending SIGUSR2, whatever the order sent)."""
         self.proc.send_signal(signal.SIGUSR2)
+        self._read()
 
     @property
     def log(self) -> str:

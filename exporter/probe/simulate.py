@@ -10,7 +10,8 @@ before whose enum varies (per-request injection: misses, shape variants, `other`
 Control, so that a test can compare the daemon against exact totals:
 - SIGUSR1: pause the workload and write the totals so far to `--totals` (atomically; `generation`
   counts the writes). The shippers keep shipping, so the daemon converges on exactly these totals.
-- SIGUSR2: resume.
+- SIGUSR2: resume, and write the file again as the acknowledgement. Wait for each write before the
+  next signal: two different signals pending at once are delivered in signal-number order.
 - SIGTERM / SIGINT: pause, write the totals, ship a last snapshot, exit 0.
 """
 
@@ -123,8 +124,15 @@ class Engines:
     def pause_and_write(self) -> None:
         with self.lock:  # no call is half made once we hold it
             self.running.clear()
+        self.write()
+
+    def resume_and_write(self) -> None:
+        self.running.set()
+        self.write()
+
+    def write(self) -> None:
         self.generation += 1
-        doc = {"generation": self.generation, "engines": self.totals()}
+        doc = {"generation": self.generation, "running": self.running.is_set(), "engines": self.totals()}
         path = Path(self.args.totals)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc))
@@ -148,12 +156,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     engines = Engines(args)
     actions: list[str] = []
-    wake = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
+        # Only a list append: taking a lock here (Event.set) can deadlock against the main thread.
         names = {int(signal.SIGUSR1): "pause", int(signal.SIGUSR2): "resume"}
         actions.append(names.get(signum, "exit"))
-        wake.set()
 
     for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
@@ -163,12 +170,11 @@ def main(argv: list[str] | None = None) -> int:
     driver.start()
     print(f"simulating {args.engines} engines on {args.socket}", flush=True)
     while True:
-        wake.wait()
-        wake.clear()
+        time.sleep(0.02)
         while actions:
             action = actions.pop(0)
             if action == "resume":
-                engines.running.set()
+                engines.resume_and_write()
             else:
                 engines.pause_and_write()
             if action == "exit":
