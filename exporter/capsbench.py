@@ -29,7 +29,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -211,43 +210,36 @@ def per_scrape(procs: list[tuple[int, str]], rounds: int) -> list[dict[str, floa
     walls: list[list[float]] = [[] for _ in procs]
     cpu0 = [cpu_seconds(pid) for pid, _ in procs]
     started = time.monotonic()
-    sizes = [0] * len(procs)
+    bodies = [b""] * len(procs)
     for _ in range(rounds):
         for i, (_, url) in enumerate(procs):
             t = time.perf_counter()
-            body = fetch(url)
+            bodies[i] = fetch(url)
             walls[i].append(time.perf_counter() - t)
-            sizes[i] = len(body)
-            if not series_cache.get(url):
-                series_cache[url] = series(body)
     elapsed = time.monotonic() - started
     out = []
-    for i, (pid, url) in enumerate(procs):
+    for i, (pid, _) in enumerate(procs):
         cpu = (cpu_seconds(pid) - cpu0[i] - idle[i] * elapsed) / rounds
         out.append(
             {
                 "wall_ms": statistics.median(walls[i]) * 1000,
                 "cpu_ms": max(cpu, 0.0) * 1000,
-                "bytes": sizes[i],
-                "series": series_cache[url],
+                "bytes": len(bodies[i]),
+                "series": series(bodies[i]),
                 "idle_share": idle[i],
             }
         )
     return out
 
 
-series_cache: dict[str, int] = {}
-
-
 def steady(procs: list[tuple[int, str]], seconds: float, every: float = 15.0) -> list[float]:
     """CPU share of one core of each process over `seconds`, scraped every `every` seconds."""
     cpu0 = [cpu_seconds(pid) for pid, _ in procs]
     started = time.monotonic()
-    stop = threading.Event()
-    while not stop.wait(0) and time.monotonic() - started < seconds:
+    while time.monotonic() - started < seconds:
         for _, url in procs:
             fetch(url)
-        stop.wait(min(every, max(0.0, seconds - (time.monotonic() - started))))
+        time.sleep(min(every, max(0.0, seconds - (time.monotonic() - started))))
     elapsed = time.monotonic() - started
     return [(cpu_seconds(pid) - c) / elapsed for (pid, _), c in zip(procs, cpu0, strict=True)]
 

@@ -75,7 +75,6 @@ class SimEngines:
 
 ENGINE_LEVEL = ("compile_requests_total", "compile_cache_hits_total", "compile_errors_total",
                 "compile_seconds_count", "mask_seconds_count", "grammar_wait_seconds_count")  # fmt: skip
-SCHEMA_LEVEL = ("schema_requests_total", "schema_cache_hits_total", "schema_compile_seconds_count")
 
 
 class Watcher:

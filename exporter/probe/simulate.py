@@ -98,7 +98,8 @@ class Engines:
         started = time.monotonic()
         done = 0
         while not self.stop.is_set():
-            if not self.running.wait(0.1):
+            if not self.running.is_set():  # paused: the pace starts afresh on resume, no catch-up burst
+                self.running.wait(0.1)
                 started, done = time.monotonic(), 0
                 continue
             with self.lock:
@@ -114,12 +115,9 @@ class Engines:
     def totals(self) -> dict[str, Any]:
         return {
             f"{self.args.pod_prefix}{n}/0": rec.totals()
-            | {"probe": dict(rec.counters), **self.shipper_counters(n)}
+            | {"probe": dict(rec.counters), "shipper": dict(self.shippers[n].counters)}
             for n, rec in enumerate(self.recorders)
         }
-
-    def shipper_counters(self, n: int) -> dict[str, Any]:
-        return {"shipper": dict(self.shippers[n].counters)}
 
     def pause_and_write(self) -> None:
         with self.lock:  # no call is half made once we hold it
