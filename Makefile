@@ -92,10 +92,10 @@ test: lint typecheck unit
 
 bench: $(STAMP) $(TOKENIZER)
 	scripts/ensure-system-deps.sh prometheus-node-exporter
-	$(BIN)/python -m exporter.capsbench
-	$(BIN)/python -m exporter.bench
-	$(BIN)/python -m exporter.probe.bench
-	$(BIN)/python -m exporter.schemabench counts
+	$(BIN)/python -m tools.bench.caps
+	$(BIN)/python -m tools.bench.scrape
+	$(BIN)/python -m tools.bench.probe
+	$(BIN)/python -m tools.bench.schemas counts
 
 run: $(STAMP)
 	$(BIN)/gdx serve $(ARGS)
@@ -104,7 +104,7 @@ run: $(STAMP)
 # PagerDuty endpoint; three phases of traffic; a live view. Ctrl-C stops everything it started.
 DEMO_DURATION ?= 240
 demo: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP)
-	DEMO_DURATION=$(DEMO_DURATION) $(BIN)/python -m exporter.demo
+	DEMO_DURATION=$(DEMO_DURATION) $(BIN)/python -m tools.demo
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -21,12 +21,12 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.openmetrics import exposition as om_exposition
 
 from exporter import __version__, exposition, logs
+from exporter.collectors.base import Collector, SelfCollector
+from exporter.collectors.cpu import CpuCollector
+from exporter.collectors.kubernetes import PodDiscovery
+from exporter.collectors.nvml import NvmlCollector
+from exporter.collectors.vllm import VllmCollector
 from exporter.config import Config, split_address
-from exporter.sources.base import SelfCollector, Source
-from exporter.sources.cpu import CpuSource
-from exporter.sources.kubernetes import PodDiscovery
-from exporter.sources.nvml import NvmlSource
-from exporter.sources.vllm import VllmSource
 
 log = logging.getLogger("gdx.server")
 SHUTDOWN_GRACE = 1.0  # seconds in-flight requests get after SIGTERM; the whole stop stays well under 5 s
@@ -34,47 +34,47 @@ SHUTDOWN_GRACE = 1.0  # seconds in-flight requests get after SIGTERM; the whole 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def build_sources(config: Config) -> list[Source]:
-    """The enabled sources, in a stable order."""
-    sources: list[Source] = []
+def build_collectors(config: Config) -> list[Collector]:
+    """The enabled collectors, in a stable order."""
+    collectors: list[Collector] = []
     if config.collector_cpu:
-        sources.append(CpuSource(timeout=config.collector_timeout))
+        collectors.append(CpuCollector(timeout=config.collector_timeout))
     if config.collector_nvml:
-        sources.append(
-            NvmlSource(retry_interval=config.nvml_retry_interval, timeout=config.collector_timeout)
+        collectors.append(
+            NvmlCollector(retry_interval=config.nvml_retry_interval, timeout=config.collector_timeout)
         )
     if config.collector_vllm:
         discovery = PodDiscovery(config) if config.kubernetes_enabled else None
-        sources.append(VllmSource(config, discovery))
+        collectors.append(VllmCollector(config, discovery))
     if config.collector_probe:
-        from exporter.sources.probe import ProbeSource
+        from exporter.collectors.probe import ProbeCollector
 
-        sources.append(ProbeSource(config))
-    return sources
+        collectors.append(ProbeCollector(config))
+    return collectors
 
 
 class Exporter:
-    """Sources, the registry that renders them, and the single-flight refresh."""
+    """Collectors, the registry that renders them, and the single-flight refresh."""
 
-    def __init__(self, config: Config, sources: Sequence[Source] | None = None) -> None:
+    def __init__(self, config: Config, collectors: Sequence[Collector] | None = None) -> None:
         self.config = config
-        self.sources = list(build_sources(config) if sources is None else sources)
+        self.collectors = list(build_collectors(config) if collectors is None else collectors)
         self.registry = CollectorRegistry(auto_describe=False)
-        for source in self.sources:
+        for source in self.collectors:
             self.registry.register(source)
-        self.registry.register(SelfCollector(self.sources))
+        self.registry.register(SelfCollector(self.collectors))
         self.registry.register(logs.DroppedCollector())
         ProcessCollector(namespace="", registry=self.registry)
-        self.vllm = next((s for s in self.sources if isinstance(s, VllmSource)), None)
+        self.vllm = next((s for s in self.collectors if isinstance(s, VllmCollector)), None)
         self._refreshing: asyncio.Task[None] | None = None
         self.started_at = time.time()
 
     async def start(self) -> None:
-        for source in self.sources:
+        for source in self.collectors:
             await source.start()
 
     async def close(self) -> None:
-        for source in self.sources:
+        for source in self.collectors:
             try:
                 await source.close()
             except Exception:
@@ -91,7 +91,7 @@ class Exporter:
             self._refreshing.cancel()
 
     async def _refresh_all(self) -> None:
-        await asyncio.gather(*(s.timed_refresh() for s in self.sources))
+        await asyncio.gather(*(s.timed_refresh() for s in self.collectors))
 
     def render(self, accept: str) -> tuple[bytes, str]:
         """The page in the format the scraper asked for (OpenMetrics or text 0.0.4)."""
@@ -114,7 +114,7 @@ class Exporter:
                     "last_error": s.last_error,
                     "duration_seconds": round(s.duration, 6),
                 }
-                for s in self.sources
+                for s in self.collectors
             },
         }
 
@@ -157,7 +157,7 @@ def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.A
         return web.json_response(exporter.health(), dumps=lambda d: json.dumps(d, indent=2) + "\n")
 
     async def index(_: web.Request) -> web.Response:
-        enabled = ", ".join(html.escape(s.name) for s in exporter.sources) or "none"
+        enabled = ", ".join(html.escape(s.name) for s in exporter.collectors) or "none"
         links = '<li><a href="metrics">/metrics</a></li><li><a href="healthz">/healthz</a></li>'
         if exporter.config.web_schemas:
             links += '<li><a href="schemas">/schemas</a> (literal values redacted)</li>'
@@ -173,7 +173,7 @@ def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.A
 
     async def schemas(_: web.Request) -> web.Response:
         await exporter.refresh()  # new schemas get analysed, as on a scrape
-        probe = next((s for s in exporter.sources if s.name == "probe"), None)
+        probe = next((s for s in exporter.collectors if s.name == "probe"), None)
         body = await asyncio.get_running_loop().run_in_executor(None, schemas_view, probe)
         return web.json_response(body, dumps=lambda d: json.dumps(d, indent=2) + "\n")
 
@@ -214,7 +214,7 @@ async def serve(
             "https" if web_config.ssl_context else "http",
             f"[{addr[0]}]" if ":" in addr[0] else addr[0],
             addr[1],
-            ",".join(s.name for s in exporter.sources) or "none",
+            ",".join(s.name for s in exporter.collectors) or "none",
         )
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

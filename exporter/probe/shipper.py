@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from exporter.probe.recorder import Entry, Recorder
-from exporter.probe.wire import MAX_TEXT_CHARS, VERSION
 from exporter.schema.identity import digest, parse_spec, schema_hash, shape_hash, title_of
+from exporter.wire import MAX_TEXT_CHARS, VERSION
 
 log = logging.getLogger("gdx.probe")
 SEND_TIMEOUT = 2.0

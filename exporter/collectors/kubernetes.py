@@ -1,0 +1,116 @@
+"""Engine pods on this node, from the Kubernetes API with the in-cluster service account.
+
+Lists pods with `fieldSelector=spec.nodeName=<node>` (and the label selector when one is set), so the
+daemon only ever sees its own node: RBAC needs get/list/watch on pods and nothing else. The list is
+refreshed at most every `refresh_interval`; when a refresh fails the last good list is kept (and the
+failure reported), so an API-server blip does not drop every target.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+from typing import Any
+
+import aiohttp
+
+from exporter.collectors.base import CollectorError
+from exporter.config import Config, Target
+from exporter.httpbody import BodyTooLarge, read_capped
+
+MAX_POD_LIST_BYTES = 32 * 2**20
+
+
+def targets_from_pod_list(doc: Any, config: Config) -> list[Target]:
+    """Pure: the scrape targets in a PodList. Running pods with an IP, opted in by selector or annotation."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
+        raise CollectorError("the API server's answer is not a PodList")
+    prefix = config.kubernetes_pod_annotation.rsplit("/", 1)[0]
+    targets: list[Target] = []
+    for pod in doc["items"]:
+        if not isinstance(pod, dict):
+            continue
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        annotations = meta.get("annotations") or {}
+        name, ip = meta.get("name"), status.get("podIP")
+        if not name or not ip or status.get("phase") != "Running":
+            continue
+        if not config.kubernetes_pod_selector and annotations.get(config.kubernetes_pod_annotation) != "true":
+            continue
+        port = str(annotations.get(f"{prefix}/port", config.kubernetes_default_port))
+        path = str(annotations.get(f"{prefix}/path", "/metrics"))
+        if not port.isdigit():
+            continue
+        host = f"[{ip}]" if ":" in ip else ip
+        targets.append(Target(url=f"http://{host}:{port}/{path.lstrip('/')}", pod=str(name)))
+    return targets
+
+
+class PodDiscovery:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.targets: list[Target] = []
+        self.last_error: str | None = None
+        self._listed_at = float("-inf")
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        if not self.config.kubernetes_api_server.startswith("https"):
+            return False
+        ca = self.config.kubernetes_ca_file
+        return ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+
+    async def refresh(self, session: aiohttp.ClientSession, timeout: float) -> list[Target]:
+        """The current targets; raises `CollectorError` while the last list failed.
+
+        Lists at most once per refresh interval, failed or not: a struggling API server is not hit on
+        every scrape of every node."""
+        if time.monotonic() - self._listed_at < self.config.kubernetes_refresh_interval:
+            if self.last_error is not None:
+                raise CollectorError(self.last_error)
+            return self.targets
+        self._listed_at = time.monotonic()
+        try:
+            self.targets = await self._list(session, timeout)
+            self.last_error = None
+        except CollectorError as err:
+            self.last_error = str(err)
+            raise
+        return self.targets
+
+    async def _list(self, session: aiohttp.ClientSession, timeout: float) -> list[Target]:
+        cfg = self.config
+        try:
+            # A few hundred bytes on a tmpfs: not worth a thread.
+            with open(cfg.kubernetes_token_file, encoding="utf-8") as handle:  # noqa: ASYNC230
+                token = handle.read().strip()
+        except OSError as err:
+            raise CollectorError(
+                f"cannot read the service-account token {cfg.kubernetes_token_file}: {err.strerror}"
+            ) from None
+        params = {"fieldSelector": f"spec.nodeName={cfg.kubernetes_node_name}"}
+        if cfg.kubernetes_pod_selector:
+            params["labelSelector"] = cfg.kubernetes_pod_selector
+        url = cfg.kubernetes_api_server.rstrip("/") + "/api/v1/pods"
+        try:
+            async with session.get(
+                url,
+                params=params,
+                headers={"Authorization": f"Bearer {token}"},
+                ssl=self._ssl(),
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as resp:
+                if resp.status != 200:
+                    raise CollectorError(f"listing pods on {cfg.kubernetes_node_name}: HTTP {resp.status}")
+                body = await read_capped(resp, MAX_POD_LIST_BYTES)
+                try:
+                    doc = json.loads(body)
+                except ValueError:
+                    raise CollectorError("the API server's answer is not JSON") from None
+        except BodyTooLarge:
+            raise CollectorError("the pod list is larger than 32 MiB") from None
+        except (aiohttp.ClientError, OSError, ssl.SSLError) as err:
+            raise CollectorError(f"listing pods: {type(err).__name__}: {err}") from None
+        except TimeoutError:
+            raise CollectorError(f"listing pods timed out after {timeout:g}s") from None
+        return targets_from_pod_list(doc, cfg)

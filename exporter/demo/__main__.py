@@ -1,3 +1,0 @@
-from exporter.demo.run import main
-
-raise SystemExit(main())

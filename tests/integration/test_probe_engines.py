@@ -1,0 +1,451 @@
+"""The probe on real xgrammar and llguidance over the real Llama 3 vocabulary, shipping to a real
+daemon over its real unix socket; every assertion is read from the daemon's /metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import exporter.probe as probe
+from tools.harness import ROOT
+from tools.harness.scraping import sample, scrape, wait_for
+
+INVOICE = {
+    "title": "Invoice",
+    "type": "object",
+    "properties": {
+        "vendor": {"type": "string"},
+        "date": {"type": "string", "format": "date"},
+        "line_items": {
+            "type": "array",
+            "maxItems": 25,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "sku": {"type": "string"},
+                    "qty": {"type": "integer", "minimum": 1},
+                    "cost": {"type": "number"},
+                    "cost_center_id": {"type": "string"},
+                },
+                "required": ["sku", "qty", "cost", "cost_center_id"],
+            },
+        },
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+    "required": ["vendor", "date", "line_items"],
+}
+
+
+def tenant_invoice(tenant: int) -> dict[str, Any]:
+    """The first seed's anti-pattern: the tenant's 50 cost centres injected as an enum."""
+    schema = json.loads(json.dumps(INVOICE))
+    item = schema["properties"]["line_items"]["items"]["properties"]
+    item["cost_center_id"] = {"enum": [f"CC-{tenant:03d}-{i:02d}" for i in range(50)]}
+    return schema
+
+
+PATTERN = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z0-9_-]{8,64}$"}}}
+
+
+@pytest.fixture(scope="module")
+def xgr_info(tokenizer_json: Path) -> Any:
+    import xgrammar as xgr
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_json))
+    return xgr.TokenizerInfo.from_huggingface(tok, vocab_size=128256)
+
+
+@pytest.fixture(scope="module")
+def ll_tokenizer(tokenizer_json: Path) -> Any:
+    import llguidance
+
+    return llguidance.LLTokenizer(tokenizer_json.read_text(), n_vocab=128256)
+
+
+@pytest.fixture
+def socket_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / "probe.sock"
+    monkeypatch.setenv("GDX_PROBE_SOCKET", str(path))
+    monkeypatch.setenv("GDX_PROBE_INTERVAL", "0.1")
+    monkeypatch.setenv("GDX_POD_NAME", "engine-pod")
+    assert probe.install("generic")
+    yield path
+    probe.uninstall()
+
+
+def compiler(info: Any) -> Any:
+    import xgrammar as xgr
+
+    return xgr.GrammarCompiler(info, max_threads=8, cache_enabled=True, cache_limit_bytes=512 << 20)
+
+
+def info_of(samples: dict, schema_hash: str) -> dict[str, str]:
+    for (name, labels), _ in samples.items():
+        if name == "guided_decoding_schema_info" and ("schema_hash", schema_hash) in labels:
+            return dict(labels)
+    raise AssertionError(f"no schema_info for {schema_hash}")
+
+
+def test_first_seed_designs_on_real_xgrammar(xgr_info: Any, socket_path: Path, daemon_factory: Any) -> None:
+    from exporter.schema.identity import schema_hash
+
+    daemon = daemon_factory("--probe.socket", str(socket_path), "--probe.max-schemas", "100")
+    c = compiler(xgr_info)
+    static = json.dumps(INVOICE)
+    for _ in range(50):
+        c.compile_json_schema(json.dumps(INVOICE), any_whitespace=False)  # a fresh string each call
+    variants = [json.dumps(tenant_invoice(t)) for t in range(50)]
+    for spec in variants:
+        c.compile_json_schema(spec, any_whitespace=False)
+    c.compile_json_schema(json.dumps(PATTERN))
+
+    static_hash = schema_hash(static)
+    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") == 101)
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_schema_requests_total", schema_hash=static_hash) == 50
+    assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=static_hash) == 49
+    assert sample(m, "guided_decoding_compile_cache_hits_total", pod="engine-pod", backend="xgrammar") == 49
+
+    hashes = {schema_hash(v) for v in variants}
+    assert len(hashes) == 50
+    assert sum(sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=h) for h in hashes) == 0
+    assert all(sample(m, "guided_decoding_schema_requests_total", schema_hash=h) == 1 for h in hashes)
+    shapes = {info_of(m, h)["shape_hash"] for h in hashes}
+    assert len(shapes) == 1 and shapes != {info_of(m, static_hash)["shape_hash"]}
+    assert info_of(m, static_hash)["title"] == "Invoice"
+
+    pattern_hash = schema_hash(json.dumps(PATTERN))
+    # the bounded quantifier costs tens of ms: nothing in the le=0.005 bucket, one compile above it
+    assert (
+        sample(m, "guided_decoding_schema_compile_seconds_bucket", schema_hash=pattern_hash, le="0.005") == 0
+    )
+    assert sample(m, "guided_decoding_schema_compile_seconds_count", schema_hash=pattern_hash) == 1
+    assert sample(m, "guided_decoding_schemas_first_seen_total") == 52
+    assert sample(m, "guided_decoding_schemas_tracked") == 52
+    assert sample(m, "guided_decoding_probe_snapshots_total", result="ok") > 0
+    assert sample(m, "guided_decoding_probe_snapshots_total", result="rejected") == 0
+    assert sample(m, "guided_decoding_engine_cpu_seconds_total", pod="engine-pod", mode="user") > 0
+
+
+def test_llguidance_never_hits_and_reports_refused_keywords(
+    ll_tokenizer: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    import llguidance
+
+    daemon = daemon_factory("--probe.socket", str(socket_path))
+    grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(INVOICE))
+    for _ in range(5):
+        matcher = llguidance.LLMatcher(ll_tokenizer, grammar)
+        assert not matcher.is_error() and isinstance(matcher, llguidance.LLMatcher)
+    refused = llguidance.LLMatcher.grammar_from_json_schema('{"not": {"type": "string"}}')
+    assert llguidance.LLMatcher(ll_tokenizer, refused).is_error()
+
+    wait_for(
+        lambda: (
+            sample(scrape(daemon.url), "guided_decoding_compile_requests_total", backend="llguidance") == 6
+        )
+    )
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_compile_cache_hits_total", backend="llguidance") == 0
+    assert sample(m, "guided_decoding_compile_errors_total", backend="llguidance", reason="unsupported") == 1
+    from exporter.schema.identity import schema_hash
+
+    # identified by the user's schema, not by llguidance's wrapped grammar string
+    assert (
+        sample(m, "guided_decoding_schema_requests_total", schema_hash=schema_hash(json.dumps(INVOICE))) == 5
+    )
+
+
+def test_compile_errors_reach_the_engine_unchanged(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    daemon = daemon_factory("--probe.socket", str(socket_path))
+    c = compiler(xgr_info)
+    with pytest.raises(RuntimeError, match=r"\$defs"):
+        c.compile_json_schema('{"$ref": "#/$defs/missing"}')
+    wait_for(
+        lambda: (
+            sample(scrape(daemon.url), "guided_decoding_compile_errors_total", reason="invalid_schema") == 1
+        )
+    )
+
+
+def test_daemon_restart_loses_nothing(xgr_info: Any, socket_path: Path, daemon_factory: Any) -> None:
+    c = compiler(xgr_info)
+    first = daemon_factory("--probe.socket", str(socket_path))
+    for i in range(10):
+        c.compile_regex(f"[a-z]{{{i + 1}}}")
+        c.compile_regex("[a-z]{1}")
+    wait_for(lambda: sample(scrape(first.url), "guided_decoding_compile_requests_total") == 20)
+    first.stop(signal.SIGKILL)
+    for i in range(10, 15):  # the engine keeps compiling while no daemon listens
+        c.compile_regex(f"[a-z]{{{i + 1}}}")
+    second = daemon_factory("--probe.socket", str(socket_path))
+    wait_for(lambda: sample(scrape(second.url), "guided_decoding_compile_requests_total") == 25, timeout=40)
+    m = scrape(second.url)
+    assert sample(m, "guided_decoding_compile_cache_hits_total") == 10  # the repeats of "[a-z]{1}"
+    assert sample(m, "guided_decoding_schema_requests_total") == 25
+    assert sample(m, "guided_decoding_compile_seconds_count") == 25
+
+
+def test_without_a_daemon_the_engine_notices_nothing(xgr_info: Any, socket_path: Path) -> None:
+    import xgrammar as xgr
+
+    c = compiler(xgr_info)
+    wrapped = c.compile_regex("[0-9]{3}")
+    probe.uninstall()
+    plain = compiler(xgr_info).compile_regex("[0-9]{3}")
+    assert isinstance(wrapped, xgr.CompiledGrammar)
+    assert wrapped.memory_size_bytes == plain.memory_size_bytes
+    assert probe.install("generic")
+    c = compiler(xgr_info)
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for i in range(1500):
+        c.compile_regex(f"x{i}[0-9]")
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(
+        s.size_diff for s in after.compare_to(before, "filename") if "exporter/probe" in str(s.traceback)
+    )
+    rec = probe.get_recorder()
+    assert rec is not None and rec.tracked() == 500  # GDX_PROBE_MAX_SCHEMAS default
+    assert rec.counters["internal_errors"] == 0
+    assert grown < 2 * 2**20, grown
+    shipper = probe.get_shipper()
+    assert shipper is not None and shipper.counters["connects"] == 0
+
+
+def test_eight_threads_count_exactly(xgr_info: Any, socket_path: Path, daemon_factory: Any) -> None:
+    daemon = daemon_factory("--probe.socket", str(socket_path))
+    c = compiler(xgr_info)
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(25):
+                c.compile_regex(f"t{n}-{i % 5}[a-z]+")
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") == 200)
+    m = scrape(daemon.url)
+    # 40 distinct regexes, each compiled once: a compile is never taken for a hit, while a repeat that
+    # was slow (starved by the other threads) and overlapped a compile counts as a miss: it waited.
+    assert 120 <= sample(m, "guided_decoding_compile_cache_hits_total") <= 160
+    assert sample(m, "guided_decoding_schema_requests_total") == 200
+    assert sample(m, "guided_decoding_compile_in_progress") == 0
+
+
+def test_sglang_grammar_backend(tokenizer_json: Path, tmp_path: Path, daemon_factory: Any) -> None:
+    """SGLang's own cache answers repeats (counted at get_cached_or_future_value); its misses reach
+    xgrammar (counted there): every request once, hits exact."""
+    sglang_path = os.environ.get("GDX_SGLANG_PATH", str(ROOT / ".cache" / "sglang"))
+    if not Path(sglang_path, "sglang").is_dir():
+        raise FileNotFoundError(f"SGLang is missing under {sglang_path}: run `make sglang` (make test does)")
+    sock = tmp_path / "sglang.sock"
+    daemon = daemon_factory("--probe.socket", str(sock))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([sglang_path, str(ROOT)]),
+        "GDX_PROBE_SOCKET": str(sock),
+        "GDX_PROBE_INTERVAL": "0.2",
+        "GDX_POD_NAME": "sglang-0",
+    }
+    script = ROOT / "tests" / "support" / "engines" / "sglang_grammar.py"
+    out = subprocess.run(
+        [sys.executable, str(script), str(tokenizer_json), "10", "3"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary == {"requests": 13, "sglang_hits": 9}
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_compile_requests_total", pod="sglang-0", backend="xgrammar") == 13
+    assert sample(m, "guided_decoding_compile_cache_hits_total", pod="sglang-0") == 9
+    assert sample(m, "guided_decoding_schema_requests_total", pod="sglang-0") == 13
+    info = [dict(ls) for (n, ls) in m if n == "guided_decoding_probe_info"]
+    assert [i["engine_kind"] for i in info] == ["sglang"]
+
+
+def test_a_running_compile_is_visible_while_it_runs(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    daemon = daemon_factory("--probe.socket", str(socket_path))
+    c = compiler(xgr_info)
+    code = {"type": "string", "pattern": "^[A-Z0-9_-]{8,5000}$"}  # a bounded quantifier: about 2 s
+    spec = json.dumps({"type": "object", "properties": {"code": code}})
+    slow = threading.Thread(target=c.compile_json_schema, args=(spec,))
+    slow.start()
+    seen: list[float] = []
+
+    def running() -> bool:
+        m = scrape(daemon.url)
+        if sample(m, "guided_decoding_compile_in_progress", backend="xgrammar") == 1:
+            seen.append(sample(m, "guided_decoding_compile_oldest_running_seconds", backend="xgrammar"))
+        return bool(seen) and seen[-1] > 0.3
+
+    try:
+        wait_for(running, timeout=30, interval=0.05)
+    finally:
+        slow.join()
+    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_in_progress") == 0)
+
+
+def test_a_daemon_that_stops_reading_never_blocks_the_engine(xgr_info: Any, tmp_path: Path) -> None:
+    """A listener that accepts and never reads: the socket fills, the shipper's send times out and
+    reconnects, counted; the engine's calls stay as fast as ever."""
+    path = tmp_path / "stuck.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(8)
+    held: list[socket.socket] = []
+    accepting = threading.Thread(
+        target=lambda: [held.append(server.accept()[0]) for _ in range(8)], daemon=True
+    )
+    accepting.start()
+    os.environ["GDX_PROBE_SOCKET"], os.environ["GDX_PROBE_INTERVAL"] = str(path), "0.05"
+    try:
+        assert probe.install("generic")
+        rec = probe.get_recorder()
+        shipper = probe.get_shipper()
+        assert rec is not None and shipper is not None
+        text = "x" * 200_000
+        for i in range(150):  # about 30 MB of schema texts to ship: more than a socket buffer holds
+            rec.finish(rec.begin("xgrammar"), "xgrammar", "regex", f"{i}{text}", 0.01, False)
+        worst = 0.0
+        deadline = time.monotonic() + 20
+        while shipper.counters["send_failures"] == 0 and time.monotonic() < deadline:
+            started = time.perf_counter()
+            rec.finish(rec.begin("xgrammar"), "xgrammar", "json", '{"a":1}', 0.00001, True)
+            worst = max(worst, time.perf_counter() - started)
+            time.sleep(0.001)
+        assert shipper.counters["send_failures"] >= 1
+        assert worst < 0.05, worst  # never waited on the socket
+    finally:
+        probe.uninstall()
+        os.environ.pop("GDX_PROBE_SOCKET")
+        os.environ.pop("GDX_PROBE_INTERVAL")
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+def test_a_path_that_refuses_is_retried_quietly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "not-a-socket"
+    path.write_text("")
+    os.environ["GDX_PROBE_SOCKET"], os.environ["GDX_PROBE_INTERVAL"] = str(path), "0.02"
+    try:
+        with caplog.at_level(logging.WARNING, "gdx.probe"):
+            assert probe.install("generic")
+            time.sleep(1.5)
+        shipper = probe.get_shipper()
+        assert shipper is not None and shipper.counters["connects"] == 0
+        assert caplog.text.count("cannot connect") == 1  # one line per outage, retried with backoff
+    finally:
+        probe.uninstall()
+        os.environ.pop("GDX_PROBE_SOCKET")
+        os.environ.pop("GDX_PROBE_INTERVAL")
+
+
+MARKER = "ZZMARKERZZ"
+
+
+def test_analysis_names_the_varying_field_and_leaks_no_value(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Per-tenant enums whose members, descriptions, defaults and examples carry a marker: the daemon
+    names the pointer that varies and the rules that fire, and the marker appears nowhere."""
+    from exporter.schema.identity import schema_hash, shape_hash
+
+    daemon = daemon_factory("--probe.socket", str(socket_path), "--probe.max-schemas", "100")
+    c = compiler(xgr_info)
+    specs = []
+    for tenant in range(12):
+        schema = tenant_invoice(tenant)
+        item = schema["properties"]["line_items"]["items"]["properties"]
+        item["cost_center_id"]["enum"] = [f"{MARKER}-{tenant}-{i}" for i in range(50)]
+        item["sku"]["description"] = f"{MARKER} sku for tenant {tenant}"
+        item["sku"]["default"] = MARKER
+        item["sku"]["examples"] = [MARKER]
+        specs.append(json.dumps(schema))
+    specs.append(json.dumps(PATTERN))
+    with caplog.at_level(logging.DEBUG):
+        for spec in specs:
+            c.compile_json_schema(spec, any_whitespace=False)
+        shape = shape_hash(specs[0])
+        enum_path = "/properties/line_items/items/properties/cost_center_id/enum"
+
+        def analysed() -> bool:
+            m = scrape(daemon.url)
+            return sample(m, "guided_decoding_shape_varying_path_info", shape_hash=shape, path=enum_path) == 1
+
+        wait_for(analysed, timeout=30)
+    text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_shape_variants", shape_hash=shape) == 12
+    variant = schema_hash(specs[0])
+    assert sample(m, "guided_decoding_schema_lint_findings", schema_hash=variant, rule="dynamic_enum") == 1
+    assert sample(m, "guided_decoding_schema_lint_findings", schema_hash=variant, rule="max_items") == 1  # 25
+    pattern = schema_hash(specs[-1])
+    assert (
+        sample(m, "guided_decoding_schema_lint_findings", schema_hash=pattern, rule="bounded_quantifier") == 1
+    )
+    assert sample(m, "guided_decoding_schemas_analysed_total") == 13
+    assert MARKER not in text
+    assert MARKER not in daemon.log
+    assert MARKER not in caplog.text  # the probe's own log lines, in this process
+
+
+def test_schemas_view_is_off_by_default_and_redacts_values(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    from exporter.schema.identity import schema_hash
+
+    quiet = daemon_factory("--probe.socket", str(socket_path.with_name("other.sock")))
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(quiet.url + "/schemas", timeout=10)
+    assert err.value.code == 404
+    daemon = daemon_factory("--probe.socket", str(socket_path), "--web.schemas")
+    schema = tenant_invoice(7)
+    schema["properties"]["vendor"]["description"] = f"{MARKER} vendor"
+    schema["properties"]["line_items"]["items"]["properties"]["cost_center_id"]["enum"] = [
+        f"{MARKER}-{i}" for i in range(5)
+    ]
+    spec = json.dumps(schema)
+    compiler(xgr_info).compile_json_schema(spec)
+
+    def listed() -> list[dict[str, Any]]:
+        with urllib.request.urlopen(daemon.url + "/schemas", timeout=10) as resp:
+            doc: list[dict[str, Any]] = json.load(resp)
+        return [d for d in doc if d["schema_hash"] == schema_hash(spec) and d["structure"].startswith("{")]
+
+    wait_for(lambda: bool(listed()), timeout=30)
+    (entry,) = listed()
+    assert entry["title"] == "Invoice" and entry["findings"]["max_items/warning"] == 1
+    structure = json.loads(entry["structure"])
+    assert structure["properties"]["line_items"]["items"]["properties"]["cost_center_id"]["enum"] == "*"
+    body = urllib.request.urlopen(daemon.url + "/schemas", timeout=10).read().decode()
+    assert MARKER not in body

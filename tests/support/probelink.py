@@ -1,0 +1,47 @@
+"""One engine's real probe (Recorder + Shipper.messages) wired to a daemon store through the real
+message classifier, without a socket: what the store and exposition unit tests drive."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exporter.collectors.probe import classify
+from exporter.collectors.probe_store import ProbeStore
+from exporter.probe.recorder import Recorder
+from exporter.probe.shipper import Shipper
+
+IDENTITY = {
+    "pod": "vllm-0",
+    "engine": "0",
+    "engine_kind": "generic",
+    "engine_version": "",
+    "backends": {},
+    "probe_version": "0",
+}
+
+
+class Link:
+    """One engine's probe wired to a store without a socket."""
+
+    def __init__(self, store: ProbeStore, max_schemas: int = 500, pod: str = "vllm-0") -> None:
+        self.rec = Recorder(max_schemas=max_schemas)
+        self.shipper = Shipper(self.rec, "/nonexistent", {**IDENTITY, "pod": pod})
+        self.store = store
+        self.engine: Any = None
+        self.now = 0.0
+
+    def ship(self, fresh: bool = False) -> None:
+        self.now += 1
+        for line in self.shipper.messages(fresh or self.engine is None):
+            result, msg = classify(line)
+            assert result == "ok", line[:200]
+            assert msg is not None
+            if msg["kind"] == "hello":
+                self.engine = self.store.hello(msg, self.now)
+            elif msg["kind"] == "schemas":
+                self.store.schemas(self.engine, msg, self.now)
+            else:
+                self.store.snapshot(self.engine, msg, self.now)
+
+    def compile(self, spec: str, seconds: float, hit: bool = False) -> None:
+        self.rec.finish(self.rec.begin("xgrammar"), "xgrammar", "json", spec, seconds, hit)

@@ -1,0 +1,173 @@
+"""Pod discovery: the pure PodList mapping, and the list call against a loopback API endpoint.
+
+No Kubernetes API server can run here, so the list call is exercised against a loopback HTTP server
+that answers `/api/v1/pods` with a PodList; it records the query and the bearer token it was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from exporter.collectors.base import CollectorError
+from exporter.collectors.kubernetes import PodDiscovery, targets_from_pod_list
+from exporter.collectors.vllm import VllmCollector
+from exporter.config import Config, Target
+
+ANN = "guided-decoding-exporter.io/scrape"
+
+
+def pod(name: str, ip: str | None = "10.1.0.5", phase: str = "Running", **annotations: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "annotations": annotations}, "status": {"phase": phase, "podIP": ip}}
+
+
+def test_annotation_opt_in_port_and_path() -> None:
+    doc = {
+        "items": [
+            pod("vllm-a", **{ANN: "true"}),
+            pod(
+                "vllm-b",
+                ip="10.1.0.6",
+                **{
+                    ANN: "true",
+                    "guided-decoding-exporter.io/port": "9000",
+                    "guided-decoding-exporter.io/path": "/custom",
+                },
+            ),
+            pod("other", ip="10.1.0.7"),
+            pod("pending", phase="Pending", **{ANN: "true"}),
+            pod("no-ip", ip=None, **{ANN: "true"}),
+            pod("v6", ip="fd00::1", **{ANN: "true"}),
+            "not a pod",
+        ]
+    }
+    assert targets_from_pod_list(doc, Config()) == [
+        Target("http://10.1.0.5:8000/metrics", "vllm-a"),
+        Target("http://10.1.0.6:9000/custom", "vllm-b"),
+        Target("http://[fd00::1]:8000/metrics", "v6"),
+    ]
+
+
+def test_selector_mode_takes_every_listed_pod() -> None:
+    doc = {"items": [pod("a"), pod("b", ip="10.1.0.9")]}
+    targets = targets_from_pod_list(doc, Config(kubernetes_pod_selector="app=vllm"))
+    assert [t.pod for t in targets] == ["a", "b"]
+
+
+def test_not_a_pod_list() -> None:
+    with pytest.raises(CollectorError, match="not a PodList"):
+        targets_from_pod_list({"kind": "Status"}, Config())
+
+
+@pytest.fixture
+def token(tmp_path: Path) -> Path:
+    path = tmp_path / "token"
+    path.write_text("secret-token\n")
+    return path
+
+
+async def test_lists_pods_of_this_node(
+    aiohttp_server: Callable[..., Awaitable[Any]], token: Path, vllm_page: str
+) -> None:
+    seen: list[tuple[dict[str, str], str]] = []
+    api = web.Application()
+    pods_answer = {"items": []}  # filled below once the engine port is known
+
+    async def list_pods(request: web.Request) -> web.Response:
+        seen.append((dict(request.query), request.headers.get("Authorization", "")))
+        return web.json_response(pods_answer)
+
+    async def metrics(_: web.Request) -> web.Response:
+        return web.Response(text=vllm_page)
+
+    api.router.add_get("/api/v1/pods", list_pods)
+    api.router.add_get("/metrics", metrics)
+    server = await aiohttp_server(api)
+    pods_answer["items"] = [pod("vllm-0", ip="127.0.0.1", **{ANN: "true"})]
+    config = Config(
+        kubernetes_enabled=True,
+        kubernetes_node_name="gpu-7",
+        kubernetes_pod_selector="app=vllm",
+        kubernetes_api_server=f"http://127.0.0.1:{server.port}",
+        kubernetes_token_file=str(token),
+        kubernetes_default_port=server.port,
+        vllm_timeout=1.0,
+    )
+    source = VllmCollector(config, PodDiscovery(config))
+    await source.start()
+    try:
+        await source.timed_refresh()
+        await source.timed_refresh()  # within the refresh interval: no second list
+    finally:
+        await source.close()
+    assert source.success, source.last_error
+    assert seen == [
+        ({"fieldSelector": "spec.nodeName=gpu-7", "labelSelector": "app=vllm"}, "Bearer secret-token")
+    ]
+    assert [(r.target.pod, r.up) for r in source.results] == [("vllm-0", True)]
+    assert 'pod="vllm-0"' in source.passthrough_text(False)
+
+
+async def test_failed_list_keeps_last_targets(
+    aiohttp_server: Callable[..., Awaitable[Any]], token: Path
+) -> None:
+    status = [200]
+    seen: list[int] = []
+    api = web.Application()
+
+    async def list_pods(_: web.Request) -> web.Response:
+        seen.append(status[0])
+        if status[0] != 200:
+            return web.json_response({"kind": "Status"}, status=status[0])
+        return web.json_response({"items": [pod("vllm-0", **{ANN: "true"})]})
+
+    api.router.add_get("/api/v1/pods", list_pods)
+    server = await aiohttp_server(api)
+    config = Config(
+        kubernetes_enabled=True,
+        kubernetes_node_name="n",
+        kubernetes_refresh_interval=0.001,
+        kubernetes_api_server=f"http://127.0.0.1:{server.port}",
+        kubernetes_token_file=str(token),
+    )
+    discovery = PodDiscovery(config)
+    source = VllmCollector(config, discovery)
+    await source.start()
+    try:
+        assert [t.pod for t in await discovery.refresh(source._session, 1.0)] == ["vllm-0"]  # type: ignore[arg-type]
+        status[0] = 403
+        await asyncio.sleep(0.01)  # past the 1 ms refresh interval
+        with pytest.raises(CollectorError, match="HTTP 403"):
+            await discovery.refresh(source._session, 1.0)  # type: ignore[arg-type]
+        assert [t.pod for t in discovery.targets] == ["vllm-0"]
+        calls = len(seen)
+        discovery.config = dataclasses.replace(discovery.config, kubernetes_refresh_interval=3600.0)
+        for _ in range(3):  # within the interval: the failure is reported, the API is not asked again
+            with pytest.raises(CollectorError, match="HTTP 403"):
+                await discovery.refresh(source._session, 1.0)  # type: ignore[arg-type]
+        assert len(seen) == calls
+    finally:
+        await source.close()
+
+
+async def test_missing_token_is_a_clear_error(tmp_path: Path) -> None:
+    config = Config(
+        kubernetes_enabled=True,
+        kubernetes_node_name="n",
+        kubernetes_token_file=str(tmp_path / "none"),
+        kubernetes_api_server="http://127.0.0.1:1",
+    )
+    source = VllmCollector(config, PodDiscovery(config))
+    await source.start()
+    try:
+        await source.timed_refresh()
+    finally:
+        await source.close()
+    assert not source.success
+    assert "kubernetes discovery: cannot read the service-account token" in (source.last_error or "")

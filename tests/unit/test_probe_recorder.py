@@ -1,0 +1,122 @@
+"""The in-engine bookkeeping: exact counts, bounded memory, nothing raised."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from exporter.probe.recorder import Recorder
+from exporter.probe.shipper import describe
+from exporter.wire import MAX_TEXT_CHARS
+
+
+def _compile(
+    rec: Recorder, spec: str, seconds: float = 0.01, hit: bool = False, backend: str = "xgrammar"
+) -> None:
+    rec.finish(rec.begin(backend), backend, "json", spec, seconds, hit)
+
+
+def _totals(snapshot: dict) -> tuple[int, int]:
+    rows = snapshot["schemas"] + list(snapshot["other"].values())
+    return sum(r["requests"] for r in rows), sum(r["hits"] for r in rows)
+
+
+def test_counts_per_schema_and_backend() -> None:
+    rec = Recorder()
+    _compile(rec, '{"a":1}', 0.03)
+    for _ in range(4):
+        _compile(rec, '{"a":1}', 0.00001, hit=True)
+    rec.finish(rec.begin("xgrammar"), "xgrammar", "json", "{bad", 0.002, False, "invalid_schema")
+    snap = rec.snapshot(full=True)
+    rows = {r["id"]: r for r in snap["schemas"]}
+    assert [(r["requests"], r["hits"]) for r in rows.values()] == [(5, 4), (1, 0)]
+    assert rows[2]["errors"] == {"invalid_schema": 1}
+    b = snap["backends"]["xgrammar"]
+    assert (b["requests"], b["hits"], b["errors"]) == (6, 4, {"invalid_schema": 1})
+    assert sum(b["compile"]["buckets"]) == 6 and abs(b["compile"]["sum"] - 0.03204) < 1e-9
+    assert rows[1]["buckets"] == [4, 0, 0, 1, 0, 0, 0]  # 10 us x4 in le=0.001, 30 ms in le=0.1
+
+
+def test_incremental_snapshots_carry_only_changed_rows() -> None:
+    rec = Recorder()
+    _compile(rec, "A")
+    _compile(rec, "B")
+    rec.snapshot(full=True)
+    assert rec.snapshot(full=False)["schemas"] == []
+    _compile(rec, "B")
+    rows = rec.snapshot(full=False)["schemas"]
+    assert [(r["id"], r["requests"]) for r in rows] == [(2, 2)]  # cumulative, not a delta
+
+
+def test_least_recently_used_fold_into_other_and_totals_add_up() -> None:
+    rec = Recorder(max_schemas=3)
+    _compile(rec, "keep")
+    for i in range(10):
+        _compile(rec, f"s{i}")
+        _compile(rec, "keep", 0.00001, hit=True)  # recently used: never evicted
+    snap = rec.snapshot(full=True)
+    assert rec.tracked() == 3
+    assert _totals(snap) == (21, 10)
+    assert snap["other"]["xgrammar"]["requests"] == 8
+    assert rec.counters["evicted"] == 8
+    assert "keep" in [e.text for e in rec.take_unsent(True)]
+
+
+def test_oversize_specs_are_hashed_then_dropped() -> None:
+    rec = Recorder()
+    big = '{"enum":[' + ",".join(f'"{i:08d}"' for i in range(40_000)) + "]}"
+    assert len(big) > MAX_TEXT_CHARS
+    _compile(rec, big)
+    _compile(rec, big, 0.00001, hit=True)
+    (entry,) = rec.take_unsent(True)
+    assert entry.requests == 2 and entry.truncated
+    describe(entry)
+    assert entry.text is None and len(entry.hash) == 12 and entry.shape
+
+
+def test_in_progress_and_oldest() -> None:
+    rec = Recorder()
+    token = rec.begin("xgrammar")
+    time.sleep(0.05)
+    b = rec.snapshot(full=True)["backends"]["xgrammar"]
+    assert b["in_progress"] == 1 and b["oldest_seconds"] >= 0.05
+    rec.finish(token, "xgrammar", "json", "x", 0.05, False)
+    assert rec.snapshot(full=True)["backends"]["xgrammar"]["in_progress"] == 0
+
+
+def test_bad_input_is_counted_not_raised() -> None:
+    rec = Recorder()
+    rec.finish(rec.begin("xgrammar"), "xgrammar", "json", "x", None, False)  # type: ignore[arg-type]
+    rec.finish(rec.begin("xgrammar"), "xgrammar", "json", "x", float("nan"), False)
+    snap = rec.snapshot(full=True)  # observations are folded in off the hot path
+    assert rec.counters["internal_errors"] == 1
+    assert snap["backends"]["xgrammar"]["in_progress"] == 0
+    assert snap["backends"]["xgrammar"]["requests"] == 1  # the NaN one, as 0 s: sums stay finite
+    assert snap["backends"]["xgrammar"]["compile"]["sum"] == 0.0
+
+
+def test_threads_count_exactly() -> None:
+    """8 engine threads record while the shipper drains and evicts (50 tracked of 800 specs)."""
+    rec = Recorder(max_schemas=50)
+    done = threading.Event()
+
+    def work(n: int) -> None:
+        for i in range(2000):
+            _compile(rec, f"t{n}-{i % 100}", 0.0001, hit=i >= 100)
+
+    def drain() -> None:
+        while not done.is_set():
+            rec.drain()
+
+    drainer = threading.Thread(target=drain)
+    drainer.start()
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done.set()
+    drainer.join()
+    snap = rec.snapshot(full=True)
+    assert _totals(snap) == (16_000, 16_000 - 800)
+    assert snap["backends"]["xgrammar"]["requests"] == 16_000

@@ -1,0 +1,1 @@
+"""Repository tooling beside the product: the shared test/demo/benchmark harness, benchmarks, the demo."""

@@ -1,0 +1,1 @@
+"""`make bench`: performance figures measured side by side in one run (docs/performance.md)."""

@@ -1,0 +1,285 @@
+"""`make bench`: the daemon at the contract's caps beside node_exporter, scraped on the same machine
+in the same run, interleaved, so that the figures are ratios (these machines are noisy).
+
+The daemon runs as in production (its own process, `gdx serve`) with:
+- 8 vLLM targets serving the real vLLM 0.32 page (a separate process);
+- 8 simulated engines (`tools.harness.simulate`: the real probe code over the real socket), one
+  snapshot a second each, 50 schemas each exposed (plus some in `other`);
+- 128 CPU cores simulated at the psutil boundary and 8 GPUs at the pynvml boundary (a folder put
+  first on the daemon's PYTHONPATH: `sitecustomize` widens `psutil.cpu_times(percpu=True)`, and
+  `pynvml` is the tests' stand-in for nvidia-ml-py);
+and node_exporter (`prometheus-node-exporter`, default collectors) on a loopback port.
+
+Printed: the command, the machine, per-scrape medians (wall and CPU) of both and their ratio; the
+daemon's CPU at steady state (8 engines, 1 snapshot/s, one scrape every 15 s) as a share of a core,
+beside node_exporter's under the same scrapes; and how the daemon's figures grow with engines,
+schemas and cores (three sizes each, the others at the caps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tools.bench.machine import header
+from tools.bench.scrape import DEFAULT_PAGE
+from tools.harness import ROOT, fake_pynvml, free_port, wait_http
+from tools.harness.processes import DaemonProcess
+from tools.harness.simengines import SimEngines
+
+NODE_EXPORTER = ("prometheus-node-exporter", "node_exporter")
+SITECUSTOMIZE = '''"""Bench only: per-core times widened to GDX_FAKE_CORES (the real ones repeated)."""
+import os
+
+_cores = int(os.environ.get("GDX_FAKE_CORES", "0"))
+if _cores:
+    import psutil
+
+    _real = psutil.cpu_times
+
+    def cpu_times(percpu=False):
+        if not percpu:
+            return _real()
+        real = _real(percpu=True)
+        return [real[i % len(real)] for i in range(_cores)]
+
+    psutil.cpu_times = cpu_times
+'''
+
+
+@dataclass
+class Size:
+    engines: int = 8
+    schemas: int = 50
+    cores: int = 128
+    gpus: int = 8
+    targets: int = 8
+
+
+def fakes(where: Path, gpus: int) -> Path:
+    """The folder put first on the daemon's PYTHONPATH: pynvml with `gpus` GPUs, and sitecustomize."""
+    fake_pynvml.install_dir(where, [50 + i for i in range(gpus)])
+    (where / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    return where
+
+
+def fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return bytes(resp.read())
+
+
+def cpu_seconds(pid: int) -> float:
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return float(t.user + t.system)
+
+
+@contextmanager
+def targets(count: int) -> Iterator[list[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tools.bench.scrape", "--_serve-targets", "--targets", str(count),
+         "--page", str(DEFAULT_PAGE)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        yield [f"http://127.0.0.1:{p}/metrics" for p in proc.stdout.readline().split()]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextmanager
+def daemon(size: Size, urls: list[str], work: Path) -> Iterator[tuple[int, str]]:
+    """`gdx serve` at `size`, with its simulated engines running; yields (pid, /metrics URL)."""
+    sock = work / "probe.sock"
+    env = {
+        "PYTHONPATH": os.pathsep.join([str(fakes(work / "fakes", size.gpus)), str(ROOT)]),
+        "GDX_FAKE_CORES": str(size.cores),
+    }
+    flags = [f for u in urls[: size.targets] for f in ("--vllm.target", u)]
+    proc = DaemonProcess(
+        ["--probe.socket", str(sock), "--probe.max-schemas", str(size.schemas), *flags], env=env
+    )
+    url = proc.url + "/metrics"
+    sim = None
+    try:
+        sim = SimEngines(
+            sock, work, engines=size.engines, interval=1, rate=20, static=size.schemas + 10, new=0
+        )
+        deadline = time.monotonic() + 60
+        want = f"guided_decoding_probe_connections {float(size.engines)}"
+        while want not in fetch(url).decode():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the simulated engines did not connect")
+            time.sleep(0.2)
+        time.sleep(3)  # every schema shipped and analysed
+        for _ in range(3):
+            fetch(url)
+        yield proc.proc.pid, url
+    finally:
+        if sim is not None:
+            sim.stop()
+        proc.stop()
+
+
+@contextmanager
+def node_exporter() -> Iterator[tuple[int, str]]:
+    binary = next((shutil.which(b) for b in NODE_EXPORTER if shutil.which(b)), None)
+    if binary is None:
+        raise SystemExit("node_exporter not found: `make bench` installs prometheus-node-exporter (apt)")
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        wait_http(url)
+        for _ in range(3):
+            fetch(url)
+        yield proc.pid, url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def series(body: bytes) -> int:
+    return sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
+
+
+def idle_rate(pid: int, seconds: float) -> float:
+    """CPU seconds per second the process spends with nobody scraping it (background work)."""
+    before = cpu_seconds(pid)
+    time.sleep(seconds)
+    return (cpu_seconds(pid) - before) / seconds
+
+
+def per_scrape(procs: list[tuple[int, str]], rounds: int) -> list[dict[str, float]]:
+    """Interleaved scrapes of each (pid, url): median wall ms, and CPU ms per scrape net of the
+    process's background rate, measured just before."""
+    idle = [idle_rate(pid, 5.0) for pid, _ in procs]
+    walls: list[list[float]] = [[] for _ in procs]
+    cpu0 = [cpu_seconds(pid) for pid, _ in procs]
+    started = time.monotonic()
+    bodies = [b""] * len(procs)
+    for _ in range(rounds):
+        for i, (_, url) in enumerate(procs):
+            t = time.perf_counter()
+            bodies[i] = fetch(url)
+            walls[i].append(time.perf_counter() - t)
+    elapsed = time.monotonic() - started
+    out = []
+    for i, (pid, _) in enumerate(procs):
+        cpu = (cpu_seconds(pid) - cpu0[i] - idle[i] * elapsed) / rounds
+        out.append(
+            {
+                "wall_ms": statistics.median(walls[i]) * 1000,
+                "cpu_ms": max(cpu, 0.0) * 1000,
+                "bytes": len(bodies[i]),
+                "series": series(bodies[i]),
+                "idle_share": idle[i],
+            }
+        )
+    return out
+
+
+def steady(procs: list[tuple[int, str]], seconds: float, every: float = 15.0) -> list[float]:
+    """CPU share of one core of each process over `seconds`, scraped every `every` seconds."""
+    cpu0 = [cpu_seconds(pid) for pid, _ in procs]
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        for _, url in procs:
+            fetch(url)
+        time.sleep(min(every, max(0.0, seconds - (time.monotonic() - started))))
+    elapsed = time.monotonic() - started
+    return [(cpu_seconds(pid) - c) / elapsed for (pid, _), c in zip(procs, cpu0, strict=True)]
+
+
+def node_exporter_version() -> str:
+    binary = next((shutil.which(b) for b in NODE_EXPORTER if shutil.which(b)), None)
+    if binary is None:
+        return "?"
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    match = re.search(r"version (\S+)", out.stdout + out.stderr)
+    return match.group(1) if match else "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.bench.caps", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=40, help="interleaved scrapes of each (default 40)")
+    parser.add_argument("--steady", type=float, default=120.0, help="steady-state seconds (default 120)")
+    parser.add_argument("--growth-rounds", type=int, default=15, help="scrapes per growth point (default 15)")
+    parser.add_argument("--no-growth", action="store_true", help="skip the growth table")
+    args = parser.parse_args(argv)
+    print(header("tools.bench.caps", argv))
+    print(f"# node_exporter {node_exporter_version()}")
+    caps = Size()
+    with tempfile.TemporaryDirectory(prefix="gdx-capsbench-") as tmp, targets(caps.targets) as urls:
+        work = Path(tmp)
+        (work / "caps").mkdir()
+        with daemon(caps, urls, work / "caps") as gdx, node_exporter() as node:
+            (d, n) = per_scrape([gdx, node], args.rounds)
+            print(
+                f"\n## Per scrape at the caps ({caps.engines} engines, {caps.schemas} schemas exposed,"
+                f" {caps.cores} cores, {caps.gpus} GPUs, {caps.targets} vLLM targets), {args.rounds}"
+                " interleaved scrapes each"
+            )
+            print("| | series | bytes | median wall ms | CPU ms per scrape |")
+            print("| --- | --- | --- | --- | --- |")
+            for name, r in (("daemon", d), ("node_exporter", n)):
+                print(f"| {name} | {r['series']} | {r['bytes']} | {r['wall_ms']:.1f} | {r['cpu_ms']:.1f} |")
+            print(
+                f"ratio daemon / node_exporter: wall {d['wall_ms'] / n['wall_ms']:.2f},"
+                f" CPU {d['cpu_ms'] / max(n['cpu_ms'], 1e-9):.2f};"
+                f" per series: CPU {d['cpu_ms'] / d['series'] / max(n['cpu_ms'] / n['series'], 1e-9):.2f}"
+            )
+            background = idle_rate(gdx[0], 30.0)
+            shares = steady([gdx, node], args.steady)
+            print(
+                f"\n## Steady state ({caps.engines} engines at 1 snapshot/s, a scrape every 15 s,"
+                f" {args.steady:.0f} s)"
+            )
+            print(
+                f"daemon CPU: {shares[0] * 100:.2f}% of one core (target < 1%);"
+                f" node_exporter: {shares[1] * 100:.2f}%; ratio {shares[0] / max(shares[1], 1e-9):.2f}"
+            )
+            print(
+                f"of which: snapshots and housekeeping with no scrape {background * 100:.2f}% (30 s),"
+                f" scrapes {d['cpu_ms'] / 15.0 / 10:.2f}% ({d['cpu_ms']:.1f} ms every 15 s)"
+            )
+        if args.no_growth:
+            return 0
+        print("\n## Growth (one dimension at a time, the others at the caps)")
+        print("| dimension | size | series | median wall ms | CPU ms per scrape | background CPU % |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for dim, sizes in (("engines", (2, 8, 32)), ("schemas", (10, 50, 200)), ("cores", (16, 128, 512))):
+            for value in sizes:
+                size = Size(**{dim: value})
+                where = work / f"{dim}-{value}"
+                where.mkdir()
+                with daemon(size, urls, where) as gdx:
+                    (r,) = per_scrape([gdx], args.growth_rounds)
+                print(
+                    f"| {dim} | {value} | {r['series']} | {r['wall_ms']:.1f} | {r['cpu_ms']:.1f} |"
+                    f" {r['idle_share'] * 100:.2f} |"
+                )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

