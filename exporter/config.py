@@ -19,6 +19,9 @@ from urllib.parse import urlsplit
 
 import yaml
 
+from exporter.schema.lint import Thresholds
+from exporter.schema.walk import Budget
+
 ENV_PREFIX = "GDX_"
 DEFAULT_PORT = 9479
 DEFAULT_SOCKET = "/run/guided-decoding-exporter/probe.sock"
@@ -456,6 +459,18 @@ class Config:
 
     def collector_enabled(self, name: str) -> bool:
         return bool(getattr(self, f"collector_{name}"))
+
+    def lint_thresholds(self) -> Thresholds:
+        """The lint rules' limits from the `lint.*` options (the daemon's analysis and `gdx lint` alike)."""
+        return Thresholds(
+            depth=self.lint_depth,
+            max_items=self.lint_max_items,
+            union_depth=self.lint_union_depth,
+            union_width=self.lint_union_width,
+            enum_size=self.lint_enum_size,
+            quantifier=self.lint_quantifier,
+            budget=Budget(max_seconds=self.lint_budget),
+        )
 
 
 OPTIONS: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(Config)

@@ -35,8 +35,6 @@ from exporter.collectors.base import Collector, CollectorError
 from exporter.collectors.probe_analysis import SchemaAnalysis
 from exporter.collectors.probe_store import Engine, ProbeStore
 from exporter.config import Config
-from exporter.schema.lint import Thresholds
-from exporter.schema.walk import Budget
 
 log = logging.getLogger("gdx.probe")
 MAX_MESSAGE_BYTES = 4 * 2**20
@@ -101,16 +99,7 @@ class ProbeCollector(Collector):
         self._socket_id: tuple[int, int] | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._logged_at: dict[str, float] = {}
-        thresholds = Thresholds(
-            depth=config.lint_depth,
-            max_items=config.lint_max_items,
-            union_depth=config.lint_union_depth,
-            union_width=config.lint_union_width,
-            enum_size=config.lint_enum_size,
-            quantifier=config.lint_quantifier,
-            budget=Budget(max_seconds=config.lint_budget),
-        )
-        self.analysis = SchemaAnalysis(thresholds, config.shape_window)
+        self.analysis = SchemaAnalysis(config.lint_thresholds(), config.shape_window)
         self.analysis_time = max(0.05, min(2.0, config.collector_timeout / 2))
         self.store = ProbeStore(
             config.probe_max_schemas, config.probe_engine_ttl, config.probe_titles, self.analysis
