@@ -1,7 +1,8 @@
 """The daemon's HTTP side: `/metrics`, `/healthz`, `/`, and orderly start and stop.
 
 A scrape refreshes every enabled source concurrently (single-flight: scrapes that arrive while a refresh
-runs share it), then renders in a worker thread so a large page never stalls the event loop.
+runs share it), then renders in a worker thread so a large page never stalls the event loop. Each
+collector gets the settings it uses, mapped here from the `Config`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -23,15 +24,57 @@ from prometheus_client.openmetrics import exposition as om_exposition
 from exporter import __version__, exposition, logs
 from exporter.collectors.base import Collector, SelfCollector
 from exporter.collectors.cpu import CpuCollector
-from exporter.collectors.kubernetes import PodDiscovery
+from exporter.collectors.kubernetes import DiscoverySettings, PodDiscovery
 from exporter.collectors.nvml import NvmlCollector
-from exporter.collectors.vllm import VllmCollector
+from exporter.collectors.vllm import VllmCollector, VllmSettings
 from exporter.config import Config, split_address
+
+if TYPE_CHECKING:  # imported when the probe collector is enabled: it brings the schema analysis
+    from exporter.collectors.probe import ProbeSettings, SchemaReport
 
 log = logging.getLogger("gdx.server")
 SHUTDOWN_GRACE = 1.0  # seconds in-flight requests get after SIGTERM; the whole stop stays well under 5 s
 # The classic format: the passthrough is written in it, and every Prometheus reads it.
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def vllm_settings(config: Config) -> VllmSettings:
+    return VllmSettings(
+        targets=config.vllm_targets,
+        timeout=config.vllm_timeout,
+        max_body_bytes=config.vllm_max_body_bytes,
+        max_series=config.vllm_max_series,
+        passthrough=config.vllm_passthrough,
+    )
+
+
+def discovery_settings(config: Config) -> DiscoverySettings:
+    return DiscoverySettings(
+        node_name=config.kubernetes_node_name,
+        pod_selector=config.kubernetes_pod_selector,
+        pod_annotation=config.kubernetes_pod_annotation,
+        default_port=config.kubernetes_default_port,
+        refresh_interval=config.kubernetes_refresh_interval,
+        api_server=config.kubernetes_api_server,
+        token_file=config.kubernetes_token_file,
+        ca_file=config.kubernetes_ca_file,
+    )
+
+
+def probe_settings(config: Config) -> ProbeSettings:
+    from exporter.collectors.probe import ProbeSettings
+
+    return ProbeSettings(
+        socket=config.probe_socket,
+        socket_group=config.probe_socket_group,
+        allowed_uids=config.probe_allowed_uids,
+        max_schemas=config.probe_max_schemas,
+        engine_ttl=config.probe_engine_ttl,
+        titles=config.probe_titles,
+        shape_window=config.shape_window,
+        thresholds=config.lint_thresholds(),
+        timeout=config.collector_timeout,
+    )
 
 
 def build_collectors(config: Config) -> list[Collector]:
@@ -44,12 +87,12 @@ def build_collectors(config: Config) -> list[Collector]:
             NvmlCollector(retry_interval=config.nvml_retry_interval, timeout=config.collector_timeout)
         )
     if config.collector_vllm:
-        discovery = PodDiscovery(config) if config.kubernetes_enabled else None
-        collectors.append(VllmCollector(config, discovery))
+        discovery = PodDiscovery(discovery_settings(config)) if config.kubernetes_enabled else None
+        collectors.append(VllmCollector(vllm_settings(config), discovery))
     if config.collector_probe:
         from exporter.collectors.probe import ProbeCollector
 
-        collectors.append(ProbeCollector(config))
+        collectors.append(ProbeCollector(probe_settings(config)))
     return collectors
 
 
@@ -103,6 +146,13 @@ class Exporter:
             return body, om_exposition.CONTENT_TYPE_LATEST
         return own + extra.encode(), TEXT_CONTENT_TYPE
 
+    def schemas(self) -> list[dict[str, object]]:
+        """/schemas, from the probe collector (blocking: call it off the event loop)."""
+        from exporter.collectors.probe import ProbeCollector
+
+        probe = next((s for s in self.collectors if isinstance(s, ProbeCollector)), None)
+        return schemas_body(probe.schemas_view()) if probe is not None else []
+
     def health(self) -> dict[str, object]:
         return {
             "status": "ok",
@@ -119,30 +169,22 @@ class Exporter:
         }
 
 
-def schemas_view(probe: Any) -> list[dict[str, Any]]:
-    """The exposed schemas for /schemas: hashes, title, findings, and the structure with every
-    literal value redacted (never a schema's values)."""
-    if probe is None:
-        return []
-    view = probe.store.view()
-    with probe.analysis.lock:
-        redacted = dict(probe.analysis.redacted)
-    findings = view["analysis"]["findings"]
-    out = []
-    for schema_hash, meta in sorted(view["info"].items()):
-        out.append(
-            {
-                "schema_hash": schema_hash,
-                "shape_hash": meta.shape,
-                "kind": meta.kind,
-                "backend": meta.backend,
-                "title": meta.title,
-                "recent_compile_seconds": view["recent"].get(schema_hash, 0.0),
-                "findings": {f"{r}/{s}": n for (r, s), n in sorted(findings.get(schema_hash, {}).items())},
-                "structure": redacted.get(schema_hash, "<not analysed yet>"),
-            }
-        )
-    return out
+def schemas_body(reports: Iterable[SchemaReport]) -> list[dict[str, object]]:
+    """The /schemas JSON: the exposed schemas' hashes, title, findings, and the structure with every
+    literal redacted (never a schema's values)."""
+    return [
+        {
+            "schema_hash": report.schema_hash,
+            "shape_hash": report.shape_hash,
+            "kind": report.kind,
+            "backend": report.backend,
+            "title": report.title,
+            "recent_compile_seconds": report.recent_compile_seconds,
+            "findings": {f"{rule}/{severity}": n for (rule, severity), n in sorted(report.findings.items())},
+            "structure": report.structure,
+        }
+        for report in reports
+    ]
 
 
 def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.Application:
@@ -173,8 +215,7 @@ def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.A
 
     async def schemas(_: web.Request) -> web.Response:
         await exporter.refresh()  # new schemas get analysed, as on a scrape
-        probe = next((s for s in exporter.collectors if s.name == "probe"), None)
-        body = await asyncio.get_running_loop().run_in_executor(None, schemas_view, probe)
+        body = await asyncio.get_running_loop().run_in_executor(None, exporter.schemas)
         return web.json_response(body, dumps=lambda d: json.dumps(d, indent=2) + "\n")
 
     from exporter.webconfig import basic_auth

@@ -14,17 +14,23 @@ every tracked schema; the others only those that changed, plus the ids evicted i
               schemas: [{id, requests, hits, errors, buckets, sum}], other: {backend: same without id},
               evicted: [id], cpu: {user, system}, probe: {name: n}}
 
-Standard library only.
+`validate` turns a decoded message into the typed, immutable records below, so that the daemon
+never reads a protocol field by a string key. Standard library only, no project imports: the
+engine side imports the constants.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 VERSION = 1
 KINDS = ("hello", "schemas", "snapshot")
+# The socket both sides default to: a hostPath directory shared by the daemon and the engine pods.
+DEFAULT_SOCKET = "/run/guided-decoding-exporter/probe.sock"
 # Engine-level compile and wait buckets (the metric contract), then the per-schema coarse ones
 # (0.005 exact so that "share above 5 ms" needs no interpolation), then per-step mask fill.
 COMPILE_BUCKETS = (
@@ -40,25 +46,127 @@ REQUEST_KINDS = ("json", "json_object", "regex", "grammar", "choice", "structura
 PROBE_COUNTERS = ("internal_errors", "send_failures", "connects", "texts_dropped", "evicted", "dropped")
 MAX_TEXT_CHARS = 256 * 1024
 MAX_SCHEMAS_PER_MESSAGE = 100_000
+MAX_BACKENDS = 16
 _NAME = re.compile(r"^[A-Za-z0-9_.:/+-]{1,128}$")
 _HASH = re.compile(r"^[0-9a-f]{12}$")
+_MAX_COUNT = 2**63
+_REASONS = frozenset(ERROR_REASONS)
+_COUNTERS = frozenset(PROBE_COUNTERS)
+_NO_ERRORS: Mapping[str, int] = {}
 
 
 class Invalid(ValueError):
     """A message that is well-formed JSON but not a valid protocol message."""
 
 
-def _need(cond: bool, what: str, problem: str = "") -> None:
-    """Raises Invalid("what: problem") unless cond; the message is only built on failure."""
-    if not cond:
+# ---- the validated messages -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    """Who the probe is: one engine process, named by its pod and engine index."""
+
+    instance: str  # unique per engine process: a reconnect keeps it, a restart changes it
+    pid: int
+    pod: str
+    engine: str
+    engine_kind: str
+    engine_version: str
+    backends: Mapping[str, str]  # grammar backend name -> its version
+    probe_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaMeta:
+    """One tracked spec's identity and text, sent once per connection; `id` names it in snapshots."""
+
+    id: int
+    hash: str
+    shape: str
+    kind: str
+    backend: str
+    title: str
+    text: str | None  # None: over MAX_TEXT_CHARS on the engine side, not sent
+    bytes: int
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SchemasMessage:
+    schemas: tuple[SchemaMeta, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    buckets: tuple[int, ...]  # non-cumulative counts, one per bound and the last for +Inf
+    sum: float
+
+
+@dataclass(frozen=True, slots=True)
+class BackendTotals:
+    """One grammar backend's engine-level totals."""
+
+    requests: int
+    hits: int
+    errors: Mapping[str, int]  # reason (ERROR_REASONS) -> failed calls; absent reasons are 0
+    compile: Histogram  # COMPILE_BUCKETS
+    wait: Histogram  # COMPILE_BUCKETS
+    mask: Histogram  # MASK_BUCKETS
+    in_progress: int
+    oldest_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SpecTotals:
+    """Cumulative compile calls of one spec (or of a backend's `other`), over SCHEMA_BUCKETS.
+
+    Flat rather than holding a Histogram: it is built once per row of every snapshot."""
+
+    requests: int
+    hits: int
+    errors: Mapping[str, int]
+    buckets: tuple[int, ...]
+    sum: float
+
+
+@dataclass(frozen=True, slots=True)
+class SpecRow(SpecTotals):
+    """A tracked spec's totals, named by the `id` of its SchemaMeta."""
+
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CpuSeconds:
+    user: float
+    system: float
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    seq: int
+    full: bool  # every tracked spec is listed: a known id that is missing was evicted
+    backends: Mapping[str, BackendTotals]
+    schemas: tuple[SpecRow, ...]
+    other: Mapping[str, SpecTotals]  # backend -> totals of the specs evicted (or never tracked)
+    evicted: tuple[int, ...]
+    cpu: CpuSeconds
+    probe: Mapping[str, int]  # the probe's own counters (PROBE_COUNTERS); absent ones are 0
+
+
+Message = Hello | SchemasMessage | Snapshot
+
+
+# ---- checks: each raises Invalid("what: problem"), the message built only on failure ------------------
+
+
+def _require(condition: bool, what: str, problem: str = "") -> None:
+    if not condition:
         raise Invalid(f"{what}: {problem}" if problem else what)
 
 
-_MAX_COUNT = 2**63
-
-
 def _count(value: Any, what: str) -> int:
-    # The checks are inline and the message built only on failure: this runs ~25 times per row.
+    # Inline checks: this runs about 25 times per row of every snapshot.
     if type(value) is int and 0 <= value < _MAX_COUNT:
         return value
     raise Invalid(f"{what}: not a non-negative integer")
@@ -71,125 +179,154 @@ def _seconds(value: Any, what: str) -> float:
 
 
 def _name(value: Any, what: str) -> str:
-    _need(isinstance(value, str) and bool(_NAME.match(value)), what, "bad name")
+    _require(isinstance(value, str) and bool(_NAME.match(value)), what, "bad name")
     return str(value)
 
 
 def _text(value: Any, what: str, limit: int = 256) -> str:
-    _need(isinstance(value, str) and len(value) <= limit, what, "bad string")
+    _require(isinstance(value, str) and len(value) <= limit, what, "bad string")
     return str(value)
 
 
-def _histogram(doc: Any, bounds: tuple[float, ...], what: str) -> dict[str, Any]:
-    _need(isinstance(doc, dict), what, "not an object")
+def _hash(value: Any, what: str) -> str:
+    _require(isinstance(value, str) and bool(_HASH.match(value)), what)
+    return str(value)
+
+
+def _buckets(doc: dict[str, Any], bounds: tuple[float, ...], what: str) -> tuple[int, ...]:
     buckets = doc.get("buckets")
-    _need(isinstance(buckets, list) and len(buckets) == len(bounds) + 1, what, "bucket count")
+    if not isinstance(buckets, list) or len(buckets) != len(bounds) + 1:
+        raise Invalid(f"{what}: bucket count")
     if not all(type(n) is int and 0 <= n < _MAX_COUNT for n in buckets):
         raise Invalid(f"{what}: not a non-negative integer")
-    return {"buckets": list(buckets), "sum": _seconds(doc.get("sum"), what)}
+    return tuple(buckets)
 
 
-def _errors(doc: Any, what: str) -> dict[str, int]:
-    _need(isinstance(doc, dict) and set(doc) <= set(ERROR_REASONS), what, "bad error reasons")
+def _histogram(doc: Any, bounds: tuple[float, ...], what: str) -> Histogram:
+    _require(isinstance(doc, dict), what, "not an object")
+    return Histogram(_buckets(doc, bounds, what), _seconds(doc.get("sum"), what))
+
+
+def _errors(doc: Any, what: str) -> Mapping[str, int]:
+    if not doc and isinstance(doc, dict):
+        return _NO_ERRORS
+    _require(isinstance(doc, dict) and _REASONS.issuperset(doc), what, "bad error reasons")
     return {reason: _count(n, what) for reason, n in doc.items()}
 
 
-def _row(doc: Any, what: str, with_id: bool) -> dict[str, Any]:
-    _need(isinstance(doc, dict), what, "not an object")
-    row: dict[str, Any] = {
-        "requests": _count(doc.get("requests"), what),
-        "hits": _count(doc.get("hits"), what),
-        "errors": _errors(doc.get("errors", {}), what),
-        **_histogram(doc, SCHEMA_BUCKETS, what),
-    }
-    _need(row["hits"] <= row["requests"], what, "more hits than requests")
-    if with_id:
-        row["id"] = _count(doc.get("id"), what)
-    return row
+def _spec_fields(doc: Any, what: str) -> tuple[int, int, Mapping[str, int], tuple[int, ...], float]:
+    """The fields SpecTotals and SpecRow share, checked."""
+    _require(isinstance(doc, dict), what, "not an object")
+    requests, hits = _count(doc.get("requests"), what), _count(doc.get("hits"), what)
+    _require(hits <= requests, what, "more hits than requests")
+    errors = _errors(doc.get("errors", _NO_ERRORS), what)
+    return requests, hits, errors, _buckets(doc, SCHEMA_BUCKETS, what), _seconds(doc.get("sum"), what)
 
 
-def validate(doc: dict[str, Any]) -> dict[str, Any]:
-    """A normalised copy of a decoded message; raises Invalid naming the first problem."""
-    _need(doc.get("v") == VERSION, "unsupported protocol version")
+def _spec_row(doc: Any, what: str) -> SpecRow:
+    return SpecRow(*_spec_fields(doc, what), _count(doc.get("id"), what))
+
+
+def _backend(doc: Any) -> BackendTotals:
+    _require(isinstance(doc, dict), "snapshot.backends item")
+    return BackendTotals(
+        requests=_count(doc.get("requests"), "backend.requests"),
+        hits=_count(doc.get("hits"), "backend.hits"),
+        errors=_errors(doc.get("errors", _NO_ERRORS), "backend.errors"),
+        compile=_histogram(doc.get("compile"), COMPILE_BUCKETS, "backend.compile"),
+        wait=_histogram(doc.get("wait"), COMPILE_BUCKETS, "backend.wait"),
+        mask=_histogram(doc.get("mask"), MASK_BUCKETS, "backend.mask"),
+        in_progress=_count(doc.get("in_progress", 0), "backend.in_progress"),
+        oldest_seconds=_seconds(doc.get("oldest_seconds", 0), "backend.oldest_seconds"),
+    )
+
+
+def _schema_meta(item: Any) -> SchemaMeta:
+    _require(isinstance(item, dict), "schemas: item")
+    text = item.get("text")
+    _require(text is None or (isinstance(text, str) and len(text) <= MAX_TEXT_CHARS), "schemas.text")
+    schema_hash = _hash(item.get("hash"), "schemas.hash")
+    shape_hash = _hash(item.get("shape"), "schemas.shape")
+    kind = item.get("kind")
+    _require(kind in REQUEST_KINDS, "schemas.kind")
+    return SchemaMeta(
+        id=_count(item.get("id"), "schemas.id"),
+        hash=schema_hash,
+        shape=shape_hash,
+        kind=str(kind),
+        backend=_name(item.get("backend"), "schemas.backend"),
+        title=_text(item.get("title", ""), "schemas.title", 1024),
+        text=text,
+        bytes=_count(item.get("bytes", 0), "schemas.bytes"),
+        truncated=bool(item.get("truncated", False)),
+    )
+
+
+# ---- the messages -------------------------------------------------------------------------------
+
+
+def _hello(doc: dict[str, Any]) -> Hello:
+    backends = doc.get("backends", {})
+    _require(isinstance(backends, dict) and len(backends) <= MAX_BACKENDS, "hello: backends")
+    return Hello(
+        instance=_name(doc.get("instance"), "hello.instance"),
+        pid=_count(doc.get("pid"), "hello.pid"),
+        pod=_name(doc.get("pod"), "hello.pod"),
+        engine=_name(doc.get("engine"), "hello.engine"),
+        engine_kind=_name(doc.get("engine_kind"), "hello.engine_kind"),
+        engine_version=_text(doc.get("engine_version", ""), "hello.engine_version", 64),
+        backends={_name(k, "hello.backends"): _text(v, "hello.backends", 64) for k, v in backends.items()},
+        probe_version=_text(doc.get("probe_version", ""), "hello.probe_version", 64),
+    )
+
+
+def _schemas(doc: dict[str, Any]) -> SchemasMessage:
+    items = doc.get("schemas")
+    if not isinstance(items, list) or len(items) > MAX_SCHEMAS_PER_MESSAGE:
+        raise Invalid("schemas: list")
+    return SchemasMessage(tuple([_schema_meta(item) for item in items]))
+
+
+def _snapshot(doc: dict[str, Any]) -> Snapshot:
+    backends = doc.get("backends")
+    if not isinstance(backends, dict) or len(backends) > MAX_BACKENDS:
+        raise Invalid("snapshot.backends")
+    totals = {_name(name, "snapshot.backends"): _backend(b) for name, b in backends.items()}
+    rows = doc.get("schemas", [])
+    _require(isinstance(rows, list) and len(rows) <= MAX_SCHEMAS_PER_MESSAGE, "snapshot.schemas")
+    other = doc.get("other", {})
+    _require(isinstance(other, dict) and len(other) <= MAX_BACKENDS, "snapshot.other")
+    evicted = doc.get("evicted", [])
+    _require(isinstance(evicted, list) and len(evicted) <= MAX_SCHEMAS_PER_MESSAGE, "snapshot.evicted")
+    cpu = doc.get("cpu", {})
+    _require(isinstance(cpu, dict), "snapshot.cpu")
+    probe = doc.get("probe", {})
+    _require(isinstance(probe, dict) and _COUNTERS.issuperset(probe), "snapshot.probe")
+    return Snapshot(
+        seq=_count(doc.get("seq"), "snapshot.seq"),
+        full=bool(doc.get("full", False)),
+        backends=totals,
+        schemas=tuple([_spec_row(row, "snapshot.schemas") for row in rows]),
+        other={
+            _name(k, "snapshot.other"): SpecTotals(*_spec_fields(r, "snapshot.other"))
+            for k, r in other.items()
+        },
+        evicted=tuple([_count(i, "snapshot.evicted") for i in evicted]),
+        cpu=CpuSeconds(
+            _seconds(cpu.get("user", 0), "snapshot.cpu"), _seconds(cpu.get("system", 0), "snapshot.cpu")
+        ),
+        probe={k: _count(v, "snapshot.probe") for k, v in probe.items()},
+    )
+
+
+def validate(doc: dict[str, Any]) -> Message:
+    """The typed message a decoded JSON object carries; raises Invalid naming the first problem."""
+    _require(doc.get("v") == VERSION, "unsupported protocol version")
     kind = doc.get("kind")
     if kind == "hello":
-        backends = doc.get("backends", {})
-        _need(isinstance(backends, dict) and len(backends) <= 16, "hello: backends")
-        return {
-            "kind": kind,
-            "instance": _name(doc.get("instance"), "hello.instance"),
-            "pid": _count(doc.get("pid"), "hello.pid"),
-            "pod": _name(doc.get("pod"), "hello.pod"),
-            "engine": _name(doc.get("engine"), "hello.engine"),
-            "engine_kind": _name(doc.get("engine_kind"), "hello.engine_kind"),
-            "engine_version": _text(doc.get("engine_version", ""), "hello.engine_version", 64),
-            "backends": {
-                _name(k, "hello.backends"): _text(v, "hello.backends", 64) for k, v in backends.items()
-            },
-            "probe_version": _text(doc.get("probe_version", ""), "hello.probe_version", 64),
-        }
+        return _hello(doc)
     if kind == "schemas":
-        items = doc.get("schemas")
-        if not isinstance(items, list) or len(items) > MAX_SCHEMAS_PER_MESSAGE:
-            raise Invalid("schemas: list")
-        out = []
-        for item in items:
-            _need(isinstance(item, dict), "schemas: item")
-            text = item.get("text")
-            _need(text is None or (isinstance(text, str) and len(text) <= MAX_TEXT_CHARS), "schemas.text")
-            _need(isinstance(item.get("hash"), str) and bool(_HASH.match(item["hash"])), "schemas.hash")
-            _need(isinstance(item.get("shape"), str) and bool(_HASH.match(item["shape"])), "schemas.shape")
-            _need(item.get("kind") in REQUEST_KINDS, "schemas.kind")
-            out.append(
-                {
-                    "id": _count(item.get("id"), "schemas.id"),
-                    "hash": item["hash"],
-                    "shape": item["shape"],
-                    "kind": item["kind"],
-                    "backend": _name(item.get("backend"), "schemas.backend"),
-                    "title": _text(item.get("title", ""), "schemas.title", 1024),
-                    "text": text,
-                    "bytes": _count(item.get("bytes", 0), "schemas.bytes"),
-                    "truncated": bool(item.get("truncated", False)),
-                }
-            )
-        return {"kind": kind, "schemas": out}
+        return _schemas(doc)
     if kind == "snapshot":
-        backends = doc.get("backends")
-        if not isinstance(backends, dict) or len(backends) > 16:
-            raise Invalid("snapshot.backends")
-        engines = {}
-        for name, b in backends.items():
-            _need(isinstance(b, dict), "snapshot.backends item")
-            engines[_name(name, "snapshot.backends")] = {
-                "requests": _count(b.get("requests"), "backend.requests"),
-                "hits": _count(b.get("hits"), "backend.hits"),
-                "errors": _errors(b.get("errors", {}), "backend.errors"),
-                "compile": _histogram(b.get("compile"), COMPILE_BUCKETS, "backend.compile"),
-                "wait": _histogram(b.get("wait"), COMPILE_BUCKETS, "backend.wait"),
-                "mask": _histogram(b.get("mask"), MASK_BUCKETS, "backend.mask"),
-                "in_progress": _count(b.get("in_progress", 0), "backend.in_progress"),
-                "oldest_seconds": _seconds(b.get("oldest_seconds", 0), "backend.oldest_seconds"),
-            }
-        rows = doc.get("schemas", [])
-        _need(isinstance(rows, list) and len(rows) <= MAX_SCHEMAS_PER_MESSAGE, "snapshot.schemas")
-        other = doc.get("other", {})
-        _need(isinstance(other, dict) and len(other) <= 16, "snapshot.other")
-        evicted = doc.get("evicted", [])
-        _need(isinstance(evicted, list) and len(evicted) <= MAX_SCHEMAS_PER_MESSAGE, "snapshot.evicted")
-        cpu = doc.get("cpu", {})
-        _need(isinstance(cpu, dict), "snapshot.cpu")
-        probe = doc.get("probe", {})
-        _need(isinstance(probe, dict) and set(probe) <= set(PROBE_COUNTERS), "snapshot.probe")
-        return {
-            "kind": kind,
-            "seq": _count(doc.get("seq"), "snapshot.seq"),
-            "full": bool(doc.get("full", False)),
-            "backends": engines,
-            "schemas": [_row(r, "snapshot.schemas", True) for r in rows],
-            "other": {_name(k, "snapshot.other"): _row(r, "snapshot.other", False) for k, r in other.items()},
-            "evicted": [_count(i, "snapshot.evicted") for i in evicted],
-            "cpu": {m: _seconds(cpu.get(m, 0), "snapshot.cpu") for m in ("user", "system")},
-            "probe": {k: _count(v, "snapshot.probe") for k, v in probe.items()},
-        }
+        return _snapshot(doc)
     raise Invalid("unknown kind")

@@ -11,22 +11,38 @@ from __future__ import annotations
 import json
 import ssl
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
 from exporter.collectors.base import CollectorError
-from exporter.config import Config, Target
+from exporter.config import Target
 from exporter.httpbody import BodyTooLarge, read_capped
 
 MAX_POD_LIST_BYTES = 32 * 2**20
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-def targets_from_pod_list(doc: Any, config: Config) -> list[Target]:
+@dataclass(frozen=True)
+class DiscoverySettings:
+    """What discovery uses of the configuration (`server.discovery_settings` maps the options)."""
+
+    node_name: str = ""
+    pod_selector: str = ""  # label selector; empty: every pod on the node with the annotation
+    pod_annotation: str = "guided-decoding-exporter.io/scrape"
+    default_port: int = 8000
+    refresh_interval: float = 30.0
+    api_server: str = "https://kubernetes.default.svc"
+    token_file: str = f"{SERVICE_ACCOUNT}/token"
+    ca_file: str = f"{SERVICE_ACCOUNT}/ca.crt"
+
+
+def targets_from_pod_list(doc: Any, settings: DiscoverySettings) -> list[Target]:
     """Pure: the scrape targets in a PodList. Running pods with an IP, opted in by selector or annotation."""
     if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
         raise CollectorError("the API server's answer is not a PodList")
-    prefix = config.kubernetes_pod_annotation.rsplit("/", 1)[0]
+    prefix = settings.pod_annotation.rsplit("/", 1)[0]
     targets: list[Target] = []
     for pod in doc["items"]:
         if not isinstance(pod, dict):
@@ -36,9 +52,9 @@ def targets_from_pod_list(doc: Any, config: Config) -> list[Target]:
         name, ip = meta.get("name"), status.get("podIP")
         if not name or not ip or status.get("phase") != "Running":
             continue
-        if not config.kubernetes_pod_selector and annotations.get(config.kubernetes_pod_annotation) != "true":
+        if not settings.pod_selector and annotations.get(settings.pod_annotation) != "true":
             continue
-        port = str(annotations.get(f"{prefix}/port", config.kubernetes_default_port))
+        port = str(annotations.get(f"{prefix}/port", settings.default_port))
         path = str(annotations.get(f"{prefix}/path", "/metrics"))
         if not port.isdigit():
             continue
@@ -48,16 +64,16 @@ def targets_from_pod_list(doc: Any, config: Config) -> list[Target]:
 
 
 class PodDiscovery:
-    def __init__(self, config: Config) -> None:
-        self.config = config
+    def __init__(self, settings: DiscoverySettings) -> None:
+        self.settings = settings
         self.targets: list[Target] = []
         self.last_error: str | None = None
         self._listed_at = float("-inf")
 
     def _ssl(self) -> ssl.SSLContext | bool:
-        if not self.config.kubernetes_api_server.startswith("https"):
+        if not self.settings.api_server.startswith("https"):
             return False
-        ca = self.config.kubernetes_ca_file
+        ca = self.settings.ca_file
         return ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
 
     async def refresh(self, session: aiohttp.ClientSession, timeout: float) -> list[Target]:
@@ -65,7 +81,7 @@ class PodDiscovery:
 
         Lists at most once per refresh interval, failed or not: a struggling API server is not hit on
         every scrape of every node."""
-        if time.monotonic() - self._listed_at < self.config.kubernetes_refresh_interval:
+        if time.monotonic() - self._listed_at < self.settings.refresh_interval:
             if self.last_error is not None:
                 raise CollectorError(self.last_error)
             return self.targets
@@ -79,19 +95,19 @@ class PodDiscovery:
         return self.targets
 
     async def _list(self, session: aiohttp.ClientSession, timeout: float) -> list[Target]:
-        cfg = self.config
+        settings = self.settings
         try:
             # A few hundred bytes on a tmpfs: not worth a thread.
-            with open(cfg.kubernetes_token_file, encoding="utf-8") as handle:  # noqa: ASYNC230
+            with open(settings.token_file, encoding="utf-8") as handle:  # noqa: ASYNC230
                 token = handle.read().strip()
         except OSError as err:
             raise CollectorError(
-                f"cannot read the service-account token {cfg.kubernetes_token_file}: {err.strerror}"
+                f"cannot read the service-account token {settings.token_file}: {err.strerror}"
             ) from None
-        params = {"fieldSelector": f"spec.nodeName={cfg.kubernetes_node_name}"}
-        if cfg.kubernetes_pod_selector:
-            params["labelSelector"] = cfg.kubernetes_pod_selector
-        url = cfg.kubernetes_api_server.rstrip("/") + "/api/v1/pods"
+        params = {"fieldSelector": f"spec.nodeName={settings.node_name}"}
+        if settings.pod_selector:
+            params["labelSelector"] = settings.pod_selector
+        url = settings.api_server.rstrip("/") + "/api/v1/pods"
         try:
             async with session.get(
                 url,
@@ -101,7 +117,7 @@ class PodDiscovery:
                 timeout=aiohttp.ClientTimeout(total=timeout),
             ) as resp:
                 if resp.status != 200:
-                    raise CollectorError(f"listing pods on {cfg.kubernetes_node_name}: HTTP {resp.status}")
+                    raise CollectorError(f"listing pods on {settings.node_name}: HTTP {resp.status}")
                 body = await read_capped(resp, MAX_POD_LIST_BYTES)
                 try:
                     doc = json.loads(body)
@@ -113,4 +129,4 @@ class PodDiscovery:
             raise CollectorError(f"listing pods: {type(err).__name__}: {err}") from None
         except TimeoutError:
             raise CollectorError(f"listing pods timed out after {timeout:g}s") from None
-        return targets_from_pod_list(doc, cfg)
+        return targets_from_pod_list(doc, settings)

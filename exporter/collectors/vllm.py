@@ -20,12 +20,23 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from exporter import passthrough
 from exporter.collectors.base import Collector, CollectorError
 from exporter.collectors.kubernetes import PodDiscovery
-from exporter.config import Config, Target
+from exporter.config import Target
 from exporter.httpbody import BodyTooLarge, read_capped
 
 log = logging.getLogger("gdx.vllm")
 # Ask for the classic text format: it is what the passthrough parser is tuned for.
 ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
+
+
+@dataclass(frozen=True)
+class VllmSettings:
+    """What the scraper uses of the configuration (`server.vllm_settings` maps the options)."""
+
+    targets: tuple[Target, ...] = ()  # static targets; discovered pods are added to them
+    timeout: float = 3.0  # per target, whole body included
+    max_body_bytes: int = 16 * 2**20
+    max_series: int = 10_000  # vllm:* samples accepted from one target
+    passthrough: bool = True  # re-export the vllm:* families with a pod label
 
 
 @dataclass
@@ -40,10 +51,10 @@ class TargetResult:
 class VllmCollector(Collector):
     name = "vllm"
 
-    def __init__(self, config: Config, discovery: PodDiscovery | None = None) -> None:
+    def __init__(self, settings: VllmSettings, discovery: PodDiscovery | None = None) -> None:
         # The source's own timeout leaves room for every target's: they run concurrently.
-        super().__init__(timeout=config.vllm_timeout + 2.0)
-        self.config = config
+        super().__init__(timeout=settings.timeout + 2.0)
+        self.settings = settings
         self.discovery = discovery
         self.results: list[TargetResult] = []
         self.type_conflicts = 0
@@ -72,12 +83,12 @@ class VllmCollector(Collector):
         try:
             async with self._session.get(
                 target.url,
-                timeout=aiohttp.ClientTimeout(total=self.config.vllm_timeout),
+                timeout=aiohttp.ClientTimeout(total=self.settings.timeout),
                 allow_redirects=False,
             ) as resp:
                 if resp.status != 200:
                     raise CollectorError(f"HTTP {resp.status}")
-                body = await read_capped(resp, self.config.vllm_max_body_bytes)
+                body = await read_capped(resp, self.settings.max_body_bytes)
             try:
                 text = body.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -85,7 +96,7 @@ class VllmCollector(Collector):
             try:
                 cache = self._line_caches.setdefault(target, {})
                 result.families = passthrough.parse(
-                    text, target.pod, cache=cache, max_samples=self.config.vllm_max_series
+                    text, target.pod, cache=cache, max_samples=self.settings.max_series
                 )
             except passthrough.ParseError as err:
                 raise CollectorError(f"not the Prometheus text format: {err}") from None
@@ -95,7 +106,7 @@ class VllmCollector(Collector):
         except CollectorError as err:
             result.error = str(err)
         except TimeoutError:
-            result.error = f"timed out after {self.config.vllm_timeout:g}s"
+            result.error = f"timed out after {self.settings.timeout:g}s"
         except BodyTooLarge as err:
             result.error = f"{err} (vllm.max-body-bytes)"
         except (aiohttp.ClientError, OSError) as err:
@@ -110,12 +121,12 @@ class VllmCollector(Collector):
         return result
 
     async def refresh(self) -> None:
-        targets: list[Target] = list(self.config.vllm_targets)
+        targets: list[Target] = list(self.settings.targets)
         discovery_error = None
         if self.discovery is not None:
             assert self._session is not None
             try:
-                found = await self.discovery.refresh(self._session, self.config.vllm_timeout)
+                found = await self.discovery.refresh(self._session, self.settings.timeout)
             except CollectorError as err:
                 discovery_error = f"kubernetes discovery: {err}"
                 found = self.discovery.targets
@@ -142,7 +153,7 @@ class VllmCollector(Collector):
 
     def passthrough_text(self, openmetrics: bool) -> str:
         """The merged `vllm:*` families of the last refresh, rendered once per format."""
-        if not self.config.vllm_passthrough:
+        if not self.settings.passthrough:
             return ""
         merged, cache = self._passthrough
         key = "om" if openmetrics else "text"

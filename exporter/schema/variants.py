@@ -4,6 +4,9 @@ Many `schema_hash` values under one `shape_hash` means something is injected per
 the literals (enum members, const, default, examples, title, description) at each JSON pointer
 across the variants names the field to move out of the schema, ranked by how many variants differ
 there. Literals are kept as digests, never as values: nothing from inside a schema leaves this module.
+
+The rules over a set of schemas (`dynamic_enum`, `unstable_serialization`) are decided here only:
+`gdx lint` reports their findings, the daemon exposes their counts.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from exporter.schema.identity import LITERAL_KEYS, canonical_json
-from exporter.schema.lint import Finding
+from exporter.schema.lint import Finding, count
 from exporter.schema.walk import Budget, TooComplex, escape, walk
 
 LiteralMap = dict[str, str]  # JSON pointer of a literal -> digest of its canonical value
@@ -53,8 +56,11 @@ def varying_paths(variants: Sequence[LiteralMap], limit: int = 5) -> list[tuple[
 
 
 def dynamic_enum(paths: Iterable[tuple[str, int]], variants: int) -> list[Finding]:
-    """The `dynamic_enum` findings for a shape whose variants differ at enum or const pointers."""
-    out = []
+    """The `dynamic_enum` findings for a shape whose variants differ at enum or const pointers
+    (none for a single variant: its varying paths may be left from variants no longer counted)."""
+    out: list[Finding] = []
+    if variants < 2:
+        return out
     for pointer, differ in paths:
         if pointer.endswith(("/enum", "/const")):
             out.append(
@@ -83,3 +89,14 @@ def unstable_serialization(exact_strings: int) -> list[Finding]:
             "serialise once (sorted keys, fixed separators) and reuse the string",
         )
     ]
+
+
+def dynamic_enum_counts(paths: Iterable[tuple[str, int]], variants: int) -> dict[tuple[str, str], int]:
+    """`schema_lint_findings` for `dynamic_enum`: one place per varying enum or const pointer."""
+    return count(dynamic_enum(paths, variants))
+
+
+def unstable_serialization_counts(exact_strings: int) -> dict[tuple[str, str], int]:
+    """`schema_lint_findings` for `unstable_serialization`: the number of serialisations, each of
+    which compiles, rather than the one place the rule fires."""
+    return {(f.rule, f.severity): exact_strings for f in unstable_serialization(exact_strings)}

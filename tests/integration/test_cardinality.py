@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter.collectors.probe import classify, families
-from exporter.collectors.probe_analysis import MAX_PENDING
-from exporter.collectors.probe_store import ProbeStore
+from exporter.collectors.probe.analysis import MAX_PENDING
+from exporter.collectors.probe.families import store_families
+from exporter.collectors.probe.listener import classify
+from exporter.collectors.probe.store import ProbeStore
 from tests.support.probelink import Link
 
 FLOOD = int(os.environ.get("GDX_FLOOD_SCHEMAS", "200000"))  # 1,000,000 in the long mode
@@ -26,7 +27,7 @@ class StoreCollector:
         self.store = store
 
     def collect(self) -> Any:
-        yield from families(self.store.view())
+        yield from store_families(self.store.view())
 
 
 def render(store: ProbeStore) -> str:
@@ -48,7 +49,7 @@ def test_a_flood_of_distinct_schemas_stays_bounded() -> None:
         if n % 5000 == 4999:
             for each in links:
                 each.ship()
-            series = store.view()["series"]
+            series = store.view().series
             peak_series = max(peak_series, len(series))
             last.update((k, a.requests) for k, a in series.items())
     for each in links:
@@ -56,8 +57,8 @@ def test_a_flood_of_distinct_schemas_stays_bounded() -> None:
     _current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     view = store.view()
-    last.update((k, a.requests) for k, a in view["series"].items())
-    schema_hashes = {k[3] for k in view["series"]}
+    last.update((k, a.requests) for k, a in view.series.items())
+    schema_hashes = {k.schema_hash for k in view.series}
     assert len(store.exposed) <= 50 and len(store.lingering) <= 50
     assert len(schema_hashes - {"other"}) <= 100  # 50 active, 50 demoted showing their final values
     assert peak_series <= 4 * 101

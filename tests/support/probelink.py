@@ -3,10 +3,9 @@ message classifier, without a socket: what the store and exposition unit tests d
 
 from __future__ import annotations
 
-from typing import Any
-
-from exporter.collectors.probe import classify
-from exporter.collectors.probe_store import ProbeStore
+from exporter import wire
+from exporter.collectors.probe.listener import classify
+from exporter.collectors.probe.store import EngineState, ProbeStore
 from exporter.probe.recorder import Recorder
 from exporter.probe.shipper import Shipper
 
@@ -27,7 +26,7 @@ class Link:
         self.rec = Recorder(max_schemas=max_schemas)
         self.shipper = Shipper(self.rec, "/nonexistent", {**IDENTITY, "pod": pod})
         self.store = store
-        self.engine: Any = None
+        self.engine: EngineState | None = None
         self.now = 0.0
 
     def ship(self, fresh: bool = False) -> None:
@@ -35,12 +34,13 @@ class Link:
         for line in self.shipper.messages(fresh or self.engine is None):
             result, msg = classify(line)
             assert result == "ok", line[:200]
-            assert msg is not None
-            if msg["kind"] == "hello":
+            if isinstance(msg, wire.Hello):
                 self.engine = self.store.hello(msg, self.now)
-            elif msg["kind"] == "schemas":
+                continue
+            assert self.engine is not None
+            if isinstance(msg, wire.SchemasMessage):
                 self.store.schemas(self.engine, msg, self.now)
-            else:
+            elif isinstance(msg, wire.Snapshot):
                 self.store.snapshot(self.engine, msg, self.now)
 
     def compile(self, spec: str, seconds: float, hit: bool = False) -> None:

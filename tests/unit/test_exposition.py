@@ -27,8 +27,8 @@ from exporter import exposition, logs
 from exporter.collectors.base import SelfCollector
 from exporter.collectors.cpu import CpuCollector
 from exporter.collectors.nvml import NvmlCollector
-from exporter.collectors.probe import families
-from exporter.collectors.probe_store import ProbeStore
+from exporter.collectors.probe.families import store_families
+from exporter.collectors.probe.store import ProbeStore
 from tests.support.probelink import Link
 from tools.harness import fake_pynvml
 
@@ -59,7 +59,7 @@ def daemon_families() -> list[Metric]:
 
     class Probe:
         def collect(self) -> Any:
-            yield from families(store.view())
+            yield from store_families(store.view())
 
     fake_pynvml.reset([fake_pynvml.Gpu(uuid=f"GPU-{i}") for i in range(8)])
     nvml = NvmlCollector(nvml=fake_pynvml)  # type: ignore[arg-type]

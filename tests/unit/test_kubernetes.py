@@ -16,9 +16,9 @@ import pytest
 from aiohttp import web
 
 from exporter.collectors.base import CollectorError
-from exporter.collectors.kubernetes import PodDiscovery, targets_from_pod_list
-from exporter.collectors.vllm import VllmCollector
-from exporter.config import Config, Target
+from exporter.collectors.kubernetes import DiscoverySettings, PodDiscovery, targets_from_pod_list
+from exporter.collectors.vllm import VllmCollector, VllmSettings
+from exporter.config import Target
 
 ANN = "guided-decoding-exporter.io/scrape"
 
@@ -47,7 +47,7 @@ def test_annotation_opt_in_port_and_path() -> None:
             "not a pod",
         ]
     }
-    assert targets_from_pod_list(doc, Config()) == [
+    assert targets_from_pod_list(doc, DiscoverySettings()) == [
         Target("http://10.1.0.5:8000/metrics", "vllm-a"),
         Target("http://10.1.0.6:9000/custom", "vllm-b"),
         Target("http://[fd00::1]:8000/metrics", "v6"),
@@ -56,13 +56,13 @@ def test_annotation_opt_in_port_and_path() -> None:
 
 def test_selector_mode_takes_every_listed_pod() -> None:
     doc = {"items": [pod("a"), pod("b", ip="10.1.0.9")]}
-    targets = targets_from_pod_list(doc, Config(kubernetes_pod_selector="app=vllm"))
+    targets = targets_from_pod_list(doc, DiscoverySettings(pod_selector="app=vllm"))
     assert [t.pod for t in targets] == ["a", "b"]
 
 
 def test_not_a_pod_list() -> None:
     with pytest.raises(CollectorError, match="not a PodList"):
-        targets_from_pod_list({"kind": "Status"}, Config())
+        targets_from_pod_list({"kind": "Status"}, DiscoverySettings())
 
 
 @pytest.fixture
@@ -90,16 +90,14 @@ async def test_lists_pods_of_this_node(
     api.router.add_get("/metrics", metrics)
     server = await aiohttp_server(api)
     pods_answer["items"] = [pod("vllm-0", ip="127.0.0.1", **{ANN: "true"})]
-    config = Config(
-        kubernetes_enabled=True,
-        kubernetes_node_name="gpu-7",
-        kubernetes_pod_selector="app=vllm",
-        kubernetes_api_server=f"http://127.0.0.1:{server.port}",
-        kubernetes_token_file=str(token),
-        kubernetes_default_port=server.port,
-        vllm_timeout=1.0,
+    discovery = DiscoverySettings(
+        node_name="gpu-7",
+        pod_selector="app=vllm",
+        api_server=f"http://127.0.0.1:{server.port}",
+        token_file=str(token),
+        default_port=server.port,
     )
-    source = VllmCollector(config, PodDiscovery(config))
+    source = VllmCollector(VllmSettings(timeout=1.0), PodDiscovery(discovery))
     await source.start()
     try:
         await source.timed_refresh()
@@ -129,15 +127,14 @@ async def test_failed_list_keeps_last_targets(
 
     api.router.add_get("/api/v1/pods", list_pods)
     server = await aiohttp_server(api)
-    config = Config(
-        kubernetes_enabled=True,
-        kubernetes_node_name="n",
-        kubernetes_refresh_interval=0.001,
-        kubernetes_api_server=f"http://127.0.0.1:{server.port}",
-        kubernetes_token_file=str(token),
+    settings = DiscoverySettings(
+        node_name="n",
+        refresh_interval=0.001,
+        api_server=f"http://127.0.0.1:{server.port}",
+        token_file=str(token),
     )
-    discovery = PodDiscovery(config)
-    source = VllmCollector(config, discovery)
+    discovery = PodDiscovery(settings)
+    source = VllmCollector(VllmSettings(), discovery)
     await source.start()
     try:
         assert [t.pod for t in await discovery.refresh(source._session, 1.0)] == ["vllm-0"]  # type: ignore[arg-type]
@@ -147,7 +144,7 @@ async def test_failed_list_keeps_last_targets(
             await discovery.refresh(source._session, 1.0)  # type: ignore[arg-type]
         assert [t.pod for t in discovery.targets] == ["vllm-0"]
         calls = len(seen)
-        discovery.config = dataclasses.replace(discovery.config, kubernetes_refresh_interval=3600.0)
+        discovery.settings = dataclasses.replace(discovery.settings, refresh_interval=3600.0)
         for _ in range(3):  # within the interval: the failure is reported, the API is not asked again
             with pytest.raises(CollectorError, match="HTTP 403"):
                 await discovery.refresh(source._session, 1.0)  # type: ignore[arg-type]
@@ -157,13 +154,10 @@ async def test_failed_list_keeps_last_targets(
 
 
 async def test_missing_token_is_a_clear_error(tmp_path: Path) -> None:
-    config = Config(
-        kubernetes_enabled=True,
-        kubernetes_node_name="n",
-        kubernetes_token_file=str(tmp_path / "none"),
-        kubernetes_api_server="http://127.0.0.1:1",
+    settings = DiscoverySettings(
+        node_name="n", token_file=str(tmp_path / "none"), api_server="http://127.0.0.1:1"
     )
-    source = VllmCollector(config, PodDiscovery(config))
+    source = VllmCollector(VllmSettings(), PodDiscovery(settings))
     await source.start()
     try:
         await source.timed_refresh()
@@ -171,3 +165,11 @@ async def test_missing_token_is_a_clear_error(tmp_path: Path) -> None:
         await source.close()
     assert not source.success
     assert "kubernetes discovery: cannot read the service-account token" in (source.last_error or "")
+
+
+def test_settings_from_the_configuration() -> None:
+    from exporter.config import Config
+    from exporter.server import discovery_settings
+
+    assert discovery_settings(Config()) == DiscoverySettings()
+    assert discovery_settings(Config(kubernetes_node_name="gpu-7")) == DiscoverySettings(node_name="gpu-7")

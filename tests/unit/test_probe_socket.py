@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporter.collectors.probe import MAX_MESSAGE_BYTES, ProbeCollector
-from exporter.config import Config
+from exporter.collectors.probe import ProbeCollector, ProbeSettings
+from exporter.collectors.probe.listener import MAX_MESSAGE_BYTES
 from exporter.probe.shipper import encode
 
 HELLO = {
@@ -44,7 +44,7 @@ async def _send(path: Path, payload: bytes) -> None:
 
 async def _settle(source: ProbeCollector, total: int) -> None:
     for _ in range(200):
-        if sum(source.counts.values()) >= total and source.connections == 0:
+        if sum(source.listener.counts.values()) >= total and source.listener.connections == 0:
             return
         await asyncio.sleep(0.01)
 
@@ -55,7 +55,7 @@ async def test_socket_mode_and_stale_socket(tmp_path: Path) -> None:
     stale = socket.socket(socket.AF_UNIX)
     stale.bind(str(path))
     stale.close()  # a socket file left by a killed daemon
-    source = ProbeCollector(Config(probe_socket=str(path)))
+    source = ProbeCollector(ProbeSettings(socket=str(path)))
     await source.start()
     try:
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o660
@@ -68,7 +68,7 @@ async def test_socket_mode_and_stale_socket(tmp_path: Path) -> None:
 
 async def test_messages_are_classified(tmp_path: Path) -> None:
     path = tmp_path / "probe.sock"
-    source = ProbeCollector(Config(probe_socket=str(path)))
+    source = ProbeCollector(ProbeSettings(socket=str(path)))
     await source.start()
     try:
         good = encode({"kind": "hello", **HELLO})
@@ -90,7 +90,7 @@ async def test_messages_are_classified(tmp_path: Path) -> None:
 async def test_unusable_socket_path_fails_the_collector_not_the_daemon(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
-    source = ProbeCollector(Config(probe_socket=str(blocker / "probe.sock")))
+    source = ProbeCollector(ProbeSettings(socket=str(blocker / "probe.sock")))
     await source.start()
     await source.timed_refresh()
     assert not source.success and "cannot listen on probe socket" in (source.last_error or "")
@@ -100,22 +100,22 @@ async def test_unusable_socket_path_fails_the_collector_not_the_daemon(tmp_path:
 async def test_connections_beyond_the_cap_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import exporter.collectors.probe as probe
+    import exporter.collectors.probe.listener as listener
 
-    monkeypatch.setattr(probe, "MAX_CONNECTIONS", 2)
+    monkeypatch.setattr(listener, "MAX_CONNECTIONS", 2)
     path = tmp_path / "probe.sock"
-    source = ProbeCollector(Config(probe_socket=str(path)))
+    source = ProbeCollector(ProbeSettings(socket=str(path)))
     await source.start()
     try:
         held = [await asyncio.open_unix_connection(str(path)) for _ in range(2)]
         for _ in range(100):
-            if source.connections == 2:
+            if source.listener.connections == 2:
                 break
             await asyncio.sleep(0.01)
         reader, writer = await asyncio.open_unix_connection(str(path))
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the daemon
         writer.close()
-        assert source.refused == {"limit": 1, "credentials": 0} and source.connections == 2
+        assert source.listener.refused == {"limit": 1, "credentials": 0} and source.listener.connections == 2
         for _, w in held:
             w.close()
     finally:
@@ -128,7 +128,7 @@ async def test_peer_credentials_and_socket_group(tmp_path: Path, caplog: pytest.
     path = tmp_path / "probe.sock"
     other = os.getuid() + 12345
     source = ProbeCollector(
-        Config(probe_socket=str(path), probe_allowed_uids=(other,), probe_socket_group=str(os.getgid()))
+        ProbeSettings(socket=str(path), allowed_uids=(other,), socket_group=str(os.getgid()))
     )
     await source.start()
     try:
@@ -136,20 +136,31 @@ async def test_peer_credentials_and_socket_group(tmp_path: Path, caplog: pytest.
         reader, writer = await asyncio.open_unix_connection(str(path))
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the daemon
         writer.close()
-        assert source.refused["credentials"] == 1
-        assert "refused a probe connection from uid" in caplog.text
+        assert source.listener.refused["credentials"] == 1
+        (refusal,) = [r for r in caplog.records if "refused a probe connection from uid" in r.getMessage()]
+        assert refusal.name == "gdx.collector.probe"  # the daemon side; the engine side logs as gdx.probe
     finally:
         await source.close()
-    allowed = ProbeCollector(Config(probe_socket=str(path), probe_allowed_uids=(os.getuid(),)))
+    allowed = ProbeCollector(ProbeSettings(socket=str(path), allowed_uids=(os.getuid(),)))
     await allowed.start()
     try:
         await _send(path, encode({"kind": "hello", **HELLO}))
         await _settle(allowed, 1)
-        assert allowed.counts["ok"] == 1 and allowed.refused["credentials"] == 0
+        assert allowed.listener.counts["ok"] == 1 and allowed.listener.refused["credentials"] == 0
     finally:
         await allowed.close()
-    bad = ProbeCollector(Config(probe_socket=str(path), probe_socket_group="no-such-group-gdx"))
+    bad = ProbeCollector(ProbeSettings(socket=str(path), socket_group="no-such-group-gdx"))
     await bad.start()
     await bad.timed_refresh()
     assert not bad.success and "no group 'no-such-group-gdx'" in (bad.last_error or "")
     await bad.close()
+
+
+def test_settings_from_the_configuration() -> None:
+    """The daemon maps each option to the probe collector's settings; the defaults agree."""
+    from exporter.config import Config
+    from exporter.server import probe_settings
+
+    assert probe_settings(Config()) == ProbeSettings()
+    settings = probe_settings(Config(probe_socket="/x.sock", probe_max_schemas=7, collector_timeout=2.0))
+    assert (settings.socket, settings.max_schemas, settings.timeout) == ("/x.sock", 7, 2.0)

@@ -8,15 +8,16 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from exporter.collectors.probe import classify
-from exporter.collectors.probe_store import OTHER, ProbeStore
+from exporter import wire
+from exporter.collectors.probe.families import analysis_families
+from exporter.collectors.probe.listener import classify
+from exporter.collectors.probe.store import OTHER, ProbeStore
 from tests.support.probelink import Link
 
 
 def series_totals(store: ProbeStore) -> tuple[int, int, int]:
-    view = store.view()
-    accs = view["series"].values()
-    return sum(a.requests for a in accs), sum(a.hits for a in accs), sum(sum(a.buckets) for a in accs)
+    series = store.view().series.values()
+    return sum(a.requests for a in series), sum(a.hits for a in series), sum(sum(a.buckets) for a in series)
 
 
 def engine_totals(link: Link) -> tuple[int, int]:
@@ -31,13 +32,13 @@ def test_top_schemas_by_compile_seconds_and_other_adds_up() -> None:
         link.compile(f'{{"n":{i}}}', 0.001 * (i + 1))
     link.ship(fresh=True)
     view = store.view()
-    exposed = {k[3] for k in view["series"]}
+    exposed = {k.schema_hash for k in view.series}
     assert len(exposed) == 4 and OTHER in exposed  # 3 schemas + other
-    slowest = {m.hash for m in view["info"].values()}
+    slowest = {m.schema_hash for m in view.info.values()}
     assert len(slowest) == 3
     requests, _, observations = series_totals(store)
     assert requests == observations == 10
-    assert view["series"][("vllm-0", "0", "xgrammar", OTHER)].requests == 7
+    assert view.series[("vllm-0", "0", "xgrammar", OTHER)].requests == 7
 
 
 def test_counters_never_go_backwards_while_the_top_set_churns() -> None:
@@ -53,7 +54,7 @@ def test_counters_never_go_backwards_while_the_top_set_churns() -> None:
             n = rng.randrange(60)
             link.compile(f'{{"n":{n}}}', rng.choice((0.00001, 0.002, 0.05)), hit=rng.random() < 0.5)
         link.ship()
-        current = {k: (a.requests, a.hits) for k, a in store.view()["series"].items()}
+        current = {k: (a.requests, a.hits) for k, a in store.view().series.items()}
         for key, (requests, hits) in current.items():
             before = last.get(key, (0, 0))
             assert requests >= before[0] and hits >= before[1], key
@@ -71,17 +72,17 @@ def test_a_schema_demoted_and_back_between_two_scrapes_loses_nothing() -> None:
     link = Link(store)
     link.compile("A", 0.01)
     link.ship(fresh=True)
-    (key,) = store.view()["series"]
-    assert store.view()["series"][key].requests == 1
+    (key,) = store.view().series
+    assert store.view().series[key].requests == 1
     link.compile("B", 1.0)  # B outscores A: A is demoted
     link.ship()
     link.compile("A", 10.0)
     link.compile("A", 10.0)  # A outscores B again: it resumes at 1, not restarts at 0
     link.ship()
-    assert store.view()["series"][key].requests == 3
+    assert store.view().series[key].requests == 3
     assert store.evicted_total == 2
     (b,) = store.lingering  # B, demoted in turn, still shows its final value
-    assert store.view()["series"][(*key[:3], b)].requests == 1
+    assert store.view().series[(*key[:3], b)].requests == 1
 
 
 def hash_of(store: ProbeStore, title: str) -> str:
@@ -101,16 +102,16 @@ def test_a_demoted_schema_shows_its_final_value_until_the_linger_ends() -> None:
     link.compile('{"title":"B"}', 1.0)
     link.ship()  # ...and A is demoted
     a = ("vllm-0", "0", "xgrammar", hash_of(store, "A"))
-    series = store.view()["series"]
+    series = store.view().series
     assert series[a].requests == 2 and a[3] not in store.exposed
     assert series_totals(store)[0] == engine_totals(link)[0] == 3
     link.compile('{"title":"A"}', 0.01)  # while A lingers its increments go to other, frozen at 2
     link.ship()
-    assert store.view()["series"][a].requests == 2
-    assert store.view()["series"][(*a[:3], OTHER)].requests == 1
+    assert store.view().series[a].requests == 2
+    assert store.view().series[(*a[:3], OTHER)].requests == 1
     for _ in range(5):
         link.ship()
-    assert a not in store.view()["series"]  # the linger ended: stale in Prometheus
+    assert a not in store.view().series  # the linger ended: stale in Prometheus
 
 
 def test_daemon_restart_restores_cumulative_values() -> None:
@@ -124,7 +125,7 @@ def test_daemon_restart_restores_cumulative_values() -> None:
     # the daemon dies; a new one starts with nothing and the probe reconnects
     link.store = ProbeStore()
     link.ship(fresh=True)
-    (acc,) = link.store.view()["series"].values()
+    (acc,) = link.store.view().series.values()
     assert (acc.requests, acc.hits) == (11, 10)
 
 
@@ -163,15 +164,15 @@ def test_engine_restart_resets_its_series_and_ttl_drops_silent_engines() -> None
     new.compile("A", 0.01)
     new.ship(fresh=True)
     assert series_totals(store)[:2] == (1, 0)
-    assert len(store.view()["engines"]) == 1
+    assert len(store.view().engines) == 1
     other_pod = Link(store, pod="vllm-1")
     other_pod.now = 100
     other_pod.compile("B", 0.01)
     other_pod.ship(fresh=True)
     store.expire(now=101)
     view = store.view()
-    assert [hello["pod"] for hello, _ in view["engines"]] == ["vllm-1"]
-    assert {k[0] for k in view["series"]} == {"vllm-1"}
+    assert [engine.hello.pod for engine in view.engines] == ["vllm-1"]
+    assert {k.pod for k in view.series} == {"vllm-1"}
 
 
 def test_rows_before_their_metadata_are_counted_once_it_arrives() -> None:
@@ -183,11 +184,11 @@ def test_rows_before_their_metadata_are_counted_once_it_arrives() -> None:
     lines = link.shipper.messages(False)
     schemas_line, snapshot_line = lines
     _, snap = classify(snapshot_line)
-    assert snap is not None
+    assert isinstance(snap, wire.Snapshot) and link.engine is not None
     store.snapshot(link.engine, snap, 5)  # the snapshot overtakes the metadata
     assert series_totals(store)[0] == 1
     _, meta = classify(schemas_line)
-    assert meta is not None
+    assert isinstance(meta, wire.SchemasMessage)
     store.schemas(link.engine, meta, 5)
     link.ship()
     assert series_totals(store)[0] == 1  # B unchanged since: not shipped again...
@@ -197,14 +198,13 @@ def test_rows_before_their_metadata_are_counted_once_it_arrives() -> None:
 
 
 def test_two_serialisations_of_one_schema_are_a_finding() -> None:
-    from exporter.collectors.probe import analysis_families
-
     store = ProbeStore()
     link = Link(store)
     link.compile('{"type":"string","maxLength":5}', 0.01)
     link.compile('{"maxLength":5,"type":"string"}', 0.01)  # the same schema, serialised differently
     link.ship(fresh=True)
     store.analysis.run(deadline=float("inf"))
-    families = {f.name: f for f in analysis_families(store.view())}
+    view = store.view()
+    families = {f.name: f for f in analysis_families(view.analysis, view.serialisations)}
     samples = {(s.labels["rule"], s.value) for s in families["guided_decoding_schema_lint_findings"].samples}
     assert ("unstable_serialization", 2) in samples

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from exporter.collectors.probe import classify
+from exporter import wire
+from exporter.collectors.probe.listener import classify
 from exporter.probe.recorder import Recorder
 from exporter.probe.shipper import encode, schema_messages
 from exporter.wire import Invalid, validate
@@ -38,10 +39,12 @@ def _messages() -> list[dict[str, Any]]:
 
 def test_what_the_probe_sends_validates() -> None:
     hello, schemas, snapshot = (validate(m) for m in _messages())
-    assert hello["pod"] == "vllm-0"
-    assert [s["kind"] for s in schemas["schemas"]] == ["json", "regex"]
-    assert snapshot["backends"]["xgrammar"]["requests"] == 2
-    assert snapshot["backends"]["llguidance"]["errors"] == {"unsupported": 1}
+    assert isinstance(hello, wire.Hello) and hello.pod == "vllm-0"
+    assert isinstance(schemas, wire.SchemasMessage)
+    assert [s.kind for s in schemas.schemas] == ["json", "regex"]
+    assert isinstance(snapshot, wire.Snapshot)
+    assert snapshot.backends["xgrammar"].requests == 2
+    assert snapshot.backends["llguidance"].errors == {"unsupported": 1}
 
 
 @pytest.mark.parametrize(

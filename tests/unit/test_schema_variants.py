@@ -6,7 +6,14 @@ import json
 from typing import Any
 
 from exporter.schema.identity import schema_hash, shape_hash
-from exporter.schema.variants import dynamic_enum, literals, unstable_serialization, varying_paths
+from exporter.schema.variants import (
+    dynamic_enum,
+    dynamic_enum_counts,
+    literals,
+    unstable_serialization,
+    unstable_serialization_counts,
+    varying_paths,
+)
 
 ITEM = "/properties/line_items/items/properties/cost_center_id/enum"
 
@@ -50,3 +57,14 @@ def test_identical_variants_do_not_vary_and_serialisations_are_counted() -> None
     assert varying_paths(same) == []
     assert unstable_serialization(1) == []
     assert [f.rule for f in unstable_serialization(3)] == ["unstable_serialization"]
+
+
+def test_counts_for_the_daemon_come_from_the_same_rules() -> None:
+    """The daemon's schema_lint_findings values: dynamic_enum counts its pointers (none for a single
+    variant, whatever paths are left from earlier ones); unstable_serialization carries the number of
+    serialisations, each of which compiles."""
+    paths = [(ITEM, 3), ("/description", 2), ("/properties/a/const", 1)]
+    assert dynamic_enum_counts(paths, 4) == {("dynamic_enum", "error"): 2}
+    assert dynamic_enum(paths, 1) == [] and dynamic_enum_counts(paths, 1) == {}
+    assert unstable_serialization_counts(1) == {}
+    assert unstable_serialization_counts(3) == {("unstable_serialization", "warning"): 3}

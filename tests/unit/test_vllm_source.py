@@ -17,8 +17,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporter.collectors.vllm import VllmCollector
-from exporter.config import Config, Target
+from exporter.collectors.vllm import VllmCollector, VllmSettings
+from exporter.config import Target
 
 TIMEOUT = 0.5
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -44,8 +44,8 @@ async def good_url(serve: Callable[[Handler], Awaitable[str]], vllm_page: str) -
 
 
 async def _scrape(*targets: Target, **overrides: object) -> tuple[VllmCollector, float]:
-    config = Config(vllm_targets=targets, vllm_timeout=TIMEOUT, **overrides)  # type: ignore[arg-type]
-    source = VllmCollector(config)
+    settings = VllmSettings(targets=targets, timeout=TIMEOUT, **overrides)  # type: ignore[arg-type]
+    source = VllmCollector(settings)
     await source.start()
     started = time.monotonic()
     try:
@@ -76,7 +76,7 @@ async def test_real_page_passes_through_with_pod(good_url: str, vllm_page: str) 
 
 
 async def test_passthrough_switch_off(good_url: str) -> None:
-    source, _ = await _scrape(Target(good_url, "vllm-0"), vllm_passthrough=False)
+    source, _ = await _scrape(Target(good_url, "vllm-0"), passthrough=False)
     assert _up(source) == {"vllm-0": 1.0}
     assert source.passthrough_text(False) == "" and source.passthrough_text(True) == ""
 
@@ -165,7 +165,7 @@ async def test_target_streaming_1gb(serve: Callable[[Handler], Awaitable[str]], 
             sent[0] += len(line)
         return resp
 
-    error = await _hostile(good_url, await serve(huge), vllm_max_body_bytes=16 * 2**20)
+    error = await _hostile(good_url, await serve(huge), max_body_bytes=16 * 2**20)
     assert "larger than 16777216 bytes (vllm.max-body-bytes)" in error
     assert sent[0] < 60 * 2**20  # the daemon hung up long before 1 GiB
 
@@ -176,7 +176,7 @@ async def test_target_with_100000_families(serve: Callable[[Handler], Awaitable[
     async def wide(_: web.Request) -> web.Response:
         return web.Response(body=page, content_type="text/plain")
 
-    error = await _hostile(good_url, await serve(wide), vllm_max_series=10_000)
+    error = await _hostile(good_url, await serve(wide), max_series=10_000)
     assert error == "more than 10000 vllm:* samples (vllm.max-series)"
 
 
@@ -208,7 +208,7 @@ async def test_recovery_is_logged_once(
         return web.Response(text=vllm_page) if healthy[0] else web.Response(status=503)
 
     url = await serve(flaky)
-    source = VllmCollector(Config(vllm_targets=(Target(url, "p"),), vllm_timeout=TIMEOUT))
+    source = VllmCollector(VllmSettings(targets=(Target(url, "p"),), timeout=TIMEOUT))
     await source.start()
     caplog.set_level(logging.INFO)
     try:
@@ -251,3 +251,13 @@ async def test_type_conflict_between_targets_is_counted(serve: Callable[[Handler
     registry.register(source)
     assert registry.get_sample_value("guided_decoding_passthrough_type_conflicts_total") == 1.0
     assert [s.labels["pod"] for f in parse_text(source.passthrough_text(False)) for s in f.samples] == ["a"]
+
+
+def test_settings_from_the_configuration() -> None:
+    from exporter.config import Config
+    from exporter.server import vllm_settings
+
+    assert vllm_settings(Config()) == VllmSettings()
+    assert vllm_settings(Config(vllm_max_series=5, vllm_passthrough=False)) == VllmSettings(
+        max_series=5, passthrough=False
+    )

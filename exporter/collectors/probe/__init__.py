@@ -1,0 +1,101 @@
+"""The probe receiver: engines' probes send cumulative snapshots over a unix socket (`listener`),
+the daemon keeps bounded per-engine and per-schema state (`store`), lints the schema texts off the
+event loop (`analysis`) and exposes the contract's families (`families`). This module only wires
+them together as one collector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.core import Metric
+
+from exporter import wire
+from exporter.collectors.base import Collector, CollectorError
+from exporter.collectors.probe.analysis import DEFAULT_WINDOW, RuleSeverity, SchemaAnalysis
+from exporter.collectors.probe.families import listener_families, store_families
+from exporter.collectors.probe.listener import ProbeListener
+from exporter.collectors.probe.store import DEFAULT_ENGINE_TTL, DEFAULT_MAX_SCHEMAS, ProbeStore
+from exporter.schema.lint import Thresholds
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What the receiver uses of the configuration (`server.probe_settings` maps the options)."""
+
+    socket: str = wire.DEFAULT_SOCKET
+    socket_group: str = ""  # name or gid given to the socket; empty: the daemon's
+    allowed_uids: tuple[int, ...] = ()  # empty: whoever the socket's mode lets in
+    max_schemas: int = DEFAULT_MAX_SCHEMAS
+    engine_ttl: float = DEFAULT_ENGINE_TTL
+    titles: bool = True
+    shape_window: float = DEFAULT_WINDOW
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    timeout: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaReport:
+    """One exposed schema as /schemas shows it: identity, findings, the structure with every literal
+    value redacted (never a schema's values)."""
+
+    schema_hash: str
+    shape_hash: str
+    kind: str
+    backend: str
+    title: str
+    recent_compile_seconds: float
+    findings: Mapping[RuleSeverity, int]
+    structure: str
+
+
+class ProbeCollector(Collector):
+    name = "probe"
+
+    def __init__(self, settings: ProbeSettings) -> None:
+        super().__init__(settings.timeout)
+        self.analysis = SchemaAnalysis(settings.thresholds, settings.shape_window)
+        self.analysis_time = max(0.05, min(2.0, settings.timeout / 2))
+        self.store = ProbeStore(settings.max_schemas, settings.engine_ttl, settings.titles, self.analysis)
+        self.listener = ProbeListener(
+            settings.socket, settings.socket_group, settings.allowed_uids, self.store
+        )
+
+    async def start(self) -> None:
+        await self.listener.start()
+
+    async def close(self) -> None:
+        await self.listener.close()
+
+    async def refresh(self) -> None:
+        self.store.expire(time.monotonic())
+        if self.analysis.pending:  # new schemas: lint them in a worker thread, within a time slice
+            deadline = time.monotonic() + self.analysis_time
+            await asyncio.get_running_loop().run_in_executor(None, self.analysis.run, deadline)
+        if self.listener.listen_error:
+            raise CollectorError(self.listener.listen_error)
+
+    def collect(self) -> Iterable[Metric]:
+        yield from listener_families(self.listener.view())
+        yield from store_families(self.store.view())
+
+    def schemas_view(self) -> tuple[SchemaReport, ...]:
+        """The exposed schemas, by hash (blocking: call it off the event loop)."""
+        view = self.store.view()
+        structures = self.analysis.structures(view.info)
+        return tuple(
+            SchemaReport(
+                schema_hash=schema_hash,
+                shape_hash=info.shape_hash,
+                kind=info.kind,
+                backend=info.backend,
+                title=info.title,
+                recent_compile_seconds=view.recent.get(schema_hash, 0.0),
+                findings=view.analysis.findings.get(schema_hash, {}),
+                structure=structures[schema_hash],
+            )
+            for schema_hash, info in sorted(view.info.items())
+        )

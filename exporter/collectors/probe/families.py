@@ -1,0 +1,286 @@
+"""The probe receiver's metric families, built from typed views: the listener's counters, the
+engines' cumulative totals, the schema-level series and the analysis of the exposed schemas.
+
+Names, help texts, label sets and the order families are yielded in are the metric contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+
+from exporter import wire
+from exporter.collectors.probe.analysis import AnalysisView
+from exporter.collectors.probe.listener import RESULTS, ListenerView
+from exporter.collectors.probe.store import EngineView, StoreView
+from exporter.schema import variants
+
+PREFIX = "guided_decoding_"
+ENGINE_LABELS = ["pod", "engine", "backend"]
+SCHEMA_LABELS = [*ENGINE_LABELS, "schema_hash"]
+
+
+def cumulative_buckets(bounds: tuple[float, ...], counts: Iterable[int]) -> list[tuple[str, float]]:
+    """Cumulative (le, count) pairs from non-cumulative counts, +Inf last."""
+    out: list[tuple[str, float]] = []
+    running = 0
+    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return out
+
+
+def listener_families(view: ListenerView) -> Iterable[Metric]:
+    snapshots = CounterMetricFamily(
+        PREFIX + "probe_snapshots",
+        "Messages received from in-engine probes, by result (ok, malformed, oversize, rejected).",
+        labels=["result"],
+    )
+    for result in RESULTS:
+        snapshots.add_metric([result], view.results[result])
+    yield snapshots
+    yield GaugeMetricFamily(
+        PREFIX + "probe_connections", "Engine probes connected now.", value=view.connections
+    )
+    refused = CounterMetricFamily(
+        PREFIX + "probe_connections_refused",
+        f"Probe connections refused: limit ({view.max_connections} already open), "
+        "credentials (the peer's uid is not allowed).",
+        labels=["reason"],
+    )
+    for reason, n in view.refused.items():
+        refused.add_metric([reason], n)
+    yield refused
+
+
+def store_families(view: StoreView) -> Iterable[Metric]:
+    """The contract's probe families from one consistent view of the store."""
+    yield from engine_families(view.engines)
+    yield from schema_families(view)
+    yield from analysis_families(view.analysis, view.serialisations)
+    yield CounterMetricFamily(
+        PREFIX + "schemas_first_seen", "Distinct schema hashes seen for the first time on this node.",
+        value=view.first_seen_total,
+    )  # fmt: skip
+    yield GaugeMetricFamily(
+        PREFIX + "schemas_tracked",
+        "Distinct schema hashes the engines on this node track now.",
+        value=view.tracked,
+    )
+    yield CounterMetricFamily(
+        PREFIX + "schemas_evicted", "Schema hashes moved out of the exposed top set into other.",
+        value=view.evicted_total,
+    )  # fmt: skip
+
+
+def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
+    """Engine-level totals, as each engine's probe last reported them."""
+    backends, processes = BackendFamilies(), ProcessFamilies()
+    for engine in engines:
+        if engine.snapshot is None:
+            continue
+        for name in sorted(engine.snapshot.backends):
+            backends.add(engine.hello, name, engine.snapshot.backends[name])
+        processes.add(engine.hello, engine.snapshot)
+    yield from backends.families()
+    yield from processes.families()
+
+
+class BackendFamilies:
+    """Per pod, engine and grammar backend: the compile, wait and mask-fill families and the probe's info."""
+
+    def __init__(self) -> None:
+        self.compile_seconds = HistogramMetricFamily(
+            PREFIX + "compile_seconds",
+            "Wall time of each grammar compile call, cache hits included.",
+            labels=ENGINE_LABELS,
+        )
+        self.requests = CounterMetricFamily(
+            PREFIX + "compile_requests", "Grammar compile calls.", labels=ENGINE_LABELS
+        )
+        self.hits = CounterMetricFamily(
+            PREFIX + "compile_cache_hits",
+            "Compile calls served from the grammar cache.",
+            labels=ENGINE_LABELS,
+        )
+        self.errors = CounterMetricFamily(
+            PREFIX + "compile_errors",
+            "Failed compile calls by reason (invalid_schema, unsupported, timeout, internal).",
+            labels=[*ENGINE_LABELS, "reason"],
+        )
+        self.running = GaugeMetricFamily(
+            PREFIX + "compile_in_progress", "Compiles running now.", labels=ENGINE_LABELS
+        )
+        self.oldest = GaugeMetricFamily(
+            PREFIX + "compile_oldest_running_seconds",
+            "Age of the longest-running compile (0: none).",
+            labels=ENGINE_LABELS,
+        )
+        self.wait = HistogramMetricFamily(
+            PREFIX + "grammar_wait_seconds",
+            "A request's grammar from submission to ready, queueing in the compile pool included.",
+            labels=ENGINE_LABELS,
+        )
+        self.mask = HistogramMetricFamily(
+            PREFIX + "mask_seconds",
+            "Time to fill the batch's token bitmask, per engine step.",
+            labels=ENGINE_LABELS,
+        )
+        self.info = InfoMetricFamily(
+            PREFIX + "probe",
+            "The probe in each engine process.",
+            labels=[*ENGINE_LABELS, "engine_kind", "engine_version", "backend_version", "probe_version"],
+        )
+
+    def add(self, hello: wire.Hello, backend: str, totals: wire.BackendTotals) -> None:
+        labels = [hello.pod, hello.engine, backend]
+        histogram(self.compile_seconds, labels, wire.COMPILE_BUCKETS, totals.compile)
+        histogram(self.wait, labels, wire.COMPILE_BUCKETS, totals.wait)
+        histogram(self.mask, labels, wire.MASK_BUCKETS, totals.mask)
+        self.requests.add_metric(labels, totals.requests)
+        self.hits.add_metric(labels, totals.hits)
+        for reason in wire.ERROR_REASONS:
+            self.errors.add_metric([*labels, reason], totals.errors.get(reason, 0))
+        self.running.add_metric(labels, totals.in_progress)
+        self.oldest.add_metric(labels, totals.oldest_seconds)
+        self.info.add_metric(
+            labels,
+            {
+                "engine_kind": hello.engine_kind,
+                "engine_version": hello.engine_version,
+                "backend_version": hello.backends.get(backend, ""),
+                "probe_version": hello.probe_version,
+            },
+        )
+
+    def families(self) -> tuple[Metric, ...]:
+        return (
+            self.compile_seconds, self.requests, self.hits, self.errors, self.running, self.oldest,
+            self.wait, self.mask, self.info,
+        )  # fmt: skip
+
+
+class ProcessFamilies:
+    """Per engine process: its CPU seconds and the probe's own counters."""
+
+    def __init__(self) -> None:
+        self.cpu = CounterMetricFamily(
+            PREFIX + "engine_cpu_seconds",
+            "CPU seconds of the engine process, by mode.",
+            labels=["pod", "engine", "mode"],
+        )
+        self.events = CounterMetricFamily(
+            PREFIX + "probe_events",
+            "The probe's own counters: internal_errors, send_failures, connects, texts_dropped, evicted.",
+            labels=["pod", "engine", "event"],
+        )
+
+    def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
+        self.cpu.add_metric([hello.pod, hello.engine, "user"], snapshot.cpu.user)
+        self.cpu.add_metric([hello.pod, hello.engine, "system"], snapshot.cpu.system)
+        for event in wire.PROBE_COUNTERS:
+            self.events.add_metric([hello.pod, hello.engine, event], snapshot.probe.get(event, 0))
+
+    def families(self) -> tuple[Metric, ...]:
+        return self.cpu, self.events
+
+
+def histogram(
+    family: HistogramMetricFamily, labels: list[str], bounds: tuple[float, ...], values: wire.Histogram
+) -> None:
+    family.add_metric(labels, cumulative_buckets(bounds, values.buckets), values.sum)
+
+
+def schema_families(view: StoreView) -> Iterable[Metric]:
+    """The exposed schemas' series (and `other`), what each hash is, and the daemon's ranking."""
+    compile_seconds = HistogramMetricFamily(
+        PREFIX + "schema_compile_seconds", "Compile call wall time per schema hash.", labels=SCHEMA_LABELS
+    )
+    requests = CounterMetricFamily(
+        PREFIX + "schema_requests", "Compile calls per schema hash.", labels=SCHEMA_LABELS
+    )
+    hits = CounterMetricFamily(
+        PREFIX + "schema_cache_hits",
+        "Compile calls served from the grammar cache, per schema hash.",
+        labels=SCHEMA_LABELS,
+    )
+    for key, totals in sorted(view.series.items()):
+        labels = list(key)
+        compile_seconds.add_metric(
+            labels, cumulative_buckets(wire.SCHEMA_BUCKETS, totals.buckets), totals.sum
+        )
+        requests.add_metric(labels, totals.requests)
+        hits.add_metric(labels, totals.hits)
+    info = InfoMetricFamily(
+        PREFIX + "schema",
+        "One per exposed schema hash: its shape hash, request kind, backend and sanitised title.",
+        labels=["schema_hash", "shape_hash", "kind", "backend", "title"],
+    )
+    for schema_hash, schema in sorted(view.info.items()):
+        info.add_metric(
+            [schema_hash],
+            {
+                "shape_hash": schema.shape_hash,
+                "kind": schema.kind,
+                "backend": schema.backend,
+                "title": schema.title,
+            },
+        )
+    recent = GaugeMetricFamily(
+        PREFIX + "schema_recent_compile_seconds",
+        "Compile seconds of each exposed schema, decayed with a 5-minute half-life: the daemon's ranking."
+        " Unlike rate(), it sees a schema compiled once (a new series' first sample has no predecessor).",
+        labels=["schema_hash"],
+    )
+    for schema_hash, score in sorted(view.recent.items()):
+        recent.add_metric([schema_hash], score)
+    yield from (compile_seconds, requests, hits, info, recent)
+
+
+def analysis_families(analysis: AnalysisView, serialisations: Mapping[str, int]) -> Iterable[Metric]:
+    """Lint findings of the exposed schemas, their shapes' variants and varying paths."""
+    findings = GaugeMetricFamily(
+        PREFIX + "schema_lint_findings",
+        "Places a lint rule fires in a schema (gdx lint FILE shows them with pointers and fixes).",
+        labels=["schema_hash", "rule", "severity"],
+    )
+    for schema_hash, counts in sorted(analysis.findings.items()):
+        exact_strings = serialisations.get(schema_hash, 0)
+        merged = {**counts, **variants.unstable_serialization_counts(exact_strings)}
+        for (rule, severity), value in sorted(merged.items()):
+            findings.add_metric([schema_hash, rule, severity], value)
+    yield findings
+    shape_variants = GaugeMetricFamily(
+        PREFIX + "shape_variants",
+        "Distinct schemas of this shape compiled within the window: many means per-request injection.",
+        labels=["shape_hash"],
+    )
+    paths = GaugeMetricFamily(
+        PREFIX + "shape_varying_path_info",
+        "JSON pointers whose literal values differ between variants of the shape (at most 5).",
+        labels=["shape_hash", "path"],
+    )
+    for shape_hash, shape in sorted(analysis.shapes.items()):
+        shape_variants.add_metric([shape_hash], shape.variants)
+        for path, _ in shape.varying_paths:
+            paths.add_metric([shape_hash, path], 1)
+    yield shape_variants
+    yield paths
+    yield CounterMetricFamily(
+        PREFIX + "schemas_analysed", "Distinct schemas linted by the daemon.", value=analysis.analysed
+    )
+    yield CounterMetricFamily(
+        PREFIX + "schema_analysis_skipped",
+        "Schemas not analysed because the queue of texts was full.",
+        value=analysis.skipped,
+    )
+    yield CounterMetricFamily(
+        PREFIX + "schema_analysis_seconds", "Time the daemon spent analysing schemas.", value=analysis.seconds
+    )

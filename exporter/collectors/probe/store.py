@@ -1,0 +1,419 @@
+"""What the daemon knows from the probes: per engine the latest cumulative totals, per node the
+schema-level series, bounded to the top `max_schemas` schema hashes by recent compile seconds.
+
+Engine-level families are the probe's cumulative values as they are. Schema-level series are the
+daemon's own accumulators fed with increments, so that a schema moving in or out of the top set
+never makes a counter jump or go backwards: while a hash is exposed its increments go to its own
+series, otherwise to `schema_hash="other"` of the same pod, engine and backend. A demoted hash's
+series stays on /metrics, frozen, for `linger` seconds (2 minutes), so that every scraper reads its
+final value: the last value seen of every series ever exposed adds up to the engines' totals. Then
+it is kept aside (as long as its score is remembered) and resumes from that value if the hash comes
+back. At most `max_schemas` hashes are active and `max_schemas` lingering: a demotion waits for room.
+When a daemon starts (or restarts) the first snapshot of each engine is an increment from zero, so
+every counter is back at the engine's cumulative value. Thread-safe: the event loop applies messages,
+the scrape reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+from exporter import wire
+from exporter.collectors.probe.analysis import AnalysisView, SchemaAnalysis
+
+log = logging.getLogger("gdx.collector.probe")
+OTHER = "other"
+DEFAULT_MAX_SCHEMAS = 50
+DEFAULT_ENGINE_TTL = 120.0
+HALF_LIFE = 300.0  # "recent" compile seconds: a score halves every 5 minutes
+HYSTERESIS = 1.5  # a newcomer must beat the weakest exposed schema by this factor
+LINGER = 120.0  # a demoted schema's final values stay exposed this long: longer than scrape intervals
+MAX_SPECS_PER_ENGINE = 20_000
+SEEN_LIMIT = 100_000  # hashes remembered for schemas_first_seen_total (about 10 MB at most)
+
+
+class SeriesKey(NamedTuple):
+    """The labels of one schema-level series."""
+
+    pod: str
+    engine: str
+    backend: str
+    schema_hash: str  # or OTHER
+
+
+class Counts(Protocol):
+    """Compile calls over wire.SCHEMA_BUCKETS: a probe's cumulative row or the daemon's series."""
+
+    @property
+    def requests(self) -> int: ...
+    @property
+    def hits(self) -> int: ...
+    @property
+    def buckets(self) -> tuple[int, ...]: ...
+    @property
+    def sum(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesTotals:
+    """A schema-level series' values (or an increment to them)."""
+
+    requests: int
+    hits: int
+    buckets: tuple[int, ...]  # non-cumulative, over wire.SCHEMA_BUCKETS and +Inf
+    sum: float
+
+
+NO_CALLS = SeriesTotals(0, 0, (0,) * (len(wire.SCHEMA_BUCKETS) + 1), 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaInfo:
+    """What `schema_info` says of a schema hash: never a value from inside the schema."""
+
+    schema_hash: str
+    shape_hash: str
+    kind: str
+    backend: str
+    title: str  # sanitised by the probe; empty when titles are off
+
+
+@dataclass(frozen=True, slots=True)
+class EngineView:
+    hello: wire.Hello
+    snapshot: wire.Snapshot | None  # None until its first snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class StoreView:
+    """One consistent copy of the store for a scrape."""
+
+    engines: tuple[EngineView, ...]
+    series: Mapping[SeriesKey, SeriesTotals]
+    info: Mapping[str, SchemaInfo]  # every hash with a series on /metrics
+    recent: Mapping[str, float]  # the same hashes' decayed compile seconds: the ranking
+    serialisations: Mapping[str, int]  # the same hashes' exact strings (the most in one engine)
+    analysis: AnalysisView
+    tracked: int
+    first_seen_total: int
+    evicted_total: int
+
+
+class SeriesAccumulator:
+    """A schema-level series: monotonic accumulators."""
+
+    __slots__ = ("buckets", "hits", "requests", "sum")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.hits = 0
+        self.buckets = [0] * (len(wire.SCHEMA_BUCKETS) + 1)
+        self.sum = 0.0
+
+    def add(self, increment: Counts) -> None:
+        self.requests += increment.requests
+        self.hits += increment.hits
+        for i, n in enumerate(increment.buckets):
+            self.buckets[i] += n
+        self.sum += increment.sum
+
+    def totals(self) -> SeriesTotals:
+        return SeriesTotals(self.requests, self.hits, tuple(self.buckets), self.sum)
+
+
+@dataclass
+class EngineState:
+    """One engine process as its probe described it; the handle its connection passes back."""
+
+    instance: str
+    hello: wire.Hello
+    last_seen: float
+    connected: bool = True
+    specs: dict[int, SchemaInfo] = field(default_factory=dict)  # the probe's spec id -> its schema
+    last_rows: dict[int, tuple[str, wire.SpecTotals]] = field(default_factory=dict)  # id -> (backend, row)
+    last_other: dict[str, wire.SpecTotals] = field(default_factory=dict)  # backend -> its `other` row
+    snapshot: wire.Snapshot | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.hello.pod, self.hello.engine
+
+
+def delta(new: Counts, old: Counts) -> SeriesTotals | None:
+    """new - old field by field; None when any field went backwards (not the same cumulative row)."""
+    requests, hits = new.requests - old.requests, new.hits - old.hits
+    buckets = tuple([a - b for a, b in zip(new.buckets, old.buckets, strict=True)])
+    if min(requests, hits, *buckets) < 0:
+        return None
+    return SeriesTotals(requests, hits, buckets, max(0.0, new.sum - old.sum))
+
+
+def subtract(row: Counts, part: Counts) -> SeriesTotals:
+    return SeriesTotals(
+        max(0, row.requests - part.requests),
+        max(0, row.hits - part.hits),
+        tuple([max(0, a - b) for a, b in zip(row.buckets, part.buckets, strict=True)]),
+        max(0.0, row.sum - part.sum),
+    )
+
+
+def add(a: Counts, b: Counts) -> SeriesTotals:
+    return SeriesTotals(
+        a.requests + b.requests,
+        a.hits + b.hits,
+        tuple([x + y for x, y in zip(a.buckets, b.buckets, strict=True)]),
+        a.sum + b.sum,
+    )
+
+
+class ProbeStore:
+    def __init__(
+        self,
+        max_schemas: int = DEFAULT_MAX_SCHEMAS,
+        engine_ttl: float = DEFAULT_ENGINE_TTL,
+        titles: bool = True,
+        analysis: SchemaAnalysis | None = None,
+        linger: float = LINGER,
+    ) -> None:
+        self.analysis = analysis or SchemaAnalysis()
+        self.max_schemas = max(1, max_schemas)
+        self.engine_ttl = engine_ttl
+        self.titles = titles
+        self._lock = threading.Lock()
+        self.engines: dict[str, EngineState] = {}
+        self.series: dict[SeriesKey, SeriesAccumulator] = {}
+        self.retired: dict[SeriesKey, SeriesAccumulator] = {}  # demoted series, resumed on return
+        self.exposed: set[str] = set()  # active: increments go to their own series
+        self.linger = linger
+        self.lingering: dict[str, float] = {}  # demoted, still on /metrics (frozen) until this time
+        # Scores decay by the same factor for all, so the weakest exposed hash stays the weakest
+        # until its own score grows or the set changes: cached, instead of a min() per newcomer.
+        self._weakest: str | None = None
+        self.scores: dict[str, tuple[float, float]] = {}
+        self.info: dict[str, SchemaInfo] = {}
+        self.seen: OrderedDict[str, None] = OrderedDict()
+        self.first_seen_total = 0
+        self.evicted_total = 0
+        self.dropped_engines_total = 0
+
+    # ---- messages -------------------------------------------------------------------------------
+
+    def hello(self, msg: wire.Hello, now: float) -> EngineState:
+        with self._lock:
+            engine = self.engines.get(msg.instance)
+            if engine is not None:  # the same process reconnecting: keep its totals, it resends metadata
+                engine.hello, engine.last_seen, engine.connected = msg, now, True
+                engine.specs.clear()
+                return engine
+            for other in list(self.engines.values()):
+                if other.key == (msg.pod, msg.engine):  # the engine restarted: its counters reset
+                    log.info("engine pod=%s engine=%s restarted (new probe instance)", *other.key)
+                    self._drop(other)
+            engine = EngineState(msg.instance, msg, now)
+            self.engines[engine.instance] = engine
+            log.info(
+                "probe connected: pod=%s engine=%s kind=%s pid=%d",
+                msg.pod,
+                msg.engine,
+                msg.engine_kind,
+                msg.pid,
+            )
+            return engine
+
+    def schemas(self, engine: EngineState, msg: wire.SchemasMessage, now: float) -> None:
+        with self._lock:
+            engine.last_seen = now
+            for item in msg.schemas:
+                info = SchemaInfo(
+                    item.hash, item.shape, item.kind, item.backend, item.title if self.titles else ""
+                )
+                engine.specs[item.id] = info
+                if len(engine.specs) > MAX_SPECS_PER_ENGINE:  # a probe tracks at most a few hundred
+                    del engine.specs[next(iter(engine.specs))]
+                if info.schema_hash not in self.seen:
+                    self.first_seen_total += 1
+                    self.seen[info.schema_hash] = None
+                    if len(self.seen) > SEEN_LIMIT:
+                        self.seen.popitem(last=False)
+                else:
+                    self.seen.move_to_end(info.schema_hash)
+                self.info.setdefault(info.schema_hash, info)
+                # analysed once, off the loop; the store keeps no schema text
+                self.analysis.submit(info.schema_hash, info.shape_hash, info.kind, item.text)
+
+    def snapshot(self, engine: EngineState, msg: wire.Snapshot, now: float) -> None:
+        with self._lock:
+            self._end_lingering(now)
+            engine.last_seen = now
+            engine.snapshot = msg
+            pod, eng = engine.key
+            increments = self._spec_increments(engine, msg)
+            for schema_hash, backend, increment in sorted(increments, key=lambda item: -item[2].sum):
+                self._attribute(SeriesKey(pod, eng, backend, schema_hash), increment, now)
+
+    def _spec_increments(
+        self, engine: EngineState, msg: wire.Snapshot
+    ) -> list[tuple[str, str, SeriesTotals]]:
+        """(schema hash or OTHER, backend, increment) of every row that grew since the last snapshot.
+        A row the probe evicted moves into its `other`: its last value is taken off `other`'s growth,
+        so that nothing is counted twice."""
+        if msg.full:
+            listed = {row.id for row in msg.schemas}
+            vanished = [i for i in engine.last_rows if i not in listed]
+        else:
+            vanished = [i for i in msg.evicted if i in engine.last_rows]
+        increments: list[tuple[str, str, SeriesTotals]] = []
+        for row in msg.schemas:
+            info = engine.specs.get(row.id)
+            if info is None:
+                continue  # metadata not here yet: counted once it is (from zero), or via `other`
+            last = engine.last_rows.get(row.id)
+            increment = delta(row, last[1] if last is not None else NO_CALLS)
+            if increment is None:
+                continue
+            engine.last_rows[row.id] = (info.backend, row)
+            increments.append((info.schema_hash, info.backend, increment))
+        folded: dict[str, SeriesTotals] = {}
+        for i in vanished:
+            backend, last_row = engine.last_rows.pop(i)
+            folded[backend] = add(folded.get(backend, NO_CALLS), last_row)
+        for i in msg.evicted:
+            engine.specs.pop(i, None)
+        for backend, other in msg.other.items():
+            increment = delta(other, engine.last_other.get(backend, NO_CALLS))
+            engine.last_other[backend] = other
+            if increment is not None:
+                increment = subtract(increment, folded.get(backend, NO_CALLS))
+                if increment.requests or increment.sum:
+                    increments.append((OTHER, backend, increment))
+        return increments
+
+    def disconnected(self, engine: EngineState) -> None:
+        with self._lock:
+            engine.connected = False
+
+    # ---- exposure -------------------------------------------------------------------------------
+
+    def _score(self, schema_hash: str, now: float) -> float:
+        score, at = self.scores.get(schema_hash, (0.0, now))
+        return score * math.pow(0.5, max(0.0, now - at) / HALF_LIFE)
+
+    def _attribute(self, key: SeriesKey, increment: SeriesTotals, now: float) -> None:
+        schema_hash = key.schema_hash
+        if schema_hash != OTHER:
+            info = self.info.get(schema_hash)
+            if info is not None:
+                self.analysis.seen(schema_hash, info.shape_hash, now)
+            self.scores[schema_hash] = (self._score(schema_hash, now) + increment.sum, now)
+            if schema_hash == self._weakest:
+                self._weakest = None
+            if schema_hash not in self.exposed and not self._promote(schema_hash, now):
+                key = key._replace(schema_hash=OTHER)
+        series = self.series.get(key)
+        if series is None:
+            series = self.series[key] = self.retired.pop(key) if key in self.retired else SeriesAccumulator()
+        series.add(increment)
+        if len(self.scores) > 20 * self.max_schemas:
+            self._prune_scores(now)
+
+    def _promote(self, schema_hash: str, now: float) -> bool:
+        if len(self.exposed) < self.max_schemas:
+            self.exposed.add(schema_hash)
+            self.lingering.pop(schema_hash, None)
+            self._weakest = None
+            return True
+        if len(self.lingering) - (schema_hash in self.lingering) >= self.max_schemas:
+            return False  # demotions are paced: no room to keep another final value on show
+        weakest = self._weakest
+        if weakest is None or weakest not in self.exposed:
+            weakest = self._weakest = min(self.exposed, key=lambda h: self._score(h, now))
+        if self._score(schema_hash, now) <= HYSTERESIS * self._score(weakest, now):
+            return False
+        self.exposed.discard(weakest)
+        self.lingering[weakest] = now + self.linger  # frozen; its increments go to `other` now
+        self.evicted_total += 1
+        self.exposed.add(schema_hash)
+        self.lingering.pop(schema_hash, None)  # back before its linger ended: the series goes on
+        self._weakest = None
+        return True
+
+    def _end_lingering(self, now: float) -> None:
+        """Demoted hashes whose final values have been on show long enough leave /metrics (Prometheus
+        marks them stale); their accumulators are kept aside to resume from if they come back."""
+        done = {h for h, until in self.lingering.items() if until <= now}
+        if not done:
+            return
+        for h in done:
+            del self.lingering[h]
+        for key in [k for k in self.series if k.schema_hash in done]:
+            self.retired[key] = self.series.pop(key)
+
+    def _prune_scores(self, now: float) -> None:
+        keep = sorted(self.scores, key=lambda h: self._score(h, now), reverse=True)[: 10 * self.max_schemas]
+        keep_set = set(keep) | self.exposed | set(self.lingering)
+        self.scores = {h: s for h, s in self.scores.items() if h in keep_set}
+        self.retired = {k: a for k, a in self.retired.items() if k.schema_hash in keep_set}
+        live = {m.schema_hash for e in self.engines.values() for m in e.specs.values()}
+        self.info = {h: m for h, m in self.info.items() if h in keep_set or h in live}
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def expire(self, now: float) -> None:
+        """Drops engines whose probe has been silent for longer than the TTL, and ends lingering."""
+        with self._lock:
+            self._end_lingering(now)
+            for engine in list(self.engines.values()):
+                if now - engine.last_seen > self.engine_ttl:
+                    log.info(
+                        "probe of pod=%s engine=%s silent for %.0fs: dropped",
+                        *engine.key,
+                        now - engine.last_seen,
+                    )
+                    self._drop(engine)
+
+    def _drop(self, engine: EngineState) -> None:
+        self.engines.pop(engine.instance, None)
+        self.dropped_engines_total += 1
+        pod, eng = engine.key
+        if not any(e.key == (pod, eng) for e in self.engines.values()):
+            for key in [k for k in self.series if (k.pod, k.engine) == (pod, eng)]:
+                del self.series[key]
+            for key in [k for k in self.retired if (k.pod, k.engine) == (pod, eng)]:
+                del self.retired[key]
+
+    def view(self) -> StoreView:
+        """A consistent copy for one scrape."""
+        with self._lock:
+            live_hashes = {m.schema_hash for e in self.engines.values() for m in e.specs.values()}
+            exposed = self.exposed | set(self.lingering)  # every hash with a series on /metrics
+            now = time.monotonic()
+            return StoreView(
+                engines=tuple(EngineView(e.hello, e.snapshot) for e in self.engines.values()),
+                series={k: a.totals() for k, a in self.series.items()},
+                info={h: self.info[h] for h in exposed if h in self.info},
+                recent={h: self._score(h, now) for h in exposed},
+                serialisations=self._serialisations(exposed),
+                analysis=self.analysis.view(now, exposed),
+                tracked=len(live_hashes),
+                first_seen_total=self.first_seen_total,
+                evicted_total=self.evicted_total,
+            )
+
+    def _serialisations(self, schema_hashes: set[str]) -> dict[str, int]:
+        """Per hash, the most specs of it one engine tracks: each is another exact string that compiles."""
+        most: dict[str, int] = {}
+        for engine in self.engines.values():
+            per_engine: dict[str, int] = {}
+            for info in engine.specs.values():
+                if info.schema_hash in schema_hashes:
+                    per_engine[info.schema_hash] = per_engine.get(info.schema_hash, 0) + 1
+            for h, n in per_engine.items():
+                most[h] = max(most.get(h, 0), n)
+        return most
