@@ -14,6 +14,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -21,16 +22,16 @@ log = logging.getLogger("gdx.probe")
 Hook = Callable[[ModuleType], None]
 
 
-class _Patch:
-    __slots__ = ("name", "original", "owner")
+@dataclass(frozen=True, slots=True)
+class AppliedPatch:
+    """What `unwrap_all` puts back: `owner.name = original`."""
 
-    def __init__(self, owner: Any, name: str, original: Any) -> None:
-        self.owner = owner
-        self.name = name
-        self.original = original
+    owner: Any
+    name: str
+    original: Any
 
 
-_applied: list[_Patch] = []
+_applied: list[AppliedPatch] = []
 _hooks: dict[str, list[Hook]] = {}
 _lock = threading.RLock()
 
@@ -51,17 +52,24 @@ def wrap(owner: Any, name: str, make: Callable[[Any], Any], where: str) -> bool:
         except AttributeError:
             pass
         setattr(owner, name, wrapper)
-        _applied.append(_Patch(owner, name, original))
+        _applied.append(AppliedPatch(owner, name, original))
         return True
 
 
 def unwrap_all() -> None:
-    """Restores every wrapped attribute (tests, and `uninstall()`)."""
+    """Restores every wrapped attribute and forgets pending hooks (tests, and `uninstall()`)."""
     with _lock:
         while _applied:
             patch = _applied.pop()
             setattr(patch.owner, patch.name, patch.original)
         _hooks.clear()
+
+
+def remove_import_hooks() -> None:
+    """Takes the probe's finder off `sys.meta_path` (`uninstall()`)."""
+    with _lock:
+        for finder in [f for f in sys.meta_path if isinstance(f, _Finder)]:
+            sys.meta_path.remove(finder)
 
 
 def when_imported(module: str, hook: Hook) -> None:

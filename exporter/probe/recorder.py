@@ -3,8 +3,10 @@
 An engine thread only appends its observation to a queue (atomic under the GIL, no lock, no hashing)
 and marks in-flight compiles; the shipper thread drains the queue about once a second into the
 aggregates, keyed by the exact spec string the engine passed (the key the engine's own cache uses).
-At most `max_schemas` specs are tracked; the least recently used are folded into a per-backend
-`other` row so that totals always add up. Everything is cumulative since the process started.
+At most `max_schemas` specs are tracked (`GDX_PROBE_TRACKED_SPECS`); the least recently used are
+folded into a per-backend `other` count so that totals always add up. A spec's identity (its hashes
+and title) is computed once, when the shipper first takes its metadata. Everything is cumulative
+since the process started.
 """
 
 from __future__ import annotations
@@ -17,14 +19,16 @@ import time
 from bisect import bisect_left
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from exporter.probe.identity import SpecIdentity, identify
 from exporter.wire import COMPILE_BUCKETS, MASK_BUCKETS, MAX_TEXT_CHARS, SCHEMA_BUCKETS
 
 _perf = time.perf_counter
-DEFAULT_MAX_SCHEMAS = 500
+DEFAULT_TRACKED_SPECS = 500
 MAX_PENDING = 200_000  # observations queued between drains (about 1 s); beyond, dropped and counted
-WAIT, MASK = 0, 1
+WAIT, MASK = 0, 1  # which histogram a queued timing goes to
 # A hit returns in microseconds; the cheapest miss measured over the Llama 3 vocabulary took 0.36 ms
 # (regex "[0-9]"), a typical one 1-100 ms. Faster than this is a hit; slower calls ask the second
 # signal (did the compiler's cache size change?) where the backend has one.
@@ -56,59 +60,47 @@ class Histogram:
             self.counts[i] += n
         self.total += other.total
 
-    def doc(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, Any]:
         return {"buckets": list(self.counts), "sum": self.total}
 
 
-class Row:
-    """Per-schema (or folded `other`) counters."""
+class SpecCounts:
+    """Compile counters of one tracked spec, or of a backend's `other` (the specs folded away)."""
 
-    __slots__ = ("errors", "hist", "hits", "requests")
+    __slots__ = ("errors", "histogram", "hits", "requests")
 
     def __init__(self) -> None:
         self.requests = 0
         self.hits = 0
         self.errors: dict[str, int] = {}
-        self.hist = Histogram(SCHEMA_BUCKETS)
+        self.histogram = Histogram(SCHEMA_BUCKETS)
 
-    def merge(self, other: Row) -> None:
+    def merge(self, other: SpecCounts) -> None:
         self.requests += other.requests
         self.hits += other.hits
         for reason, n in other.errors.items():
             self.errors[reason] = self.errors.get(reason, 0) + n
-        self.hist.merge(other.hist)
+        self.histogram.merge(other.histogram)
 
-    def doc(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, Any]:
         return {
             "requests": self.requests,
             "hits": self.hits,
             "errors": dict(self.errors),
-            "buckets": list(self.hist.counts),
-            "sum": self.hist.total,
+            "buckets": list(self.histogram.counts),
+            "sum": self.histogram.total,
         }
 
 
-class Entry(Row):
-    """One tracked spec. `text` is kept up to MAX_TEXT_CHARS; longer ones keep it only until the
-    shipper has hashed them."""
+class TrackedSpec(SpecCounts):
+    """One spec the engine compiled, under the id the daemon knows it by. `text` is the exact spec;
+    one over MAX_TEXT_CHARS is kept only until its identity is computed, then dropped."""
 
-    __slots__ = (
-        "backend",
-        "evicted",
-        "hash",
-        "id",
-        "key",
-        "kind",
-        "length",
-        "shape",
-        "text",
-        "title",
-        "truncated",
-    )
+    __slots__ = ("backend", "evicted", "id", "identity", "key", "kind", "length", "text", "truncated")
 
-    def __init__(self, ident: int, kind: str, backend: str, text: str, key: str = "") -> None:
+    def __init__(self, spec_id: int, kind: str, backend: str, text: str, key: str = "") -> None:
         super().__init__()
-        self.id = ident
+        self.id = spec_id
         self.key = key
         self.evicted = False
         self.kind = kind
@@ -116,12 +108,25 @@ class Entry(Row):
         self.text: str | None = text
         self.length = len(text)
         self.truncated = self.length > MAX_TEXT_CHARS
-        self.hash = ""
-        self.shape = ""
-        self.title = ""
+        self.identity: SpecIdentity | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpecMetadata:
+    """What the shipper sends about a tracked spec once per connection (the `schemas` message)."""
+
+    id: int
+    kind: str
+    backend: str
+    identity: SpecIdentity
+    text: str | None  # None when over MAX_TEXT_CHARS
+    length: int
+    truncated: bool
 
 
 class BackendStats:
+    """Engine-level totals of one backend: compile counts and the compile, wait and mask histograms."""
+
     __slots__ = ("compile", "errors", "hits", "mask", "requests", "wait")
 
     def __init__(self) -> None:
@@ -131,6 +136,24 @@ class BackendStats:
         self.compile = Histogram(COMPILE_BUCKETS)
         self.wait = Histogram(COMPILE_BUCKETS)
         self.mask = Histogram(MASK_BUCKETS)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The snapshot's form; the in-flight fields are filled in by the caller."""
+        return {
+            "requests": self.requests,
+            "hits": self.hits,
+            "errors": dict(self.errors),
+            "compile": self.compile.to_wire(),
+            "wait": self.wait.to_wire(),
+            "mask": self.mask.to_wire(),
+            "in_progress": 0,
+            "oldest_seconds": 0.0,
+        }
+
+
+# One finished compile call as queued by an engine thread: the spec already tracked (else None),
+# backend, kind, the spec string (when not tracked yet), seconds, hit, error reason.
+Observation = tuple[TrackedSpec | None, str, str, str | None, float, bool, str | None]
 
 
 def spec_key(kind: str, backend: str, spec: str) -> str:
@@ -154,22 +177,22 @@ class Recorder:
     """Thread-safe cumulative state of one engine process."""
 
     def __init__(
-        self, max_schemas: int = DEFAULT_MAX_SCHEMAS, hit_max_seconds: float = DEFAULT_HIT_MAX_SECONDS
+        self, max_schemas: int = DEFAULT_TRACKED_SPECS, hit_max_seconds: float = DEFAULT_HIT_MAX_SECONDS
     ) -> None:
         self.max_schemas = max(1, max_schemas)
         self.hit_max_seconds = hit_max_seconds
         self._lock = threading.Lock()
-        self._entries: OrderedDict[str, Entry] = OrderedDict()
-        self._ids = itertools.count(1)
+        self._specs: OrderedDict[str, TrackedSpec] = OrderedDict()
+        self._spec_ids = itertools.count(1)
         self.tokens = itertools.count(1)
         self.inflight: dict[int, tuple[float, str]] = {}
         self._backends: dict[str, BackendStats] = {}
-        self._other: dict[str, Row] = {}
-        self._dirty: set[Entry] = set()
-        self._unsent: list[Entry] = []  # entries whose metadata has not been shipped yet
+        self._other: dict[str, SpecCounts] = {}
+        self._changed: set[TrackedSpec] = set()
+        self._unsent: list[TrackedSpec] = []  # specs whose metadata has not been shipped yet
         self._evicted: list[int] = []
         self.counters = {"internal_errors": 0, "evicted": 0, "texts_dropped": 0, "dropped": 0}
-        self.pending: deque[tuple[Entry | None, str, str, str | None, float, bool, str | None]] = deque()
+        self.pending: deque[Observation] = deque()
         self.timings: deque[tuple[int, Any, float]] = deque()
         self.backend_name: Callable[[Any], str] = lambda obj: type(obj).__name__
 
@@ -192,15 +215,15 @@ class Recorder:
         error: str | None = None,
     ) -> None:
         """Records one finished compile call: a few atomic operations, no lock, never raises.
-        A spec already tracked is passed on as its entry, so the string is not kept alive."""
+        A spec already tracked is passed on as its TrackedSpec, so the string is not kept alive."""
         self.inflight.pop(token, None)
         pending = self.pending
         if len(pending) >= MAX_PENDING:  # the shipper thread is stuck: drop rather than block or grow
             self.counters["dropped"] += 1
             return
-        entry = self._entries.get(spec) if kind == "json" and backend == "xgrammar" else None
-        if entry is not None:
-            pending.append((entry, backend, kind, None, elapsed, hit, error))
+        tracked = self._specs.get(spec) if kind == "json" and backend == "xgrammar" else None
+        if tracked is not None:
+            pending.append((tracked, backend, kind, None, elapsed, hit, error))
         else:
             pending.append((None, backend, kind, spec, elapsed, hit, error))
 
@@ -212,6 +235,8 @@ class Recorder:
         """`backend` may be an object that `backend_name` resolves later, off the engine's step."""
         if len(self.timings) < MAX_PENDING:
             self.timings.append((MASK, backend, seconds))
+
+    # ---- shipper thread: folding in -------------------------------------------------------------
 
     def drain(self) -> None:
         """Folds queued observations into the aggregates (shipper thread, snapshot, tests)."""
@@ -227,8 +252,8 @@ class Recorder:
                     which, backend, seconds = timings.popleft()
                     if not isinstance(backend, str):
                         backend = self.backend_name(backend)
-                    hist = self._stats(backend).wait if which == WAIT else self._stats(backend).mask
-                    hist.observe(_seconds(seconds))
+                    stats = self._stats(backend)
+                    (stats.wait if which == WAIT else stats.mask).observe(_seconds(seconds))
                 except Exception:
                     self.counters["internal_errors"] += 1
 
@@ -238,9 +263,15 @@ class Recorder:
             stats = self._backends[backend] = BackendStats()
         return stats
 
+    def _other_of(self, backend: str) -> SpecCounts:
+        other = self._other.get(backend)
+        if other is None:
+            other = self._other[backend] = SpecCounts()
+        return other
+
     def _apply(
         self,
-        entry: Entry | None,
+        tracked: TrackedSpec | None,
         backend: str,
         kind: str,
         spec: str | None,
@@ -249,45 +280,42 @@ class Recorder:
         error: str | None,
     ) -> None:
         elapsed = _seconds(elapsed)  # before any counter moves: a bad value changes nothing
-        if entry is None:
+        counts: SpecCounts
+        if tracked is None:
             key = spec_key(kind, backend, spec or "")
-            entry = self._entries.get(key)
-            if entry is None:
-                entry = self._track(key, kind, backend, spec or "")
+            tracked = self._specs.get(key)
+            if tracked is None:
+                tracked = self._track(key, kind, backend, spec or "")
             else:
-                self._entries.move_to_end(key)
-        elif entry.evicted:  # folded into `other` after the engine thread looked it up
-            other = self._other.get(entry.backend)
-            if other is None:
-                other = self._other[entry.backend] = Row()
-            entry = other  # type: ignore[assignment]
+                self._specs.move_to_end(key)
+            counts = tracked
+        elif tracked.evicted:  # folded into `other` after the engine thread looked it up
+            counts = self._other_of(tracked.backend)
         else:
-            self._entries.move_to_end(entry.key)
+            self._specs.move_to_end(tracked.key)
+            counts = tracked
         stats = self._stats(backend)
-        entry.requests += 1
+        counts.requests += 1
         stats.requests += 1
         if hit:
-            entry.hits += 1
+            counts.hits += 1
             stats.hits += 1
         if error is not None:
-            entry.errors[error] = entry.errors.get(error, 0) + 1
+            counts.errors[error] = counts.errors.get(error, 0) + 1
             stats.errors[error] = stats.errors.get(error, 0) + 1
-        entry.hist.observe(elapsed)
+        counts.histogram.observe(elapsed)
         stats.compile.observe(elapsed)
-        if isinstance(entry, Entry):
-            self._dirty.add(entry)
+        if isinstance(counts, TrackedSpec):
+            self._changed.add(counts)
 
-    def _track(self, key: str, kind: str, backend: str, spec: str) -> Entry:
-        entry = Entry(next(self._ids), kind, backend, spec, key)
-        self._entries[key] = entry
-        self._unsent.append(entry)
-        while len(self._entries) > self.max_schemas:
-            _, old = self._entries.popitem(last=False)
-            other = self._other.get(old.backend)
-            if other is None:
-                other = self._other[old.backend] = Row()
-            other.merge(old)
-            self._dirty.discard(old)
+    def _track(self, key: str, kind: str, backend: str, spec: str) -> TrackedSpec:
+        tracked = TrackedSpec(next(self._spec_ids), kind, backend, spec, key)
+        self._specs[key] = tracked
+        self._unsent.append(tracked)
+        while len(self._specs) > self.max_schemas:
+            _, old = self._specs.popitem(last=False)
+            self._other_of(old.backend).merge(old)
+            self._changed.discard(old)
             old.evicted = True
             self._evicted.append(old.id)
             self.counters["evicted"] += 1
@@ -295,62 +323,54 @@ class Recorder:
             # Nobody is shipping (no daemon): the list is only useful to a live connection.
             del self._evicted[: -self.max_schemas]
         if len(self._unsent) > 2 * self.max_schemas:
-            # No daemon is taking them; every tracked entry is re-sent on the next connection anyway.
+            # No daemon is taking them; every tracked spec is re-sent on the next connection anyway.
             del self._unsent[: -self.max_schemas]
-        return entry
+        return tracked
 
-    # ---- shipper side ---------------------------------------------------------------------------
+    # ---- shipper thread: what to send -----------------------------------------------------------
 
-    def take_unsent(self, everything: bool) -> list[Entry]:
-        """Entries whose metadata must be shipped: all tracked ones on a new connection."""
+    def take_unsent(self, everything: bool) -> list[SpecMetadata]:
+        """Metadata of the specs not shipped yet; of every tracked one on a new connection."""
         self.drain()
         with self._lock:
             if everything:
                 self._unsent.clear()
-                return list(self._entries.values())
-            out = self._unsent
-            self._unsent = []
-            return out
+                specs = list(self._specs.values())
+            else:
+                specs, self._unsent = self._unsent, []
+            return [self._metadata(spec) for spec in specs]
+
+    def _metadata(self, spec: TrackedSpec) -> SpecMetadata:
+        """Computes a spec's identity on its first shipping, once (a text over the limit, kept only
+        for this, is dropped then)."""
+        identity = spec.identity
+        if identity is None:
+            identity = spec.identity = identify(spec.kind, spec.text or "")
+            if spec.truncated:
+                spec.text = None
+                self.counters["texts_dropped"] += 1
+        text = None if spec.truncated else spec.text
+        return SpecMetadata(spec.id, spec.kind, spec.backend, identity, text, spec.length, spec.truncated)
 
     def snapshot(self, full: bool) -> dict[str, Any]:
-        """Cumulative totals: every tracked row when `full`, else the rows changed since the last call."""
+        """Cumulative totals: every tracked spec when `full`, else the specs changed since the last call."""
         self.drain()
         now = _perf()
         with self._lock:
-            rows = list(self._entries.values()) if full else list(self._dirty)
-            self._dirty.clear()
+            specs = list(self._specs.values()) if full else list(self._changed)
+            self._changed.clear()
             evicted = [] if full else list(self._evicted)
             self._evicted.clear()
-            schemas = [{"id": e.id, **e.doc()} for e in rows]
-            other = {name: row.doc() for name, row in self._other.items()}
+            schemas = [{"id": spec.id, **spec.to_wire()} for spec in specs]
+            other = {name: counts.to_wire() for name, counts in self._other.items()}
+            backends = {name: stats.to_wire() for name, stats in self._backends.items()}
             inflight = list(self.inflight.values())
-            backends: dict[str, Any] = {}
-            for name, s in self._backends.items():
-                backends[name] = {
-                    "requests": s.requests,
-                    "hits": s.hits,
-                    "errors": dict(s.errors),
-                    "compile": s.compile.doc(),
-                    "wait": s.wait.doc(),
-                    "mask": s.mask.doc(),
-                    "in_progress": 0,
-                    "oldest_seconds": 0.0,
-                }
         for started, name in inflight:
-            b = backends.get(name)
-            if b is None:
-                b = backends[name] = {
-                    "requests": 0,
-                    "hits": 0,
-                    "errors": {},
-                    "compile": Histogram(COMPILE_BUCKETS).doc(),
-                    "wait": Histogram(COMPILE_BUCKETS).doc(),
-                    "mask": Histogram(MASK_BUCKETS).doc(),
-                    "in_progress": 0,
-                    "oldest_seconds": 0.0,
-                }
-            b["in_progress"] += 1
-            b["oldest_seconds"] = max(b["oldest_seconds"], now - started)
+            backend = backends.get(name)
+            if backend is None:
+                backend = backends[name] = BackendStats().to_wire()
+            backend["in_progress"] += 1
+            backend["oldest_seconds"] = max(backend["oldest_seconds"], now - started)
         cpu = os.times()
         return {
             "full": full,
@@ -380,4 +400,4 @@ class Recorder:
 
     def tracked(self) -> int:
         self.drain()
-        return len(self._entries)
+        return len(self._specs)

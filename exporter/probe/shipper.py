@@ -1,9 +1,10 @@
 """The probe's background thread: ships cumulative snapshots to the node daemon over a unix socket.
 
 Every `interval` seconds it connects if needed (backing off up to 30 s while the daemon is absent),
-sends `hello` and the metadata of every tracked schema on a new connection, then a snapshot. All
+sends `hello` and the metadata of every tracked spec on a new connection, then a snapshot. All
 socket work happens here with a send timeout, never on the engine's threads; every failure is
-counted and retried, none is raised. Hashing of new schemas happens here too.
+counted and retried, none is raised. The recorder hands over each spec's metadata with its identity
+(computed on this thread, once per spec); the shipper only encodes what it is given.
 """
 
 from __future__ import annotations
@@ -16,37 +17,20 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from exporter.probe.recorder import Entry, Recorder
-from exporter.schema.identity import digest, parse_spec, schema_hash, shape_hash, title_of
-from exporter.wire import MAX_TEXT_CHARS, VERSION
+from exporter.probe.recorder import Recorder, SpecMetadata
+from exporter.wire import VERSION
 
 log = logging.getLogger("gdx.probe")
 SEND_TIMEOUT = 2.0
 MAX_BACKOFF = 30.0
 CHUNK_BYTES = 1 << 20
-JSON_KINDS = ("json", "json_object")
-
-
-def describe(entry: Entry) -> bool:
-    """Computes an entry's hashes and title once, off the hot path; drops text over the limit
-    (returns True when it did)."""
-    if entry.hash:
-        return False
-    text = entry.text or ""
-    parsed = parse_spec(text) if entry.kind in JSON_KINDS else None
-    entry.hash = schema_hash(text, parsed) if parsed is not None else digest(text)
-    entry.shape = shape_hash(text, parsed) if parsed is not None else entry.hash
-    entry.title = title_of(parsed)
-    if entry.truncated:
-        entry.text = None
-        return True
-    return False
 
 
 def encode(doc: dict[str, Any]) -> bytes:
+    """One protocol line: the message with the protocol version, compact JSON, newline-terminated."""
     return (
         json.dumps({"v": VERSION, **doc}, separators=(",", ":"), ensure_ascii=False).encode(
             "utf-8", "replace"
@@ -55,26 +39,25 @@ def encode(doc: dict[str, Any]) -> bytes:
     )
 
 
-def schema_messages(entries: list[Entry], counters: dict[str, int] | None = None) -> Iterator[bytes]:
+def schema_messages(specs: Iterable[SpecMetadata]) -> Iterator[bytes]:
     """`schemas` messages of at most about CHUNK_BYTES each (a single large text may exceed it)."""
     batch: list[dict[str, Any]] = []
     size = 0
-    for e in entries:
-        if describe(e) and counters is not None:
-            counters["texts_dropped"] += 1
-        item = {
-            "id": e.id,
-            "hash": e.hash,
-            "shape": e.shape,
-            "kind": e.kind,
-            "backend": e.backend,
-            "title": e.title,
-            "text": e.text if e.text is not None and len(e.text) <= MAX_TEXT_CHARS else None,
-            "bytes": e.length,
-            "truncated": e.truncated,
-        }
-        batch.append(item)
-        size += 200 + (e.length if item["text"] is not None else 0)
+    for spec in specs:
+        batch.append(
+            {
+                "id": spec.id,
+                "hash": spec.identity.schema_hash,
+                "shape": spec.identity.shape_hash,
+                "kind": spec.kind,
+                "backend": spec.backend,
+                "title": spec.identity.title,
+                "text": spec.text,
+                "bytes": spec.length,
+                "truncated": spec.truncated,
+            }
+        )
+        size += 200 + (spec.length if spec.text is not None else 0)
         if size >= CHUNK_BYTES:
             yield encode({"kind": "schemas", "schemas": batch})
             batch, size = [], 0
@@ -83,13 +66,14 @@ def schema_messages(entries: list[Entry], counters: dict[str, int] | None = None
 
 
 class Shipper:
-    def __init__(
-        self, recorder: Recorder, path: str, identity: dict[str, Any], interval: float = 1.0
-    ) -> None:
+    """Ships one recorder's state to the daemon at `path`; `hello` names the engine process (pod,
+    engine, engine_kind, engine_version, backends, probe_version)."""
+
+    def __init__(self, recorder: Recorder, path: str, hello: dict[str, Any], interval: float = 1.0) -> None:
         self.recorder = recorder
         self.path = path
         self.interval = interval
-        self.identity = {"instance": uuid.uuid4().hex, "pid": os.getpid(), **identity}
+        self.hello = {"instance": uuid.uuid4().hex, "pid": os.getpid(), **hello}
         self.counters = {"send_failures": 0, "connects": 0}
         self._sock: socket.socket | None = None
         self._stop = threading.Event()
@@ -144,10 +128,10 @@ class Shipper:
 
     def messages(self, fresh: bool) -> list[bytes]:
         """What to send now: on a fresh connection hello and every schema first, then a snapshot.
-        The snapshot is taken before the schema list, so every row it names has its metadata sent."""
+        The snapshot is taken before the schema list, so every spec it names has its metadata sent."""
         snapshot = self.recorder.snapshot(full=fresh)
-        out = [encode({"kind": "hello", **self.identity})] if fresh else []
-        out.extend(schema_messages(self.recorder.take_unsent(everything=fresh), self.recorder.counters))
+        out = [encode({"kind": "hello", **self.hello})] if fresh else []
+        out.extend(schema_messages(self.recorder.take_unsent(everything=fresh)))
         self._seq += 1
         probe = {**self.recorder.counters, **self.counters}
         out.append(encode({"kind": "snapshot", "seq": self._seq, **snapshot, "probe": probe}))

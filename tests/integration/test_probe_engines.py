@@ -52,7 +52,7 @@ INVOICE = {
 
 
 def tenant_invoice(tenant: int) -> dict[str, Any]:
-    """The first seed's anti-pattern: the tenant's 50 cost centres injected as an enum."""
+    """The per-tenant enum incident: each tenant's 50 cost centres injected into the schema as an enum."""
     schema = json.loads(json.dumps(INVOICE))
     item = schema["properties"]["line_items"]["items"]["properties"]
     item["cost_center_id"] = {"enum": [f"CC-{tenant:03d}-{i:02d}" for i in range(50)]}
@@ -102,7 +102,9 @@ def info_of(samples: dict, schema_hash: str) -> dict[str, str]:
     raise AssertionError(f"no schema_info for {schema_hash}")
 
 
-def test_first_seed_designs_on_real_xgrammar(xgr_info: Any, socket_path: Path, daemon_factory: Any) -> None:
+def test_static_schema_and_per_tenant_enums_on_real_xgrammar(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
     from exporter.schema.identity import schema_hash
 
     daemon = daemon_factory("--probe.socket", str(socket_path), "--probe.max-schemas", "100")
@@ -225,7 +227,7 @@ def test_without_a_daemon_the_engine_notices_nothing(xgr_info: Any, socket_path:
         s.size_diff for s in after.compare_to(before, "filename") if "exporter/probe" in str(s.traceback)
     )
     rec = probe.get_recorder()
-    assert rec is not None and rec.tracked() == 500  # GDX_PROBE_MAX_SCHEMAS default
+    assert rec is not None and rec.tracked() == 500  # GDX_PROBE_TRACKED_SPECS default
     assert rec.counters["internal_errors"] == 0
     assert grown < 2 * 2**20, grown
     shipper = probe.get_shipper()

@@ -23,8 +23,8 @@ import exporter.probe as probe
 probe.register()
 rec = probe.get_recorder()
 shipper = probe.get_shipper()
-print(json.dumps({"armed": rec is not None, "engine": shipper.identity["engine"] if shipper else None,
-                  "kind": shipper.identity["engine_kind"] if shipper else None}))
+print(json.dumps({"armed": rec is not None, "engine": shipper.hello["engine"] if shipper else None,
+                  "kind": shipper.hello["engine_kind"] if shipper else None}))
 """
 
 
@@ -76,6 +76,52 @@ def test_importing_the_probe_loads_only_the_standard_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("env", "tracked", "warning"),
+    [
+        ({}, 500, None),
+        ({"GDX_PROBE_TRACKED_SPECS": "40"}, 40, None),
+        (
+            {"GDX_PROBE_MAX_SCHEMAS": "30"},
+            30,
+            "GDX_PROBE_MAX_SCHEMAS is deprecated, use GDX_PROBE_TRACKED_SPECS",
+        ),
+        (
+            {"GDX_PROBE_TRACKED_SPECS": "40", "GDX_PROBE_MAX_SCHEMAS": "30"},
+            40,
+            "GDX_PROBE_MAX_SCHEMAS is deprecated and ignored: GDX_PROBE_TRACKED_SPECS is set",
+        ),
+    ],
+)
+def test_tracked_specs_and_its_old_name(
+    env: dict[str, str],
+    tracked: int,
+    warning: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """GDX_PROBE_TRACKED_SPECS caps the specs tracked; GDX_PROBE_MAX_SCHEMAS, its old name, is read
+    for one release when the new one is unset, and either way one warning names the name to use."""
+    for name in ("GDX_PROBE_TRACKED_SPECS", "GDX_PROBE_MAX_SCHEMAS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with caplog.at_level(logging.WARNING, "gdx.probe"):
+        assert probe.install("generic", socket_path="/nonexistent/probe.sock")
+    try:
+        rec = probe.get_recorder()
+        assert rec is not None and rec.max_schemas == tracked
+    finally:
+        probe.uninstall()
+    lines = [r for r in caplog.records if "deprecated" in r.getMessage()]
+    if warning is None:
+        assert lines == []
+    else:
+        assert [(r.levelno, r.getMessage()) for r in lines] == [
+            (logging.WARNING, f"guided-decoding probe: {warning}")
+        ]
 
 
 def test_register_never_raises(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
@@ -145,7 +191,7 @@ def test_wrappers_pass_everything_through() -> None:
 
     module = types.SimpleNamespace(GrammarCompiler=Compiler)
     rec = probe.Recorder()
-    targets.STATE.recorder = rec
+    targets.ARMED.recorder = rec
     try:
         targets.patch_xgrammar(module, with_mask=False)
         c = Compiler()
@@ -155,7 +201,7 @@ def test_wrappers_pass_everything_through() -> None:
         b = rec.snapshot(full=True)["backends"]["xgrammar"]
         assert (b["requests"], b["errors"]) == (2, {"invalid_schema": 1})
     finally:
-        targets.STATE.recorder = None
+        targets.ARMED.recorder = None
         patching.unwrap_all()
 
 
@@ -174,7 +220,7 @@ def test_trtllm_factory_create_times_the_blocking_build() -> None:
 
     module = types.SimpleNamespace(XGrammarMatcherFactory=XGrammarMatcherFactory)
     rec = probe.Recorder()
-    targets.STATE.recorder = rec
+    targets.ARMED.recorder = rec
     try:
         targets.patch_trtllm(module)
         factory = XGrammarMatcherFactory()
@@ -184,5 +230,5 @@ def test_trtllm_factory_create_times_the_blocking_build() -> None:
         wait = rec.snapshot(full=True)["backends"]["xgrammar"]["wait"]
         assert sum(wait["buckets"]) == 2 and wait["sum"] >= 0.01
     finally:
-        targets.STATE.recorder = None
+        targets.ARMED.recorder = None
         patching.unwrap_all()

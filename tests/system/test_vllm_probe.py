@@ -1,5 +1,6 @@
 """The probe inside a real vLLM server on the CPU, loaded through its plugin entry point, shipping to
-a real daemon: what the first seed describes, measured where it happens."""
+a real daemon: the per-tenant enum incident (a static schema hits, per-request enums miss), measured
+where it happens."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from exporter.schema.identity import schema_hash
 from tools.harness.scraping import sample, scrape, wait_for
 from tools.harness.vllm import VllmServer
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 INVOICE = {
     "title": "Invoice",

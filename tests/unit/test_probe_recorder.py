@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
+import pytest
+
+from exporter.probe.identity import identify
 from exporter.probe.recorder import Recorder
-from exporter.probe.shipper import describe
 from exporter.wire import MAX_TEXT_CHARS
 
 
@@ -16,7 +19,7 @@ def _compile(
     rec.finish(rec.begin(backend), backend, "json", spec, seconds, hit)
 
 
-def _totals(snapshot: dict) -> tuple[int, int]:
+def _totals(snapshot: dict[str, Any]) -> tuple[int, int]:
     rows = snapshot["schemas"] + list(snapshot["other"].values())
     return sum(r["requests"] for r in rows), sum(r["hits"] for r in rows)
 
@@ -68,10 +71,50 @@ def test_oversize_specs_are_hashed_then_dropped() -> None:
     assert len(big) > MAX_TEXT_CHARS
     _compile(rec, big)
     _compile(rec, big, 0.00001, hit=True)
-    (entry,) = rec.take_unsent(True)
-    assert entry.requests == 2 and entry.truncated
-    describe(entry)
-    assert entry.text is None and len(entry.hash) == 12 and entry.shape
+    (row,) = rec.snapshot(full=True)["schemas"]
+    assert row["requests"] == 2
+    (spec,) = rec.take_unsent(True)
+    assert spec.truncated and spec.length == len(big)
+    assert spec.text is None and len(spec.identity.schema_hash) == 12 and spec.identity.shape_hash
+    assert spec.identity == identify("json", big)
+    assert rec.counters["texts_dropped"] == 1
+    (again,) = rec.take_unsent(True)  # a new connection: the same identity, the text counted once
+    assert again.identity == spec.identity and rec.counters["texts_dropped"] == 1
+
+
+def test_identity_is_computed_once_per_spec_off_the_hot_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's calls never hash; the first shipping of a spec does, once, whatever the repeats."""
+    import exporter.probe.recorder as recorder_module
+
+    calls: list[str] = []
+
+    def counting(kind: str, text: str) -> Any:
+        calls.append(text)
+        return identify(kind, text)
+
+    monkeypatch.setattr(recorder_module, "identify", counting)
+    rec = Recorder()
+    spec = '{"title": "Invoice", "type": "object"}'
+    for _ in range(5):
+        _compile(rec, spec, 0.00001, hit=True)
+    rec.drain()
+    assert calls == []
+    (first,) = rec.take_unsent(True)
+    (second,) = rec.take_unsent(True)
+    assert calls == [spec]
+    assert first.identity == second.identity == identify("json", spec)
+    assert first.identity.title == "Invoice" and first.text == spec
+
+
+def test_identity_of_json_and_other_kinds() -> None:
+    """JSON kinds by their canonical form (serialisation does not matter), other kinds by the string."""
+    spaced, compact = '{"type": "string", "title": "T 1"}', '{"title":"T 1","type":"string"}'
+    schema = identify("json", spaced)
+    assert schema == identify("json", compact) and schema.title == "T_1"
+    assert schema.shape_hash != schema.schema_hash  # the title is a literal: the shape drops it
+    regex = identify("regex", spaced)  # the same text as a regex is not a schema
+    assert regex.schema_hash == regex.shape_hash != schema.schema_hash and regex.title == ""
+    assert identify("json", "{not json").schema_hash == identify("regex", "{not json").schema_hash
 
 
 def test_in_progress_and_oldest() -> None:

@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import PreTrainedTokenizerFast
 
     import exporter.probe as probe
-    from exporter.probe import targets
     from exporter.probe.recorder import DEFAULT_HIT_MAX_SECONDS, Recorder
+    from exporter.probe.targets.vllm import wrap_grammar_bitmask
 
     tok = PreTrainedTokenizerFast(tokenizer_file=args.tokenizer)  # type: ignore[no-untyped-call]
     info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=128256)
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 return bitmask
 
         plain_step = Manager.grammar_bitmask
-        wrapped_step = targets._vllm_bitmask(plain_step)
+        wrapped_step = wrap_grammar_bitmask(plain_step)
         manager = Manager()
         p, w = side_by_side(
             lambda: plain_step(manager, {}, [], {}),

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from exporter.probe.recorder import Recorder
+from exporter.probe.recorder import DEFAULT_TRACKED_SPECS, Recorder
 from exporter.probe.shipper import Shipper
 
 IDENTITY = {
@@ -60,7 +60,7 @@ class Engines:
         self.args = args
         self.rng = random.Random(args.seed)
         self.static = [static_schema(i) for i in range(args.static)]
-        self.recorders = [Recorder(max_schemas=args.max_schemas) for _ in range(args.engines)]
+        self.recorders = [Recorder(max_schemas=args.tracked_specs) for _ in range(args.engines)]
         self.shippers = [
             Shipper(
                 rec, args.socket, {**IDENTITY, "pod": f"{args.pod_prefix}{n}", "engine": "0"}, args.interval
@@ -148,7 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=20.0, help="compile calls/s per engine (default 20)")
     parser.add_argument("--static", type=int, default=40, help="static schemas shared by all (default 40)")
     parser.add_argument("--new", type=float, default=0.02, help="share of calls with a new schema")
-    parser.add_argument("--max-schemas", type=int, default=500, help="GDX_PROBE_MAX_SCHEMAS of each engine")
+    parser.add_argument(
+        "--tracked-specs",
+        type=int,
+        default=DEFAULT_TRACKED_SPECS,
+        help=f"GDX_PROBE_TRACKED_SPECS of each engine (default {DEFAULT_TRACKED_SPECS})",
+    )
     parser.add_argument("--pod-prefix", default="sim-", help="engine n is pod <prefix><n> (default sim-)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)

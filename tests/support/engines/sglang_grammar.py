@@ -1,7 +1,7 @@
 """Drives SGLang's real grammar backend the way its GrammarManager does, with the probe installed as
 documented for SGLang (`exporter.probe.install("sglang")`, e.g. from sitecustomize.py).
 
-Usage: python tests/engines/sglang_grammar.py TOKENIZER_JSON REPEATS VARIANTS
+Usage: python tests/support/engines/sglang_grammar.py TOKENIZER_JSON REPEATS VARIANTS
 (SGLang's grammar modules on PYTHONPATH; GDX_PROBE_SOCKET set). Prints a JSON summary.
 """
 

@@ -1,0 +1,73 @@
+"""The probe's settings, read from the engine process's environment once, when it arms.
+
+The variables are listed in `exporter.probe`'s docstring. A value that does not parse is logged and
+replaced by its default: a typo in an engine's environment must not stop the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+
+from exporter.probe.recorder import DEFAULT_HIT_MAX_SECONDS, DEFAULT_TRACKED_SPECS
+from exporter.wire import DEFAULT_SOCKET
+
+log = logging.getLogger("gdx.probe")
+DEFAULT_INTERVAL = 1.0
+TRACKED_SPECS = "GDX_PROBE_TRACKED_SPECS"
+# The name before GDX_PROBE_TRACKED_SPECS: still read for one release when the new one is unset.
+DEPRECATED_TRACKED_SPECS = "GDX_PROBE_MAX_SCHEMAS"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    socket_path: str
+    tracked_specs: int
+    hit_max_seconds: float
+    interval: float
+    pod: str
+    engine: str
+
+
+def disabled() -> bool:
+    return os.environ.get("GDX_PROBE", "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def number(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        log.warning("guided-decoding probe: %s=%r is not a number, using %s", name, os.environ[name], default)
+        return default
+
+
+def tracked_specs() -> int:
+    """GDX_PROBE_TRACKED_SPECS, else the deprecated GDX_PROBE_MAX_SCHEMAS; one warning whenever the
+    old name is set, saying which name to use."""
+    if DEPRECATED_TRACKED_SPECS in os.environ:
+        if TRACKED_SPECS in os.environ:
+            log.warning(
+                "guided-decoding probe: %s is deprecated and ignored: %s is set",
+                DEPRECATED_TRACKED_SPECS,
+                TRACKED_SPECS,
+            )
+        else:
+            log.warning(
+                "guided-decoding probe: %s is deprecated, use %s", DEPRECATED_TRACKED_SPECS, TRACKED_SPECS
+            )
+            return int(number(DEPRECATED_TRACKED_SPECS, DEFAULT_TRACKED_SPECS))
+    return int(number(TRACKED_SPECS, DEFAULT_TRACKED_SPECS))
+
+
+def read_settings(engine: str | None = None, socket_path: str | None = None) -> Settings:
+    """The environment's settings; `engine` and `socket_path`, when given, win over it."""
+    return Settings(
+        socket_path=socket_path or os.environ.get("GDX_PROBE_SOCKET") or DEFAULT_SOCKET,
+        tracked_specs=tracked_specs(),
+        hit_max_seconds=number("GDX_PROBE_HIT_MAX_SECONDS", DEFAULT_HIT_MAX_SECONDS),
+        interval=number("GDX_PROBE_INTERVAL", DEFAULT_INTERVAL),
+        pod=os.environ.get("GDX_POD_NAME") or os.environ.get("POD_NAME") or socket.gethostname(),
+        engine=engine or os.environ.get("GDX_PROBE_ENGINE", "0"),
+    )

@@ -1,0 +1,135 @@
+"""vLLM: `StructuredOutputManager._create_grammar` (`_async_create_grammar` in older releases) is the
+compile; `grammar_init` marks when a request's grammar was submitted (grammar wait = submitted to
+ready, queueing in the compile pool included); `grammar_bitmask` is the per-step mask fill.
+
+It knows the request's kind and spec and covers every backend, so the library calls under it are not
+wrapped in vLLM: its regex compiles run on a second thread (`compile_regex_with_timeout`), where a
+nested wrapper could not tell it is nested and would count twice.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from exporter.probe import patching
+from exporter.probe.recorder import MASK, MAX_PENDING, Recorder
+from exporter.probe.targets.cache_hits import cache_generation, cache_unchanged
+from exporter.probe.targets.common import ARMED, error_reason, log, spec_text
+
+_perf = time.perf_counter
+BACKENDS = {
+    "XgrammarBackend": "xgrammar",
+    "GuidanceBackend": "llguidance",
+    "OutlinesBackend": "outlines",
+    "LMFormatEnforcerBackend": "lm-format-enforcer",
+}
+REQUEST_KINDS = {
+    "JSON": "json",
+    "JSON_OBJECT": "json_object",
+    "REGEX": "regex",
+    "GRAMMAR": "grammar",
+    "CHOICE": "choice",
+    "STRUCTURAL_TAG": "structural_tag",
+}
+# When each request's grammar was submitted (grammar_init), by id(request); popped when it is ready.
+_submitted: dict[int, float] = {}
+SUBMITTED_LIMIT = 100_000
+
+
+def vllm_backend_name(manager: Any) -> str:
+    """The backend label of a StructuredOutputManager (resolved off the engine's step for masks)."""
+    backend = getattr(manager, "backend", None)
+    name = type(backend).__name__
+    return BACKENDS.get(name, name.removesuffix("Backend").lower() or "unknown")
+
+
+def request_spec(request: Any) -> tuple[str, str]:
+    """(kind, spec) of a vLLM request: its `structured_output_key`, vLLM's own cache key."""
+    try:
+        request_type, spec = request.structured_output_request.structured_output_key
+    except Exception:
+        return "other", ""
+    name = getattr(request_type, "name", str(request_type)).upper()
+    return REQUEST_KINDS.get(name, "other"), spec_text(spec)
+
+
+def wrap_create_grammar(original: Any) -> Any:
+    def wrapper(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder = ARMED.recorder
+        if recorder is None:
+            return original(self, request, *args, **kwargs)
+        backend = vllm_backend_name(self)
+        token = recorder.begin(backend)
+        compiler = getattr(self.backend, "compiler", None)
+        generation = cache_generation(compiler) if compiler is not None else -1
+        started = _perf()
+        try:
+            result = original(self, request, *args, **kwargs)
+        except BaseException as err:
+            ended = _perf()
+            kind, spec = request_spec(request)
+            recorder.finish(token, backend, kind, spec, ended - started, False, error_reason(err))
+            _record_wait(recorder, backend, request, ended)
+            raise
+        ended = _perf()
+        elapsed = ended - started
+        kind, spec = request_spec(request)
+        if backend == "llguidance":
+            hit = False
+        else:
+            hit = elapsed < recorder.hit_max_seconds or (
+                compiler is not None and cache_unchanged(compiler, generation)
+            )
+        recorder.finish(token, backend, kind, spec, elapsed, hit)
+        _record_wait(recorder, backend, request, ended)
+        return result
+
+    return wrapper
+
+
+def _record_wait(recorder: Recorder, backend: str, request: Any, ended: float) -> None:
+    submitted = _submitted.pop(id(request), None)
+    if submitted is not None:
+        recorder.observe_wait(backend, ended - submitted)
+
+
+def wrap_grammar_init(original: Any) -> Any:
+    def wrapper(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if ARMED.recorder is not None and getattr(request, "structured_output_request", None) is not None:
+            if len(_submitted) > SUBMITTED_LIMIT:  # compiles that never ran (engine shut down)
+                _submitted.clear()
+            _submitted[id(request)] = _perf()
+        return original(self, request, *args, **kwargs)
+
+    return wrapper
+
+
+def wrap_grammar_bitmask(original: Any) -> Any:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder = ARMED.recorder
+        if recorder is None:
+            return original(self, *args, **kwargs)
+        started = _perf()
+        result = original(self, *args, **kwargs)
+        if result is not None:  # None: no structured request in this step
+            timings = recorder.timings  # inlined observe_mask; the backend's name is resolved off the step
+            if len(timings) < MAX_PENDING:
+                timings.append((MASK, self, _perf() - started))
+        return result
+
+    return wrapper
+
+
+def patch_vllm(module: Any) -> None:
+    manager = getattr(module, "StructuredOutputManager", None)
+    if manager is None:
+        log.info("guided-decoding probe: vllm StructuredOutputManager not found")
+        return
+    where = "StructuredOutputManager"
+    if "_create_grammar" in manager.__dict__:
+        patching.wrap(manager, "_create_grammar", wrap_create_grammar, where)
+    else:
+        patching.wrap(manager, "_async_create_grammar", wrap_create_grammar, where)
+    patching.wrap(manager, "grammar_init", wrap_grammar_init, where)
+    patching.wrap(manager, "grammar_bitmask", wrap_grammar_bitmask, where)
