@@ -16,8 +16,8 @@ def _parser() -> argparse.ArgumentParser:
         description="guided-decoding-exporter: grammar-compile metrics for structured-output LLM serving.",
     )
     parser.add_argument("--version", action="version", version=f"gdx {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    serve = sub.add_parser(
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = commands.add_parser(
         "serve",
         help="run the node daemon (Prometheus /metrics on :9479)",
         description=(
@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     config.add_flags(serve)
     from exporter import lintcli
 
-    lintcli.add_parsers(sub)
+    lintcli.add_parsers(commands)
     return parser
 
 

@@ -1,7 +1,9 @@
 """Configuration: one table of options, settable by flag, environment variable or YAML file.
 
 Each option is a field of `Config` whose metadata names its flag, its YAML key and its parser, so the
-flags, the environment variables, the YAML schema, `--help` and the README table cannot drift apart.
+flags, the environment variables, the YAML schema, `--help` and the table in docs/configuration.md
+cannot drift apart. `gdx lint` takes the `lint.*` options as flags from the same fields, and both
+commands build their limits with `Config.lint_thresholds`.
 Precedence, lowest first: built-in default, YAML file (`--config.file`), `GDX_*` environment, flags.
 Every problem is reported as `ConfigError` naming the key and where the value came from.
 """
@@ -14,17 +16,18 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import yaml
 
+from exporter import wire
 from exporter.schema.lint import Thresholds
 from exporter.schema.walk import Budget
 
 ENV_PREFIX = "GDX_"
 DEFAULT_PORT = 9479
-DEFAULT_SOCKET = "/run/guided-decoding-exporter/probe.sock"
+DEFAULT_SOCKET = wire.DEFAULT_SOCKET
 COLLECTORS = ("cpu", "nvml", "vllm", "probe")
 
 
@@ -207,7 +210,7 @@ def parse_targets(raw: Any) -> tuple[Target, ...]:
 # ---- the option table ---------------------------------------------------------------------------------
 
 
-def _opt(
+def _option(
     default: Any,
     flag: str,
     parse: Callable[[Any], Any],
@@ -231,18 +234,22 @@ def _opt(
     return field(default=default, metadata=meta)
 
 
+# The lint limits' defaults live with the rules (exporter/schema/lint.py); the options only expose them.
+_LINT_DEFAULTS = Thresholds()
+
+
 @dataclass(frozen=True)
 class Config:
     """The daemon's resolved configuration. Field metadata is the option table."""
 
-    web_listen_address: str = _opt(
+    web_listen_address: str = _option(
         f":{DEFAULT_PORT}",
         "web.listen-address",
         parse_address,
         "Address for /metrics, /healthz and / (':9479' = every interface; 9400 is dcgm-exporter's).",
         metavar="ADDR",
     )
-    web_config_file: str = _opt(
+    web_config_file: str = _option(
         "",
         "web.config.file",
         parse_text,
@@ -250,35 +257,35 @@ class Config:
         "(tls_server_config, basic_auth_users).",
         metavar="PATH",
     )
-    web_schemas: bool = _opt(
+    web_schemas: bool = _option(
         False,
         "web.schemas",
         parse_bool,
         "Serve /schemas: the exposed schemas' hashes, findings and structure with every literal value "
         "redacted. Off by default.",
     )
-    log_level: str = _opt(
+    log_level: str = _option(
         "info",
         "log.level",
         choice("debug", "info", "warning", "error"),
         "Log level: debug, info, warning, error.",
         metavar="LEVEL",
     )
-    log_format: str = _opt(
+    log_format: str = _option(
         "logfmt", "log.format", choice("logfmt", "json"), "Log line format: logfmt or json.", metavar="FORMAT"
     )
-    collector_cpu: bool = _opt(True, "collector.cpu", parse_bool, "Per-core CPU seconds (psutil).")
-    collector_nvml: bool = _opt(True, "collector.nvml", parse_bool, "GPU gauges from NVML.")
-    collector_vllm: bool = _opt(True, "collector.vllm", parse_bool, "Scrape vLLM /metrics targets.")
-    collector_probe: bool = _opt(True, "collector.probe", parse_bool, "Receive in-engine probe snapshots.")
-    collector_timeout: float = _opt(
+    collector_cpu: bool = _option(True, "collector.cpu", parse_bool, "Per-core CPU seconds (psutil).")
+    collector_nvml: bool = _option(True, "collector.nvml", parse_bool, "GPU gauges from NVML.")
+    collector_vllm: bool = _option(True, "collector.vllm", parse_bool, "Scrape vLLM /metrics targets.")
+    collector_probe: bool = _option(True, "collector.probe", parse_bool, "Receive in-engine probe snapshots.")
+    collector_timeout: float = _option(
         5.0,
         "collector.timeout",
         parse_duration,
         "Longest a scrape waits for the cpu, nvml and probe sources before marking one failed.",
         metavar="DURATION",
     )
-    vllm_targets: tuple[Target, ...] = _opt(
+    vllm_targets: tuple[Target, ...] = _option(
         (),
         "vllm.target",
         parse_targets,
@@ -288,41 +295,41 @@ class Config:
         repeat=True,
         metavar="URL",
     )
-    vllm_timeout: float = _opt(
+    vllm_timeout: float = _option(
         3.0,
         "vllm.timeout",
         parse_duration,
         "Per-target scrape timeout, whole body included.",
         metavar="DURATION",
     )
-    vllm_max_body_bytes: int = _opt(
+    vllm_max_body_bytes: int = _option(
         16 * 2**20,
         "vllm.max-body-bytes",
         parse_size,
         "Largest target /metrics body accepted; larger marks the target down.",
         metavar="SIZE",
     )
-    vllm_max_series: int = _opt(
+    vllm_max_series: int = _option(
         10_000,
         "vllm.max-series",
         parse_positive_int,
         "Most vllm:* samples accepted from one target (vLLM serves a few hundred); more marks it down.",
         metavar="N",
     )
-    vllm_passthrough: bool = _opt(
+    vllm_passthrough: bool = _option(
         True,
         "vllm.passthrough",
         parse_bool,
         "Re-export the targets' vllm:* families with a pod label (off when Prometheus scrapes vLLM itself).",
     )
-    probe_socket: str = _opt(
+    probe_socket: str = _option(
         DEFAULT_SOCKET,
         "probe.socket",
         parse_text,
         "Unix socket the in-engine probes send snapshots to (a hostPath shared with engine pods).",
         metavar="PATH",
     )
-    probe_socket_group: str = _opt(
+    probe_socket_group: str = _option(
         "",
         "probe.socket-group",
         parse_text,
@@ -330,7 +337,7 @@ class Config:
         "Empty: the daemon's.",
         metavar="GROUP",
     )
-    probe_allowed_uids: tuple[int, ...] = _opt(
+    probe_allowed_uids: tuple[int, ...] = _option(
         (),
         "probe.allowed-uids",
         parse_uids,
@@ -338,7 +345,7 @@ class Config:
         "counted). Empty: whoever the socket's mode lets in.",
         metavar="UID,...",
     )
-    probe_max_schemas: int = _opt(
+    probe_max_schemas: int = _option(
         50,
         "probe.max-schemas",
         parse_positive_int,
@@ -346,70 +353,100 @@ class Config:
         'schema_hash="other".',
         metavar="N",
     )
-    probe_engine_ttl: float = _opt(
+    probe_engine_ttl: float = _option(
         120.0,
         "probe.engine-ttl",
         parse_duration,
         "Drop an engine and its series when its probe has sent nothing for this long.",
         metavar="DURATION",
     )
-    probe_titles: bool = _opt(
+    probe_titles: bool = _option(
         True,
         "probe.titles",
         parse_bool,
         "Put a schema's sanitised top-level title ([A-Za-z0-9_.-], 64 chars) in schema_info's title label.",
     )
-    shape_window: float = _opt(
+    shape_window: float = _option(
         600.0,
         "shape.window",
         parse_duration,
         "Sliding window for shape_variants and the varying paths: variants of a shape compiled within it.",
         metavar="DURATION",
     )
-    lint_depth: int = _opt(
-        3, "lint.depth", parse_positive_int, "Object/array nesting levels allowed.", metavar="N"
+    lint_depth: int = _option(
+        _LINT_DEFAULTS.depth,
+        "lint.depth",
+        parse_positive_int,
+        "Object/array nesting levels allowed.",
+        metavar="N",
     )
-    lint_max_items: int = _opt(
-        20, "lint.max-items", parse_positive_int, "minItems/maxItems allowed in the grammar.", metavar="N"
+    lint_max_items: int = _option(
+        _LINT_DEFAULTS.max_items,
+        "lint.max-items",
+        parse_positive_int,
+        "minItems/maxItems allowed in the grammar.",
+        metavar="N",
     )
-    lint_union_depth: int = _opt(
-        3, "lint.union-depth", parse_positive_int, "anyOf/oneOf nesting allowed.", metavar="N"
+    lint_union_depth: int = _option(
+        _LINT_DEFAULTS.union_depth,
+        "lint.union-depth",
+        parse_positive_int,
+        "anyOf/oneOf nesting allowed.",
+        metavar="N",
     )
-    lint_union_width: int = _opt(
-        8, "lint.union-width", parse_positive_int, "Branches per anyOf/oneOf allowed.", metavar="N"
+    lint_union_width: int = _option(
+        _LINT_DEFAULTS.union_width,
+        "lint.union-width",
+        parse_positive_int,
+        "Branches per anyOf/oneOf allowed.",
+        metavar="N",
     )
-    lint_enum_size: int = _opt(64, "lint.enum-size", parse_positive_int, "Enum members allowed.", metavar="N")
-    lint_quantifier: int = _opt(
-        32, "lint.quantifier", parse_positive_int, "Largest regex {m,n} upper bound allowed.", metavar="N"
+    lint_enum_size: int = _option(
+        _LINT_DEFAULTS.enum_size, "lint.enum-size", parse_positive_int, "Enum members allowed.", metavar="N"
     )
-    lint_budget: float = _opt(
-        1.0,
+    lint_quantifier: int = _option(
+        _LINT_DEFAULTS.quantifier,
+        "lint.quantifier",
+        parse_positive_int,
+        "Largest regex {m,n} upper bound allowed.",
+        metavar="N",
+    )
+    lint_budget: float = _option(
+        _LINT_DEFAULTS.budget.max_seconds,
         "lint.budget",
         parse_duration,
         "Analysis time per schema; past it the schema gets a too_complex finding.",
         metavar="DURATION",
     )
-    nvml_retry_interval: float = _opt(
+    lint_budget_nodes: int = _option(
+        _LINT_DEFAULTS.budget.max_nodes,
+        "lint.budget-nodes",
+        parse_positive_int,
+        "Subschemas visited per schema; past it the schema gets a too_complex finding. Unlike the time"
+        " budget, it stops at the same place on a busy node as on an idle one.",
+        metavar="N",
+    )
+    nvml_retry_interval: float = _option(
         60.0,
         "nvml.retry-interval",
         parse_duration,
         "How long to wait before retrying NVML initialisation after it failed.",
         metavar="DURATION",
     )
-    kubernetes_enabled: bool = _opt(
+    kubernetes_enabled: bool = _option(
         False,
         "kubernetes.enabled",
         parse_bool,
         "Discover vLLM pods on this node through the Kubernetes API (in-cluster service account).",
     )
-    kubernetes_node_name: str = _opt(
+    kubernetes_node_name: str = _option(
         "",
         "kubernetes.node-name",
         parse_text,
         "This node's name; defaults to $NODE_NAME (set it from the downward API spec.nodeName).",
         metavar="NAME",
     )
-    kubernetes_pod_selector: str = _opt(
+    kubernetes_pod_selector: str = _option(
         "",
         "kubernetes.pod-selector",
         parse_text,
@@ -417,7 +454,7 @@ class Config:
         " that carries the scrape annotation.",
         metavar="SELECTOR",
     )
-    kubernetes_pod_annotation: str = _opt(
+    kubernetes_pod_annotation: str = _option(
         "guided-decoding-exporter.io/scrape",
         "kubernetes.pod-annotation",
         parse_text,
@@ -425,31 +462,31 @@ class Config:
         " '<prefix>/port' and '<prefix>/path' annotations override the port and path.",
         metavar="KEY",
     )
-    kubernetes_default_port: int = _opt(
+    kubernetes_default_port: int = _option(
         8000, "kubernetes.default-port", parse_port, "Port of a discovered pod's /metrics.", metavar="PORT"
     )
-    kubernetes_refresh_interval: float = _opt(
+    kubernetes_refresh_interval: float = _option(
         30.0,
         "kubernetes.refresh-interval",
         parse_duration,
         "How often the pod list is refreshed.",
         metavar="DURATION",
     )
-    kubernetes_api_server: str = _opt(
+    kubernetes_api_server: str = _option(
         "https://kubernetes.default.svc",
         "kubernetes.api-server",
         parse_text,
         "Kubernetes API address.",
         metavar="URL",
     )
-    kubernetes_token_file: str = _opt(
+    kubernetes_token_file: str = _option(
         "/var/run/secrets/kubernetes.io/serviceaccount/token",
         "kubernetes.token-file",
         parse_text,
         "Service-account token (re-read on every list: projected tokens rotate).",
         metavar="PATH",
     )
-    kubernetes_ca_file: str = _opt(
+    kubernetes_ca_file: str = _option(
         "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
         "kubernetes.ca-file",
         parse_text,
@@ -469,11 +506,21 @@ class Config:
             union_width=self.lint_union_width,
             enum_size=self.lint_enum_size,
             quantifier=self.lint_quantifier,
-            budget=Budget(max_seconds=self.lint_budget),
+            budget=Budget(max_nodes=self.lint_budget_nodes, max_seconds=self.lint_budget),
         )
 
 
+class ArgumentAdder(Protocol):
+    """An argparse parser or argument group: whatever flags can be added to."""
+
+    def add_argument(self, *name_or_flags: str, **kwargs: Any) -> argparse.Action: ...
+
+
 OPTIONS: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(Config)
+# The `lint.*` options: `gdx serve` and `gdx lint` both take exactly these, so their findings agree.
+LINT_OPTIONS: tuple[dataclasses.Field[Any], ...] = tuple(
+    f for f in OPTIONS if f.metadata["flag"].startswith("lint.")
+)
 _BY_YAML = {f.metadata["yaml"]: f for f in OPTIONS}
 
 
@@ -488,26 +535,51 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         " 'web: {listen_address: \":9479\"}'.",
     )
     for f in OPTIONS:
-        meta = f.metadata
-        text = f"{meta['help']} (env {meta['env']}; default {_show_default(f.default)})"
-        flag = "--" + meta["flag"]
-        if meta["parse"] is parse_bool:
-            parser.add_argument(
-                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=text
-            )
-        elif meta["repeat"]:
-            parser.add_argument(
-                flag,
-                dest=f.name,
-                action="append",
-                default=argparse.SUPPRESS,
-                metavar=meta["metavar"],
-                help=text,
-            )
-        else:
-            parser.add_argument(
-                flag, dest=f.name, default=argparse.SUPPRESS, metavar=meta["metavar"], help=text
-            )
+        add_flag(parser, f, show_env=True)
+
+
+def add_lint_flags(parser: ArgumentAdder) -> None:
+    """The `lint.*` options as `gdx lint` flags: same names, defaults, parsers and help as `gdx serve`.
+
+    Flags only: `gdx lint` in CI should do what its command line says, not what the daemon's
+    `GDX_LINT_*` environment on the same machine says."""
+    for f in LINT_OPTIONS:
+        add_flag(parser, f, show_env=False)
+
+
+def add_flag(parser: ArgumentAdder, option: dataclasses.Field[Any], *, show_env: bool) -> None:
+    """One option as a flag; its value stays the raw text until `load` or `lint_thresholds_from`."""
+    meta = option.metadata
+    dest = option.name
+    env = f"env {meta['env']}; " if show_env else ""
+    text = f"{meta['help']} ({env}default {_show_default(option.default)})"
+    flag = "--" + meta["flag"]
+    if meta["parse"] is parse_bool:
+        parser.add_argument(
+            flag, dest=dest, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=text
+        )
+    elif meta["repeat"]:
+        parser.add_argument(
+            flag, dest=dest, action="append", default=argparse.SUPPRESS, metavar=meta["metavar"], help=text
+        )
+    else:
+        parser.add_argument(flag, dest=dest, default=argparse.SUPPRESS, metavar=meta["metavar"], help=text)
+
+
+def lint_thresholds_from(flags: Mapping[str, Any]) -> Thresholds:
+    """`gdx lint`'s limits: the given `lint.*` flags over the defaults, built by `Config.lint_thresholds`
+    as the daemon's are. Raises `ConfigError` as `load` does."""
+    values = {
+        f.name: _parse(f, flags[f.name], "--" + f.metadata["flag"]) for f in LINT_OPTIONS if f.name in flags
+    }
+    return Config(**values).lint_thresholds()
+
+
+def _parse(option: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
+    try:
+        return option.metadata["parse"](raw)
+    except ValueError as err:
+        raise ConfigError(option.metadata["flag"], str(err), origin) from None
 
 
 def _show_default(value: Any) -> str:
@@ -567,10 +639,7 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
             raw, origin = from_yaml[meta["yaml"]], f"{config_file}: {meta['yaml']}"
         else:
             continue
-        try:
-            values[f.name] = meta["parse"](raw)
-        except ValueError as err:
-            raise ConfigError(meta["flag"], str(err), origin) from None
+        values[f.name] = _parse(f, raw, origin)
     config = Config(**values)
     if config.kubernetes_enabled and not config.kubernetes_node_name:
         node = environ.get("NODE_NAME", "").strip()

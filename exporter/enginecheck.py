@@ -41,28 +41,32 @@ class Engines:
 
     def __init__(self, tokenizer_json: str, names: list[str]) -> None:
         self.names = names
-        with open(tokenizer_json, encoding="utf-8") as f:
-            self._text = f.read()
-        self._xgr: Any = None
-        self._ll: Any = None
-        self._stop: list[int] = []
+        with open(tokenizer_json, encoding="utf-8") as handle:
+            self._text = handle.read()
+        self._xgrammar_tokenizer: Any = None
+        self._llguidance_tokenizer: Any = None
+        self._stop: list[int] = []  # the end-of-text token, fed after an instance to finish it
         if "xgrammar" in names:
-            import xgrammar as xgr
+            import xgrammar
             from transformers import PreTrainedTokenizerFast
 
-            tok = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)  # type: ignore[no-untyped-call]
-            eos = [
-                tok.convert_tokens_to_ids(t)
-                for t in ("<|eot_id|>", "<|end_of_text|>", "</s>", "<|endoftext|>")
+            tokenizer = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)  # type: ignore[no-untyped-call]
+            end_ids = [
+                tokenizer.convert_tokens_to_ids(token)
+                for token in ("<|eot_id|>", "<|end_of_text|>", "</s>", "<|endoftext|>")
             ]
-            self._stop = [i for i in eos if isinstance(i, int) and i >= 0 and i != tok.unk_token_id][:1]
-            self._xgr = xgr.TokenizerInfo.from_huggingface(
-                tok, vocab_size=len(tok), stop_token_ids=self._stop or None
+            self._stop = [
+                token_id
+                for token_id in end_ids
+                if isinstance(token_id, int) and token_id >= 0 and token_id != tokenizer.unk_token_id
+            ][:1]
+            self._xgrammar_tokenizer = xgrammar.TokenizerInfo.from_huggingface(
+                tokenizer, vocab_size=len(tokenizer), stop_token_ids=self._stop or None
             )
         if "llguidance" in names:
             import llguidance
 
-            self._ll = llguidance.LLTokenizer(self._text)
+            self._llguidance_tokenizer = llguidance.LLTokenizer(self._text)
 
     def compile(self, spec: str) -> list[CompileResult]:
         out = []
@@ -74,21 +78,25 @@ class Engines:
 
     def _compile(self, name: str, spec: str) -> tuple[bool, str]:
         if name == "xgrammar":
-            import xgrammar as xgr
-
             try:
-                xgr.GrammarCompiler(self._xgr, max_threads=8, cache_enabled=False).compile_json_schema(
-                    spec, any_whitespace=False, separators=(",", ":")
-                )
+                self._xgrammar_compile(spec)
                 return True, ""
             except Exception as err:
                 return False, str(err).splitlines()[0][:300] if str(err) else type(err).__name__
         import llguidance
 
-        matcher = llguidance.LLMatcher(self._ll, llguidance.LLMatcher.grammar_from_json_schema(spec))
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(spec)
+        matcher = llguidance.LLMatcher(self._llguidance_tokenizer, grammar)
         if matcher.is_error():
             return False, matcher.get_error().splitlines()[0][:300]
         return True, ""
+
+    def _xgrammar_compile(self, spec: str) -> Any:
+        """A cold compile (no cache), as vLLM sends the schema: compact separators, no whitespace."""
+        import xgrammar
+
+        compiler = xgrammar.GrammarCompiler(self._xgrammar_tokenizer, max_threads=8, cache_enabled=False)
+        return compiler.compile_json_schema(spec, any_whitespace=False, separators=(",", ":"))
 
     def probe(self, name: str, keyword: str) -> ProbeResult | None:
         """What this engine does with the reference example of `keyword`."""
@@ -104,12 +112,9 @@ class Engines:
         return ProbeResult(name, keyword, "compiles" if ok else "refused")
 
     def xgrammar_accepts(self, schema: Any, instance: Any) -> str:
-        import xgrammar as xgr
+        import xgrammar
 
-        compiled = xgr.GrammarCompiler(self._xgr, max_threads=8, cache_enabled=False).compile_json_schema(
-            json.dumps(schema), any_whitespace=False, separators=(",", ":")
-        )
-        matcher = xgr.GrammarMatcher(compiled)
+        matcher = xgrammar.GrammarMatcher(self._xgrammar_compile(json.dumps(schema)))
         text = json.dumps(instance, separators=(",", ":"))
         accepted = matcher.accept_string(text) and (not self._stop or matcher.accept_token(self._stop[0]))
         return "unenforced" if accepted and matcher.is_terminated() else "enforced"

@@ -2,13 +2,14 @@
 writes (text 0.0.4 and OpenMetrics 1.0; the tests compare both on the daemon's real families and on
 hostile values), in about a third of the time.
 
-Why: at the contract's caps (8 engines x 51 schema series, 128 cores, 8 GPUs) a page holds about
-6,000 of our own samples; the library spends about 6 us on each (it validates and escapes every
-label name of every sample), which made rendering most of a scrape's CPU. Here label names are
-checked once per name, values escaped only when they hold a character that needs it, and the value
-formatted by the library's own `floatToGoString`. A family using anything this module does not
-write itself (timestamps, exemplars, native histograms, units, `_created`/`_gsum`/`_gcount`
-samples, names outside the legacy character set) is rendered by the library instead.
+Why: on the node the daemon is sized for (the series caps in docs/metrics.md: 8 engines x 51 schema
+series, 128 cores, 8 GPUs) a page holds about 6,000 of our own samples; the library spends about
+6 microseconds on each (it validates and escapes every label name of every sample), which made
+rendering most of a scrape's CPU. Here label names are checked once per name, values escaped only
+when they hold a character that needs it, and the value formatted by the library's own
+`floatToGoString`. A family using anything this module does not write itself (timestamps,
+exemplars, native histograms, units, `_created`/`_gsum`/`_gcount` samples, names outside the
+legacy character set) is rendered by the library instead.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from collections.abc import Iterable
 
 from prometheus_client import exposition as text_exposition
 from prometheus_client.core import Metric
-from prometheus_client.openmetrics import exposition as om_exposition
+from prometheus_client.openmetrics import exposition as openmetrics_exposition
 from prometheus_client.utils import floatToGoString
 
 _LEGACY_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _LEGACY_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _TEXT_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary",
                "info": "gauge", "unknown": "untyped", "untyped": "untyped"}  # fmt: skip
-_OM_TYPES = {"counter", "gauge", "histogram", "summary", "info", "unknown", "stateset"}
+_OPENMETRICS_TYPES = {"counter", "gauge", "histogram", "summary", "info", "unknown", "stateset"}
 
 
 def _escape(value: str) -> str:
@@ -46,27 +47,33 @@ class _Single:
 
 def _simple(metric: Metric, openmetrics: bool, labels_ok: set[str]) -> bool:
     """True when this module writes the family exactly as the library would."""
-    if metric.type not in (_OM_TYPES if openmetrics else _TEXT_TYPES) or not _LEGACY_NAME.match(metric.name):
+    types = _OPENMETRICS_TYPES if openmetrics else _TEXT_TYPES
+    if metric.type not in types or not _LEGACY_NAME.match(metric.name):
         return False
     if openmetrics and metric.unit:
         return False
     created = (metric.name + "_created", metric.name + "_gsum", metric.name + "_gcount")
-    for s in metric.samples:
-        if s.value is None or s.timestamp is not None or s.exemplar is not None or s.native_histogram:
+    for sample in metric.samples:
+        if (
+            sample.value is None
+            or sample.timestamp is not None
+            or sample.exemplar is not None
+            or sample.native_histogram
+        ):
             return False
-        if s.name in created or not _LEGACY_NAME.match(s.name):
+        if sample.name in created or not _LEGACY_NAME.match(sample.name):
             return False
-        for k in s.labels:
-            if k not in labels_ok:
-                if not _LEGACY_LABEL.match(k):
+        for label in sample.labels:
+            if label not in labels_ok:
+                if not _LEGACY_LABEL.match(label):
                     return False
-                labels_ok.add(k)
+                labels_ok.add(label)
     return True
 
 
 def _library(metric: Metric, openmetrics: bool) -> str:
     if openmetrics:
-        page: bytes = om_exposition.generate_latest(_Single(metric))  # type: ignore[no-untyped-call]
+        page: bytes = openmetrics_exposition.generate_latest(_Single(metric))  # type: ignore[no-untyped-call]
         return page.decode()[: -len("# EOF\n")]
     return text_exposition.generate_latest(_Single(metric)).decode()
 
@@ -90,13 +97,14 @@ def render(metrics: Iterable[Metric], openmetrics: bool = False) -> bytes:
                 name += "_info"
             doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
             append(f"# HELP {name} {doc}\n# TYPE {name} {_TEXT_TYPES[metric.type]}\n")
-        for s in metric.samples:
-            value = floatToGoString(s.value)  # type: ignore[no-untyped-call]
-            if s.labels:
-                pairs = ",".join([f'{k}="{_escape(v)}"' for k, v in sorted(s.labels.items())])
-                append(f"{s.name}{{{pairs}}} {value}\n")
+        for sample in metric.samples:
+            value = floatToGoString(sample.value)  # type: ignore[no-untyped-call]
+            if sample.labels:
+                labels = sorted(sample.labels.items())
+                pairs = ",".join([f'{label}="{_escape(text)}"' for label, text in labels])
+                append(f"{sample.name}{{{pairs}}} {value}\n")
             else:
-                append(f"{s.name} {value}\n")
+                append(f"{sample.name} {value}\n")
     if openmetrics:
         append("# EOF\n")
     return "".join(out).encode("utf-8")

@@ -11,13 +11,13 @@ class BodyTooLarge(Exception):
         self.limit = limit
 
 
-async def read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+async def read_capped(response: aiohttp.ClientResponse, limit: int) -> bytes:
     """The whole body, or `BodyTooLarge` as soon as it passes `limit` (Content-Length checked first)."""
-    if resp.content_length is not None and resp.content_length > limit:
+    if response.content_length is not None and response.content_length > limit:
         raise BodyTooLarge(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in resp.content.iter_chunked(1 << 16):
+    async for chunk in response.content.iter_chunked(1 << 16):
         size += len(chunk)
         if size > limit:
             raise BodyTooLarge(limit)

@@ -1,8 +1,8 @@
 """`gdx hash` and `gdx lint`: the schema analysis on the command line, usable in CI.
 
 Exit codes of `gdx lint`: 0 no `error` finding, 1 at least one, 2 unreadable input (the file and the
-reason on stderr). Input: JSON Schema files, or JSONL with one schema per line (a line may be
-`{"id": ..., "schema": {...}}`, as JSONSchemaBench's), or `-` for stdin.
+reason on stderr) or an invalid `--lint.*` value. Input: JSON Schema files, or JSONL with one schema
+per line (a line may be `{"id": ..., "schema": {...}}`, as JSONSchemaBench's), or `-` for stdin.
 """
 
 from __future__ import annotations
@@ -15,9 +15,22 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from exporter import config
 from exporter.schema import identity, variants
 from exporter.schema.lint import RULES, SEVERITIES, Finding, Thresholds, lint
-from exporter.schema.walk import Budget
+
+# The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
+# kept for one release (0.1.x), that say which flag replaces them.
+OLD_SPELLINGS = {
+    "--depth": "lint.depth",
+    "--max-items": "lint.max-items",
+    "--union-depth": "lint.union-depth",
+    "--union-width": "lint.union-width",
+    "--enum-size": "lint.enum-size",
+    "--quantifier": "lint.quantifier",
+    "--budget-seconds": "lint.budget",
+    "--budget-nodes": "lint.budget-nodes",
+}
 
 
 class InputError(Exception):
@@ -43,8 +56,8 @@ def read_inputs(paths: Sequence[str], stdin: TextIO) -> Iterator[Item]:
             if path == "-":
                 text, name = stdin.read(), "<stdin>"
             else:
-                with open(path, encoding="utf-8") as f:
-                    text, name = f.read(), path
+                with open(path, encoding="utf-8") as handle:
+                    text, name = handle.read(), path
         except (OSError, UnicodeDecodeError) as err:
             raise InputError(f"{path}: {getattr(err, 'strerror', None) or err}") from err
         yield from _parse(name, text)
@@ -90,15 +103,11 @@ def hash_main(args: argparse.Namespace) -> int:
 
 def lint_main(args: argparse.Namespace) -> int:
     engines = ["xgrammar", "llguidance"] if args.engine == "all" else [args.engine]
-    thresholds = Thresholds(
-        depth=args.depth,
-        max_items=args.max_items,
-        union_depth=args.union_depth,
-        union_width=args.union_width,
-        enum_size=args.enum_size,
-        quantifier=args.quantifier,
-        budget=Budget(max_nodes=args.budget_nodes, max_seconds=args.budget_seconds),
-    )  # fmt: skip
+    try:
+        thresholds = config.lint_thresholds_from(vars(args))
+    except config.ConfigError as err:
+        print(f"gdx lint: {err}", file=sys.stderr)
+        return 2
     try:
         items = list(read_inputs(args.files, sys.stdin))
     except InputError as err:
@@ -118,7 +127,9 @@ def lint_main(args: argparse.Namespace) -> int:
         for item in items:
             item.compiles = checker.compile(item.text)
             keywords = {
-                _keyword(f) for f in item.findings if f.rule in ("xgrammar_unenforced", "llguidance_refused")
+                _keyword(finding)
+                for finding in item.findings
+                if finding.rule in ("xgrammar_unenforced", "llguidance_refused")
             }
             for engine in engines:
                 for keyword in sorted(k for k in keywords if k):
@@ -126,7 +137,7 @@ def lint_main(args: argparse.Namespace) -> int:
                     if result is not None:
                         item.probes.append(result)
     (print_json if args.format == "json" else print_text)(items)
-    return 1 if any(f.severity == "error" for item in items for f in item.findings) else 0
+    return 1 if any(finding.severity == "error" for item in items for finding in item.findings) else 0
 
 
 def analyse(items: list[Item], thresholds: Thresholds, engines: Sequence[str]) -> None:
@@ -141,44 +152,54 @@ def analyse(items: list[Item], thresholds: Thresholds, engines: Sequence[str]) -
         by_shape[item.shape_hash].append(item)
         texts[item.schema_hash].add(item.text)
     for group in by_shape.values():
-        distinct = {i.schema_hash: i for i in group}
+        distinct = {item.schema_hash: item for item in group}
         if len(distinct) < 2:
             continue
-        maps = [variants.literals(i.schema, thresholds.budget) for i in distinct.values()]
+        maps = [variants.literals(variant.schema, thresholds.budget) for variant in distinct.values()]
         found = variants.dynamic_enum(variants.varying_paths(maps), len(distinct))
         for item in group:
             item.findings.extend(found)
     for item in items:
         item.findings.extend(variants.unstable_serialization(len(texts[item.schema_hash])))
-        item.findings.sort(key=lambda f: (SEVERITIES.index(f.severity), f.pointer, f.rule))
+        item.findings.sort(key=_report_order)
 
 
-def _keyword(f: Finding) -> str:
-    start = f.message.find("`")
-    end = f.message.find("`", start + 1)
-    return f.message[start + 1 : end] if 0 <= start < end else ""
+def _report_order(finding: Finding) -> tuple[int, str, str]:
+    """Errors first, then by place in the document."""
+    return SEVERITIES.index(finding.severity), finding.pointer, finding.rule
+
+
+def _keyword(finding: Finding) -> str:
+    """The keyword a backend rule names between backticks in its message."""
+    start = finding.message.find("`")
+    end = finding.message.find("`", start + 1)
+    return finding.message[start + 1 : end] if 0 <= start < end else ""
 
 
 def print_text(items: list[Item]) -> None:
     for item in items:
         title = f" title={item.title}" if item.title else ""
         print(f"{item.name}  schema_hash={item.schema_hash} shape_hash={item.shape_hash}{title}")
-        for c in item.compiles:
-            state = f"compiles in {c.seconds * 1000:.1f} ms" if c.ok else f"does not compile: {c.error}"
-            print(f"  {c.engine}: {state}")
-        for p in item.probes:
-            print(f"  probe {p.engine} `{p.keyword}`: {p.outcome}")
-        for f in item.findings:
-            print(f"  {f.severity:<8} {f.rule:<22} {f.pointer or '/'}")
-            print(f"           {f.message}")
-            print(f"           fix: {f.fix}")
+        for compiled in item.compiles:
+            state = (
+                f"compiles in {compiled.seconds * 1000:.1f} ms"
+                if compiled.ok
+                else f"does not compile: {compiled.error}"
+            )
+            print(f"  {compiled.engine}: {state}")
+        for probe in item.probes:
+            print(f"  probe {probe.engine} `{probe.keyword}`: {probe.outcome}")
+        for finding in item.findings:
+            print(f"  {finding.severity:<8} {finding.rule:<22} {finding.pointer or '/'}")
+            print(f"           {finding.message}")
+            print(f"           fix: {finding.fix}")
         if not item.findings:
             print("  no findings")
     counts: dict[str, int] = defaultdict(int)
     for item in items:
-        for f in item.findings:
-            counts[f.severity] += 1
-    summary = ", ".join(f"{counts[s]} {s}" for s in SEVERITIES)
+        for finding in item.findings:
+            counts[finding.severity] += 1
+    summary = ", ".join(f"{counts[severity]} {severity}" for severity in SEVERITIES)
     print(f"{len(items)} schema(s): {summary}")
 
 
@@ -186,15 +207,15 @@ def print_json(items: list[Item]) -> None:
     json.dump(
         [
             {
-                "name": i.name,
-                "schema_hash": i.schema_hash,
-                "shape_hash": i.shape_hash,
-                "title": i.title,
-                "findings": [f.doc() for f in i.findings],
-                "compile": [c.doc() for c in i.compiles],
-                "probes": [p.doc() for p in i.probes],
+                "name": item.name,
+                "schema_hash": item.schema_hash,
+                "shape_hash": item.shape_hash,
+                "title": item.title,
+                "findings": [finding.doc() for finding in item.findings],
+                "compile": [compiled.doc() for compiled in item.compiles],
+                "probes": [probe.doc() for probe in item.probes],
             }
-            for i in items
+            for item in items
         ],
         sys.stdout,
         indent=2,
@@ -202,72 +223,72 @@ def print_json(items: list[Item]) -> None:
     print()
 
 
-def add_parsers(sub: Any) -> None:
-    h = sub.add_parser(
+class _OldSpelling(argparse.Action):
+    """A hidden alias of a `--lint.*` flag: stores its value where the new flag would, and says so once."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new_flag = new_flag
+        self.warned = False
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if not self.warned:
+            print(
+                f"gdx lint: {option_string} is deprecated and goes away in the next release; "
+                f"use --{self.new_flag}",
+                file=sys.stderr,
+            )
+            self.warned = True
+        setattr(namespace, self.dest, values)
+
+
+def add_parsers(commands: Any) -> None:
+    """`gdx hash` and `gdx lint`, added to the `gdx` subcommands."""
+    hash_parser = commands.add_parser(
         "hash",
         help="print a schema's schema_hash and shape_hash (as the probe reports them)",
         description="Print schema_hash (SHA-256 of the canonical JSON, 12 hex digits) and shape_hash "
         "(literals removed) of each FILE ('-' for stdin), the values the dashboards show. A file that "
         "is not JSON (a regex, a grammar) is hashed as its text without the trailing newline.",
     )
-    h.add_argument("files", nargs="+", metavar="FILE")
-    t = Thresholds()
-    b = Budget()
-    lt = sub.add_parser(
+    hash_parser.add_argument("files", nargs="+", metavar="FILE")
+    lint_parser = commands.add_parser(
         "lint",
         help="find what makes schemas slow to compile or not enforced",
         description="Lint JSON Schemas for grammar-compile cost and backend gaps. FILE: a schema, or "
         'JSONL with one per line ({"id", "schema"} lines accepted); \'-\' reads stdin. Several '
         "variants of one shape are compared: the pointers where they differ are reported "
-        "(dynamic_enum). Exit 0: no error finding; 1: errors; 2: unreadable input. Rules: "
-        + ", ".join(RULES)
-        + ".",
+        "(dynamic_enum). Exit 0: no error finding; 1: errors; 2: unreadable input or an invalid "
+        "limit. Rules: " + ", ".join(RULES) + ".",
     )
-    lt.add_argument("files", nargs="+", metavar="FILE")
-    lt.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
-    lt.add_argument(
+    lint_parser.add_argument("files", nargs="+", metavar="FILE")
+    lint_parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="output format (default text)"
+    )
+    lint_parser.add_argument(
         "--engine", choices=("xgrammar", "llguidance", "all"), default="all",
         help="backend whose gaps to report (and, with --tokenizer, to compile with); default all",
     )  # fmt: skip
-    lt.add_argument(
+    lint_parser.add_argument(
         "--tokenizer", metavar="PATH",
         help="a tokenizer.json: also compile each schema with the real engine(s), report the time and "
         "whether it compiles, and probe the keywords it uses with must-reject instances",
     )  # fmt: skip
-    lt.add_argument("--depth", type=int, default=t.depth, help=f"nesting levels allowed (default {t.depth})")
-    lt.add_argument(
-        "--max-items",
-        type=int,
-        default=t.max_items,
-        help=f"minItems/maxItems allowed (default {t.max_items})",
+    limits = lint_parser.add_argument_group(
+        "limits",
+        "Where each rule starts to fire. These are `gdx serve`'s --lint.* options: given the daemon's "
+        "values, a schema gets the same findings here as on the daemon's /metrics.",
     )
-    lt.add_argument(
-        "--union-depth",
-        type=int,
-        default=t.union_depth,
-        help=f"anyOf/oneOf nesting allowed (default {t.union_depth})",
-    )
-    lt.add_argument(
-        "--union-width", type=int, default=t.union_width, help=f"branches per union (default {t.union_width})"
-    )
-    lt.add_argument(
-        "--enum-size", type=int, default=t.enum_size, help=f"enum members (default {t.enum_size})"
-    )
-    lt.add_argument(
-        "--quantifier",
-        type=int,
-        default=t.quantifier,
-        help=f"largest regex {{m,n}} bound (default {t.quantifier})",
-    )
-    lt.add_argument(
-        "--budget-seconds",
-        type=float,
-        default=b.max_seconds,
-        help=f"analysis time per schema (default {b.max_seconds})",
-    )
-    lt.add_argument(
-        "--budget-nodes",
-        type=int,
-        default=b.max_nodes,
-        help=f"subschemas visited per schema (default {b.max_nodes})",
-    )
+    config.add_lint_flags(limits)
+    dests = {option.metadata["flag"]: option.name for option in config.LINT_OPTIONS}
+    for old, new in OLD_SPELLINGS.items():
+        lint_parser.add_argument(
+            old, dest=dests[new], action=_OldSpelling, new_flag=new, default=argparse.SUPPRESS,
+            help=argparse.SUPPRESS,
+        )  # fmt: skip

@@ -31,10 +31,11 @@ def _quote(value: str) -> str:
 
 class LogfmtFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
-        line = (
-            f"ts={ts} level={record.levelname.lower()} logger={record.name} msg={_quote(record.getMessage())}"
+        timestamp = (
+            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
         )
+        message = _quote(record.getMessage())
+        line = f"ts={timestamp} level={record.levelname.lower()} logger={record.name} msg={message}"
         if record.exc_info:
             line += " err=" + _quote(self.formatException(record.exc_info))
         return line
@@ -101,14 +102,14 @@ class DroppedCollector:
             "write_error (stderr failed: disk full, closed).",
             labels=["reason"],
         )
-        for reason, n in DROPPED.items():
-            family.add_metric([reason], n)
+        for reason, dropped in DROPPED.items():
+            family.add_metric([reason], dropped)
         yield family
 
 
-def setup(level: str = "info", fmt: str = "logfmt", stream: IO[str] | None = None) -> None:
+def setup(level: str = "info", line_format: str = "logfmt", stream: IO[str] | None = None) -> None:
     handler = BackgroundHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
+    handler.setFormatter(JsonFormatter() if line_format == "json" else LogfmtFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

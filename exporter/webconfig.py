@@ -51,8 +51,8 @@ class WebConfig:
 def load(path: str) -> WebConfig:
     """Parses and checks the file; raises ValueError naming the key and the problem."""
     try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f) or {}
+        with open(path, encoding="utf-8") as handle:
+            doc = yaml.safe_load(handle) or {}
     except (OSError, yaml.YAMLError) as err:
         raise ValueError(f"cannot read {path}: {err}") from err
     if not isinstance(doc, dict):

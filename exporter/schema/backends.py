@@ -1,9 +1,10 @@
 """What each grammar engine does with each JSON Schema keyword, as measured (not as documented).
 
 Every entry was checked by compiling an example schema and feeding a must-reject instance with the
-real engines over the Llama 3 vocabulary: xgrammar 0.2.9 and llguidance 1.9.1 (tests/test_schema_backends.py
-re-checks each one on every run). "unenforced": xgrammar compiles the schema and accepts the
-must-reject instance, without a word. "refused": llguidance fails the compile (the request fails).
+real engines over the Llama 3 vocabulary: xgrammar 0.2.9 and llguidance 1.9.1
+(tests/integration/test_schema_backends.py re-checks each one on every run). "unenforced":
+xgrammar compiles the schema and accepts the must-reject instance, without a word. "refused":
+llguidance fails the compile (the request fails).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ class Behaviour:
 
 # xgrammar compiles these and does not enforce them.
 XGRAMMAR_UNENFORCED: dict[str, Behaviour] = {
-    b.keyword: b
-    for b in (
+    behaviour.keyword: behaviour
+    for behaviour in (
         Behaviour("not", {"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, {"a": "x"}),
         Behaviour(
             "if",
@@ -118,8 +119,8 @@ XGRAMMAR_FORMATS = frozenset({
 
 # llguidance refuses these at compile time.
 LLGUIDANCE_REFUSED: dict[str, Behaviour] = {
-    b.keyword: b
-    for b in (
+    behaviour.keyword: behaviour
+    for behaviour in (
         Behaviour("not", XGRAMMAR_UNENFORCED["not"].example, None),
         Behaviour("if", XGRAMMAR_UNENFORCED["if"].example, None),
         Behaviour("dependentRequired", XGRAMMAR_UNENFORCED["dependentRequired"].example, None),
@@ -150,9 +151,18 @@ LLGUIDANCE_FORMATS = frozenset({
 SIMPLE_KEYWORDS = ("not", "if", "dependentRequired", "dependentSchemas", "uniqueItems", "contains")
 
 
+def _simple_keywords(schema: dict[str, Any]) -> list[tuple[str, str]]:
+    """The keywords both engines mishandle wherever they appear (`uniqueItems: false` asks nothing)."""
+    return [
+        (keyword, keyword)
+        for keyword in SIMPLE_KEYWORDS
+        if keyword in schema and not (keyword == "uniqueItems" and schema[keyword] is False)
+    ]
+
+
 def xgrammar_gaps(schema: dict[str, Any], lookaround: bool) -> list[tuple[str, str]]:
     """(keyword, the key it sits under) for what xgrammar compiles but does not enforce here."""
-    out = [(k, k) for k in SIMPLE_KEYWORDS if k in schema and not (k == "uniqueItems" and schema[k] is False)]
+    out = _simple_keywords(schema)
     for union in ("anyOf", "oneOf", "allOf"):
         if union in schema and "properties" in schema:
             out.append((f"properties beside {union}", union))
@@ -163,34 +173,34 @@ def xgrammar_gaps(schema: dict[str, Any], lookaround: bool) -> list[tuple[str, s
         out.append(("allOf with several branches", "allOf"))
     if lookaround:
         out.append(("pattern lookaround", "pattern"))
-    fmt = schema.get("format")
-    if isinstance(fmt, str) and fmt not in XGRAMMAR_FORMATS:
-        out.append((f"format {fmt}", "format"))
+    format_name = schema.get("format")
+    if isinstance(format_name, str) and format_name not in XGRAMMAR_FORMATS:
+        out.append((f"format {format_name}", "format"))
     return out
 
 
 def llguidance_refusals(schema: dict[str, Any], lookaround: bool) -> list[tuple[str, str]]:
     """(keyword, the key it sits under) for what makes llguidance refuse to compile."""
-    out = [(k, k) for k in SIMPLE_KEYWORDS if k in schema and not (k == "uniqueItems" and schema[k] is False)]
+    out = _simple_keywords(schema)
     for key in ("propertyNames", "unevaluatedProperties", "unevaluatedItems"):
         if key in schema:
             out.append((key, key))
     if "oneOf" in schema:
         out.append(("oneOf", "oneOf"))
     for key in ("minProperties", "maxProperties"):
-        props = schema.get("properties")
+        properties = schema.get("properties")
         required = schema.get("required", [])
         if (
             key in schema
-            and isinstance(props, dict)
-            and not set(props) <= set(required if isinstance(required, list) else [])
+            and isinstance(properties, dict)
+            and not set(properties) <= set(required if isinstance(required, list) else [])
         ):
             out.append((f"{key} with optional properties", key))
     if lookaround:
         out.append(("pattern lookaround", "pattern"))
-    fmt = schema.get("format")
-    if isinstance(fmt, str) and fmt not in LLGUIDANCE_FORMATS:
-        out.append((f"format {fmt}", "format"))
+    format_name = schema.get("format")
+    if isinstance(format_name, str) and format_name not in LLGUIDANCE_FORMATS:
+        out.append((f"format {format_name}", "format"))
     return out
 
 
@@ -201,16 +211,20 @@ def _single_type(branch: Any) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+def _has_const(branch: Any) -> bool:
+    return isinstance(branch, dict) and "const" in branch
+
+
 def _tag(branch: Any, name: str) -> str | None:
     """The branch's constant value of property `name`, when it is required and fixed."""
     if not isinstance(branch, dict) or name not in (branch.get("required") or []):
         return None
-    prop = (branch.get("properties") or {}).get(name)
-    if isinstance(prop, dict):
-        if "const" in prop:
-            return repr(prop["const"])
-        if isinstance(prop.get("enum"), list) and len(prop["enum"]) == 1:
-            return repr(prop["enum"][0])
+    discriminator = (branch.get("properties") or {}).get(name)
+    if isinstance(discriminator, dict):
+        if "const" in discriminator:
+            return repr(discriminator["const"])
+        if isinstance(discriminator.get("enum"), list) and len(discriminator["enum"]) == 1:
+            return repr(discriminator["enum"][0])
     return None
 
 
@@ -220,18 +234,18 @@ def provably_disjoint(branches: list[Any]) -> bool:
     a required discriminator property with a distinct constant in every branch."""
     if len(branches) < 2:
         return True
-    types = [_single_type(b) for b in branches]
+    types = [_single_type(branch) for branch in branches]
     if all(types):
-        widened = ["number" if t == "integer" else t for t in types]
+        widened = ["number" if kind == "integer" else kind for kind in types]
         if len(set(widened)) == len(widened):
             return True
-    consts = [repr(b["const"]) if isinstance(b, dict) and "const" in b else None for b in branches]
-    if all(c is not None for c in consts) and len(set(consts)) == len(consts):
+    constants = [repr(branch["const"]) if _has_const(branch) else None for branch in branches]
+    if all(constant is not None for constant in constants) and len(set(constants)) == len(constants):
         return True
     first = branches[0]
     if isinstance(first, dict) and isinstance(first.get("properties"), dict):
         for name in first["properties"]:
-            tags = [_tag(b, name) for b in branches]
-            if all(t is not None for t in tags) and len(set(tags)) == len(tags):
+            tags = [_tag(branch, name) for branch in branches]
+            if all(tag is not None for tag in tags) and len(set(tags)) == len(tags):
                 return True
     return False

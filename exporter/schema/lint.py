@@ -22,7 +22,9 @@ MAX_INPUT_CHARS = 16 * 2**20
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Defaults from the first seed: depth 3, items 20, unions 3 deep; the others measured."""
+    """Where each rule starts to fire. Depth 3, 20 items and unions 3 deep are the limits taken from the
+    per-tenant enum incident this project started from (its invoice schema, the one `make demo` sends,
+    nests 3 levels); the other defaults were measured."""
 
     depth: int = 3
     max_items: int = 20
@@ -48,42 +50,44 @@ class Finding:
 Rule = Callable[[Node, Thresholds], Iterable[Finding]]
 
 
-def depth(node: Node, t: Thresholds) -> Iterable[Finding]:
-    """Levels of objects and arrays, the root being level 1: the first seed's invoice has 3."""
-    if node.depth == t.depth and _is_container(node.schema):
+def depth(node: Node, limits: Thresholds) -> Iterable[Finding]:
+    """Levels of objects and arrays, the root being level 1: the demo's invoice schema (envelope,
+    line_items array, line item) has 3."""
+    if node.depth == limits.depth and _is_container(node.schema):
         yield Finding(
             "depth", "warning", node.pointer,
-            f"object/array nesting reaches level {node.depth + 1} here (limit {t.depth}): "
+            f"object/array nesting reaches level {node.depth + 1} here (limit {limits.depth}): "
             "every level multiplies grammar states",
-            f"flatten to at most {t.depth} levels; move deep detail into a second request or post-processing",
+            f"flatten to at most {limits.depth} levels; "
+            "move deep detail into a second request or post-processing",
         )  # fmt: skip
 
 
-def union_depth(node: Node, t: Thresholds) -> Iterable[Finding]:
+def union_depth(node: Node, limits: Thresholds) -> Iterable[Finding]:
     key = "anyOf" if "anyOf" in node.schema else "oneOf" if "oneOf" in node.schema else ""
-    if key and node.union_depth == t.union_depth:
+    if key and node.union_depth == limits.union_depth:
         yield Finding(
             "union_depth", "warning", f"{node.pointer}/{key}",
-            f"anyOf/oneOf nested {node.union_depth + 1} deep here (limit {t.union_depth})",
+            f"anyOf/oneOf nested {node.union_depth + 1} deep here (limit {limits.union_depth})",
             "flatten the unions into one discriminated union at one level",
         )  # fmt: skip
 
 
-def union_width(node: Node, t: Thresholds) -> Iterable[Finding]:
+def union_width(node: Node, limits: Thresholds) -> Iterable[Finding]:
     for key in ("anyOf", "oneOf"):
         branches = node.schema.get(key)
-        if isinstance(branches, list) and len(branches) > t.union_width:
+        if isinstance(branches, list) and len(branches) > limits.union_width:
             yield Finding(
                 "union_width", "info", f"{node.pointer}/{key}",
-                f"{len(branches)} branches (limit {t.union_width})",
+                f"{len(branches)} branches (limit {limits.union_width})",
                 "split into fewer, distinct alternatives or into separate schemas per request type",
             )  # fmt: skip
 
 
-def bounded_quantifier(node: Node, t: Thresholds) -> Iterable[Finding]:
+def bounded_quantifier(node: Node, limits: Thresholds) -> Iterable[Finding]:
     for pointer, pattern in _patterns(node):
         facts = regex.analyse(pattern)
-        if facts is not None and facts.max_bounded_repeat > t.quantifier:
+        if facts is not None and facts.max_bounded_repeat > limits.quantifier:
             yield Finding(
                 "bounded_quantifier", "warning", pointer,
                 f"a bounded repeat up to {facts.max_bounded_repeat} unrolls into as many grammar states",
@@ -91,28 +95,28 @@ def bounded_quantifier(node: Node, t: Thresholds) -> Iterable[Finding]:
             )  # fmt: skip
 
 
-def large_enum(node: Node, t: Thresholds) -> Iterable[Finding]:
+def large_enum(node: Node, limits: Thresholds) -> Iterable[Finding]:
     values = node.schema.get("enum")
-    if isinstance(values, list) and len(values) > t.enum_size:
+    if isinstance(values, list) and len(values) > limits.enum_size:
         yield Finding(
             "large_enum", "info", f"{node.pointer}/enum",
-            f"{len(values)} members (limit {t.enum_size})",
+            f"{len(values)} members (limit {limits.enum_size})",
             "constrain to a string and validate membership after decoding",
         )  # fmt: skip
 
 
-def max_items(node: Node, t: Thresholds) -> Iterable[Finding]:
+def max_items(node: Node, limits: Thresholds) -> Iterable[Finding]:
     for key in ("minItems", "maxItems"):
         value = node.schema.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > t.max_items:
+        if isinstance(value, int) and not isinstance(value, bool) and value > limits.max_items:
             yield Finding(
                 "max_items", "warning", f"{node.pointer}/{key}",
-                f"{key} {value} (limit {t.max_items}): each counted item is a grammar state",
+                f"{key} {value} (limit {limits.max_items}): each counted item is a grammar state",
                 f"drop {key} from the grammar and check the count after decoding",
             )  # fmt: skip
 
 
-def xgrammar_unenforced(node: Node, t: Thresholds) -> Iterable[Finding]:
+def xgrammar_unenforced(node: Node, limits: Thresholds) -> Iterable[Finding]:
     facts = _lookaround(node)
     for keyword, key in backends.xgrammar_gaps(node.schema, facts):
         yield Finding(
@@ -123,7 +127,7 @@ def xgrammar_unenforced(node: Node, t: Thresholds) -> Iterable[Finding]:
         )  # fmt: skip
 
 
-def llguidance_refused(node: Node, t: Thresholds) -> Iterable[Finding]:
+def llguidance_refused(node: Node, limits: Thresholds) -> Iterable[Finding]:
     facts = _lookaround(node)
     for keyword, key in backends.llguidance_refusals(node.schema, facts):
         yield Finding(
@@ -205,7 +209,7 @@ def lint(
                 "replace the recursion with a fixed depth (e.g. two explicit levels)",
             ),
         )  # fmt: skip
-    return sorted(found.values(), key=lambda f: (f.pointer, f.rule, f.message))
+    return sorted(found.values(), key=lambda finding: (finding.pointer, finding.rule, finding.message))
 
 
 def parse_and_lint(
@@ -235,8 +239,8 @@ def parse_and_lint(
 def _is_container(schema: dict[str, Any]) -> bool:
     kind = schema.get("type")
     kinds = kind if isinstance(kind, list) else [kind]
-    return bool({"object", "array"} & set(k for k in kinds if isinstance(k, str))) or any(
-        k in schema for k in ("properties", "items", "prefixItems", "additionalProperties")
+    return bool({"object", "array"} & {k for k in kinds if isinstance(k, str)}) or any(
+        keyword in schema for keyword in ("properties", "items", "prefixItems", "additionalProperties")
     )
 
 
@@ -261,6 +265,7 @@ def _lookaround(node: Node) -> bool:
 def count(findings: Iterable[Finding]) -> dict[tuple[str, str], int]:
     """Places each (rule, severity) fires: the value of `schema_lint_findings`."""
     out: dict[tuple[str, str], int] = {}
-    for f in findings:
-        out[(f.rule, f.severity)] = out.get((f.rule, f.severity), 0) + 1
+    for finding in findings:
+        key = (finding.rule, finding.severity)
+        out[key] = out.get(key, 0) + 1
     return out

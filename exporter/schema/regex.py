@@ -14,10 +14,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_p: Any = importlib.import_module("re._parser")  # the parser behind `re` (Python 3.11+)
-_c: Any = importlib.import_module("re._constants")
+_parser: Any = importlib.import_module("re._parser")  # the parser behind `re` (Python 3.11+)
+_constants: Any = importlib.import_module("re._constants")
 
 MAX_PATTERN_CHARS = 10_000
+_REPEATS = (_constants.MAX_REPEAT, _constants.MIN_REPEAT, getattr(_constants, "POSSESSIVE_REPEAT", None))
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ def analyse(pattern: str) -> PatternFacts | None:
     if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
         return None
     try:
-        parsed = _p.parse(pattern)
+        parsed = _parser.parse(pattern)
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
     largest = 0
@@ -40,23 +41,23 @@ def analyse(pattern: str) -> PatternFacts | None:
     stack: list[Any] = [parsed]
     while stack:
         items = stack.pop()
-        for op, av in items:
-            if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, getattr(_c, "POSSESSIVE_REPEAT", None)):
-                _low, high, sub = av
-                if high != _c.MAXREPEAT:
+        for opcode, argument in items:
+            if opcode in _REPEATS:
+                _low, high, repeated = argument
+                if high != _constants.MAXREPEAT:
                     largest = max(largest, int(high))
-                stack.append(sub)
-            elif op in (_c.ASSERT, _c.ASSERT_NOT):
+                stack.append(repeated)
+            elif opcode in (_constants.ASSERT, _constants.ASSERT_NOT):
                 lookaround = True
-                stack.append(av[1])
-            elif op == _c.SUBPATTERN:
-                stack.append(av[-1])
-            elif op == _c.BRANCH:
-                stack.extend(av[1])
-            elif op == getattr(_c, "ATOMIC_GROUP", None):
-                stack.append(av)
-            elif op == _c.GROUPREF_EXISTS:
-                stack.append(av[1])
-                if av[2] is not None:
-                    stack.append(av[2])
+                stack.append(argument[1])
+            elif opcode == _constants.SUBPATTERN:
+                stack.append(argument[-1])
+            elif opcode == _constants.BRANCH:
+                stack.extend(argument[1])
+            elif opcode == getattr(_constants, "ATOMIC_GROUP", None):
+                stack.append(argument)
+            elif opcode == _constants.GROUPREF_EXISTS:
+                stack.append(argument[1])
+                if argument[2] is not None:
+                    stack.append(argument[2])
     return PatternFacts(largest, lookaround)

@@ -148,7 +148,7 @@ def walk(
                         cycles.append(Cycle(f"{node.pointer}/$ref", target))
                 else:
                     seen = expansions.setdefault(target, [])
-                    deeper = all(node.depth > d or node.union_depth > u for d, u in seen)
+                    deeper = all(node.depth > depth or node.union_depth > unions for depth, unions in seen)
                     if deeper and len(seen) < MAX_REF_EXPANSIONS:
                         seen.append((node.depth, node.union_depth))
                         stack.append(

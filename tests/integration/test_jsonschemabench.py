@@ -24,12 +24,12 @@ def test_every_schema_lints_within_budget() -> None:
     slowest = 0.0
     started = time.monotonic()
     for path in files:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            for line in f:
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            for line in lines:
                 schema = json.loads(line)["schema"]
-                t0 = time.monotonic()
+                lint_started = time.monotonic()
                 findings = lint(schema)
-                slowest = max(slowest, time.monotonic() - t0)
+                slowest = max(slowest, time.monotonic() - lint_started)
                 text = json.dumps(schema)
                 assert len(schema_hash(text)) == len(shape_hash(text)) == 12
                 for finding in findings:
@@ -44,12 +44,12 @@ def test_every_schema_lints_within_budget() -> None:
 def test_gdx_lint_reads_a_benchmark_file(tmp_path: Path) -> None:
     source = SCHEMAS / "Kubernetes.jsonl.gz"
     plain = tmp_path / "kubernetes.jsonl"
-    with gzip.open(source, "rt", encoding="utf-8") as f:
-        plain.write_text("".join(line for _, line in zip(range(40), f, strict=False)))
+    with gzip.open(source, "rt", encoding="utf-8") as lines:
+        plain.write_text("".join(line for _, line in zip(range(40), lines, strict=False)))
     out = subprocess.run(
         [sys.executable, "-m", "exporter", "lint", "--format", "json", str(plain)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode in (0, 1), out.stderr
     report = json.loads(out.stdout)
-    assert len(report) == 40 and all(r["name"].startswith(str(plain)) for r in report)
+    assert len(report) == 40 and all(entry["name"].startswith(str(plain)) for entry in report)

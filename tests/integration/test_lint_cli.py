@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from exporter import cli
+from exporter.lintcli import OLD_SPELLINGS
 from exporter.schema.identity import schema_hash, shape_hash
 
 PATTERN = {
@@ -115,3 +118,58 @@ def test_help_lists_the_rules() -> None:
     assert out.returncode == 0
     for rule in ("dynamic_enum", "bounded_quantifier", "xgrammar_unenforced", "too_complex"):
         assert rule in out.stdout
+
+
+def _four_levels(tmp_path: Path) -> Path:
+    """Objects four deep: one past the default depth limit of 3."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(4):
+        schema = {"type": "object", "properties": {"x": schema}}
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(schema))
+    return path
+
+
+def _rules(out: subprocess.CompletedProcess[str]) -> list[str]:
+    return [f["rule"] for report in json.loads(out.stdout) for f in report["findings"]]
+
+
+def test_lint_takes_the_serve_flag_names(tmp_path: Path) -> None:
+    path = _four_levels(tmp_path)
+    assert _rules(gdx("lint", "--format", "json", str(path))) == ["depth"]
+    out = gdx("lint", "--format", "json", "--lint.depth", "4", str(path))
+    assert out.returncode == 0 and _rules(out) == [] and out.stderr == ""
+    out = gdx("lint", "--format", "json", "--lint.budget-nodes", "2", "--lint.budget", "5s", str(path))
+    assert out.returncode == 1 and _rules(out) == ["too_complex"]
+    out = gdx("lint", "--lint.depth", "0", str(path))
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "gdx lint: invalid configuration: lint.depth (from --lint.depth): '0' must be greater than zero"
+    )
+
+
+def test_old_flag_spellings_still_work_and_warn_once(tmp_path: Path) -> None:
+    path = _four_levels(tmp_path)
+    args = ["--depth", "4", "--depth", "5", "--max-items", "30", "--union-depth", "4", "--union-width", "9"]
+    args += ["--enum-size", "65", "--quantifier", "33", "--budget-seconds", "2", "--budget-nodes", "50000"]
+    out = gdx("lint", "--format", "json", *args, str(path))
+    assert out.returncode == 0 and _rules(out) == []  # --depth took effect
+    assert out.stderr.splitlines() == [
+        f"gdx lint: {old} is deprecated and goes away in the next release; use --{new}"
+        for old, new in OLD_SPELLINGS.items()
+    ]
+    out = gdx("lint", "--format", "json", "--budget-nodes", "2", str(path))
+    assert _rules(out) == ["too_complex"] and len(out.stderr.splitlines()) == 1
+
+
+def test_old_spellings_are_hidden_aliases_of_the_new_flags() -> None:
+    (commands,) = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    lint_parser = commands.choices["lint"]
+    by_flag = {flag: action for action in lint_parser._actions for flag in action.option_strings}
+    assert set(OLD_SPELLINGS) <= set(by_flag)
+    for old, new in OLD_SPELLINGS.items():
+        assert by_flag[old].dest == by_flag["--" + new].dest
+        assert by_flag[old].help == argparse.SUPPRESS
+    help_text = gdx("lint", "--help").stdout
+    assert "--lint.budget-nodes" in help_text
+    assert [old for old in OLD_SPELLINGS if old in help_text] == []

@@ -22,27 +22,24 @@ def engines(tokenizer_json: Path) -> Engines:
 
 
 def _keywords(schema: dict[str, Any], rule: str) -> set[str]:
-    out = set()
-    for f in lint(schema):
-        if f.rule == rule:
-            out.add(f.message.split("`")[1])
-    return out
+    """The keywords a rule names (between backticks) on a schema."""
+    return {finding.message.split("`")[1] for finding in lint(schema) if finding.rule == rule}
 
 
 @pytest.mark.parametrize("keyword", sorted(backends.XGRAMMAR_UNENFORCED))
 def test_xgrammar_does_not_enforce(engines: Engines, keyword: str) -> None:
-    b = backends.XGRAMMAR_UNENFORCED[keyword]
-    assert engines.compile(json.dumps(b.example))[0].ok
-    assert engines.xgrammar_accepts(b.example, b.must_reject) == "unenforced"
-    assert keyword in _keywords(b.example, "xgrammar_unenforced")
+    behaviour = backends.XGRAMMAR_UNENFORCED[keyword]
+    assert engines.compile(json.dumps(behaviour.example))[0].ok
+    assert engines.xgrammar_accepts(behaviour.example, behaviour.must_reject) == "unenforced"
+    assert keyword in _keywords(behaviour.example, "xgrammar_unenforced")
 
 
 @pytest.mark.parametrize("keyword", sorted(backends.LLGUIDANCE_REFUSED))
 def test_llguidance_refuses(engines: Engines, keyword: str) -> None:
-    b = backends.LLGUIDANCE_REFUSED[keyword]
-    ll = engines.compile(json.dumps(b.example))[1]
-    assert ll.engine == "llguidance" and not ll.ok, ll
-    assert keyword in _keywords(b.example, "llguidance_refused")
+    behaviour = backends.LLGUIDANCE_REFUSED[keyword]
+    llguidance = engines.compile(json.dumps(behaviour.example))[1]
+    assert llguidance.engine == "llguidance" and not llguidance.ok, llguidance
+    assert keyword in _keywords(behaviour.example, "llguidance_refused")
 
 
 @pytest.mark.parametrize(

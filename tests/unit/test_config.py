@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from exporter import cli, config
 from exporter.config import Config, ConfigError, Target
+from exporter.schema.lint import Thresholds
 from tools.harness import ROOT
 
 # A valid raw value (as text) for every option and the parsed value it must become.
@@ -47,6 +49,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "lint_enum_size": ("128", 128),
     "lint_quantifier": ("16", 16),
     "lint_budget": ("250ms", 0.25),
+    "lint_budget_nodes": ("5000", 5000),
     "nvml_retry_interval": ("10s", 10.0),
     "kubernetes_enabled": ("true", True),
     "kubernetes_node_name": ("node-a", "node-a"),
@@ -74,6 +77,7 @@ INVALID: dict[str, str] = {
     "probe_engine_ttl": "never",
     "lint_depth": "0",
     "lint_budget": "-1s",
+    "lint_budget_nodes": "many",
     "kubernetes_default_port": "70000",
 }
 OPTIONS = {f.name: f for f in config.OPTIONS}
@@ -234,13 +238,55 @@ def test_help_lists_every_flag_and_env_var() -> None:
         assert f.metadata["env"] in text.replace("\n", "").replace(" ", "")
 
 
+def _subcommand(name: str) -> argparse.ArgumentParser:
+    (commands,) = [a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    parser: argparse.ArgumentParser = commands.choices[name]
+    return parser
+
+
+def _lint_flag_names(parser: argparse.ArgumentParser) -> set[str]:
+    flags = {flag for action in parser._actions for flag in action.option_strings}
+    return {flag for flag in flags if flag.startswith("--lint.")}
+
+
+def test_lint_and_serve_take_the_same_lint_flags() -> None:
+    serve, lint = _lint_flag_names(_subcommand("serve")), _lint_flag_names(_subcommand("lint"))
+    assert serve == lint
+    assert "--lint.depth" in serve and "--lint.budget-nodes" in serve
+
+
+def test_lint_and_serve_build_the_same_thresholds_from_the_same_flags() -> None:
+    args = [arg for f in config.LINT_OPTIONS for arg in _flag_args(f.name, SAMPLES[f.name][0])]
+    from_serve = config.load(_parse_flags(args), environ={}).lint_thresholds()
+    lint_args = vars(_subcommand("lint").parse_args([*args, "schema.json"]))
+    from_lint = config.lint_thresholds_from(lint_args)
+    assert from_lint == from_serve
+    assert (from_lint.depth, from_lint.budget.max_nodes, from_lint.budget.max_seconds) == (4, 5000, 0.25)
+
+
+def test_lint_threshold_defaults_are_the_rules_defaults() -> None:
+    assert config.lint_thresholds_from({}) == Thresholds() == Config().lint_thresholds()
+
+
+def test_lint_thresholds_reject_a_bad_value_like_serve() -> None:
+    with pytest.raises(ConfigError) as err:
+        config.lint_thresholds_from({"lint_depth": "0"})
+    assert str(err.value) == (
+        "invalid configuration: lint.depth (from --lint.depth): '0' must be greater than zero"
+    )
+
+
 def test_config_is_frozen() -> None:
     cfg = Config()
     with pytest.raises(AttributeError):
         cfg.vllm_timeout = 1  # type: ignore[misc]
 
 
-def test_readme_documents_every_option() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_configuration_doc_documents_every_option() -> None:
+    """docs/configuration.md has a table row per option naming its flag, env variable and YAML key."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| `--")]
     for f in config.OPTIONS:
-        assert f"`--{f.metadata['flag']}`" in readme and f"`{f.metadata['env']}`" in readme, f.name
+        m = f.metadata
+        cells = (f"`--{m['flag']}`", f"`{m['env']}`", f"`{m['yaml']}`")
+        assert any(all(c in row for c in cells) for row in rows), f.name
