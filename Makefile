@@ -17,12 +17,13 @@ export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 
-.PHONY: help demo test lint typecheck unit sysdeps bench run clean tokenizer vllm sglang alerts dashboards deploy
+.PHONY: help demo test check lint typecheck unit suite sysdeps bench run clean tokenizer vllm sglang alerts dashboards deploy
 
 help:
-	@echo "make demo     the first seed's incident on a real vLLM, caught (installs what it needs; DEMO_DURATION=240)"
+	@echo "make demo     the per-tenant enum incident on a real vLLM, caught (installs what it needs; DEMO_DURATION=240)"
 	@echo "make run      run the daemon on :9479 (installs into $(VENV) first)"
-	@echo "make test     static checks + every test (installs what it needs)"
+	@echo "make check    the inner loop: ruff, mypy and the unit tier (under 3 minutes)"
+	@echo "make test     static checks + every test, all tiers (installs what it needs; the CI command)"
 	@echo "make bench    performance figures (docs/performance.md)"
 	@echo "make clean    remove the virtualenv and caches"
 
@@ -76,19 +77,31 @@ sglang: $(SGLANG_STAMP)
 sysdeps:
 	scripts/ensure-system-deps.sh
 
+LINT_PATHS := exporter tools tests alerts dashboards deploy
+
 lint: $(STAMP)
-	$(BIN)/ruff check exporter tests alerts dashboards deploy
-	$(BIN)/ruff format --check exporter tests alerts dashboards deploy
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy exporter
 
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
-unit: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(SGLANG_STAMP)
-	@rc=0; $(BIN)/python -m pytest $(PYTEST_ARGS) || rc=$$?; \
+PYTEST = rc=0; $(BIN)/python -m pytest $(1) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
-test: lint typecheck unit
+# The unit tier: pure functions and collectors, no servers, no engines; seconds.
+unit: $(STAMP)
+	@$(call PYTEST,tests/unit -m "not slow" $(PYTEST_ARGS))
+
+# Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
+# Alertmanager, soaks, faults).
+suite: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(SGLANG_STAMP)
+	@$(call PYTEST,$(PYTEST_ARGS))
+
+check: lint typecheck unit
+
+test: lint typecheck suite
 
 bench: $(STAMP) $(TOKENIZER)
 	scripts/ensure-system-deps.sh prometheus-node-exporter

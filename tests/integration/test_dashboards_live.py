@@ -19,7 +19,7 @@ from tools.harness import ROOT, fake_pynvml
 from tools.harness.processes import DaemonProcess as Daemon
 from tools.harness.processes import PageServer, Prometheus
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vllm_page: str) -> None:

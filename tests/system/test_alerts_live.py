@@ -22,7 +22,7 @@ from tools.harness import ROOT
 from tools.harness.processes import Alertmanager, Prometheus, Receiver
 from tools.harness.processes import DaemonProcess as Daemon
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 ROUTING_KEY = "R0UT1NGKEY-test-0001"
 
 

@@ -21,7 +21,7 @@ from tests.support.dashboards import load, queries
 from tools.demo import run as demo
 from tools.harness import ROOT, fake_pynvml
 
-pytestmark = pytest.mark.timeout(1200)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def test_the_first_seeds_incident(tmp_path: Path, tokenizer_json: Path) -> None:

@@ -27,7 +27,7 @@ from tools.harness.processes import DaemonProcess as Daemon
 from tools.harness.scraping import sample, scrape, wait_for
 from tools.harness.simengines import SimEngines, Watcher
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 RESTARTS = int(os.environ.get("GDX_FAULT_RESTARTS", "20"))
 NOBODY = 65534
 

@@ -23,7 +23,7 @@ RSS_LIMIT = 200 * 2**20  # absolute ceiling for the daemon under this load
 RSS_GROWTH = 24 * 2**20  # from the end of the first third to the end of the run
 COUNTER_SUFFIXES = ("_total", "_count", "_bucket", "_sum")
 
-pytestmark = pytest.mark.timeout(SECONDS + 300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SECONDS + 300)]
 
 
 def rss(pid: int) -> int:

@@ -10,17 +10,20 @@ import os
 import time
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporter import wire
-from exporter.collectors.probe import RESULTS, classify
+from exporter.collectors.probe.listener import RESULTS, classify
 from exporter.schema.identity import schema_hash, shape_hash
 from exporter.schema.lint import Thresholds, lint, parse_and_lint
 from exporter.schema.variants import literals
 from exporter.schema.walk import Budget
 
 EXAMPLES = int(os.environ.get("GDX_FUZZ_EXAMPLES", "10000"))
+# 10,000 cases per target: minutes, so outside `make check` (make test runs it).
+pytestmark = pytest.mark.slow
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 
 keywords = st.sampled_from([

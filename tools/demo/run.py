@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (PromQL reads better on one line)
 """The demo: a real vLLM on the CPU with the probe, the daemon, Prometheus with the project's rules,
 Alertmanager with the example routing and a local PagerDuty endpoint, and a traffic generator that
-replays the first seed's three schema designs, one phase each, with a live view of what the product
+replays the per-tenant enum incident's three schema designs, one phase each, with a live view of what the product
 shows. `run()` returns what each phase measured, so the end-to-end test asserts on the same run.
 """
 
@@ -30,7 +30,7 @@ TENANTS = 1000
 
 
 def invoice() -> dict[str, Any]:
-    """The first seed's canonical static schema (integers bounded so random weights terminate)."""
+    """The canonical static invoice schema of the per-tenant enum incident (integers bounded so random weights terminate)."""
     item = {
         "type": "object",
         "properties": {
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="python -m tools.demo",
-        description="The first seed's incident on a real vLLM, caught: three schema designs, one phase each.",
+        description="The per-tenant enum incident on a real vLLM, caught: three schema designs, one phase each.",
     )
     default = float(os.environ.get("DEMO_DURATION", "240"))
     parser.add_argument(
