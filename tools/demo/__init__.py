@@ -1,1 +1,1 @@
-"""`make demo`: the first seed's incident, reproduced on a real vLLM and caught (see __main__)."""
+"""`make demo`: the per-tenant enum incident, reproduced on a real vLLM and caught (see __main__)."""

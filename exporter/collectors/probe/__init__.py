@@ -1,6 +1,6 @@
 """The probe receiver: engines' probes send cumulative snapshots over a unix socket (`listener`),
 the daemon keeps bounded per-engine and per-schema state (`store`), lints the schema texts off the
-event loop (`analysis`) and exposes the contract's families (`families`). This module only wires
+event loop (`analysis`) and exposes the metric contract's families (docs/metrics.md) (`families`). This module only wires
 them together as one collector.
 """
 

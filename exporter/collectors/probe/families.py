@@ -61,7 +61,7 @@ def listener_families(view: ListenerView) -> Iterable[Metric]:
 
 
 def store_families(view: StoreView) -> Iterable[Metric]:
-    """The contract's probe families from one consistent view of the store."""
+    """The probe families of the metric contract (docs/metrics.md) from one consistent view of the store."""
     yield from engine_families(view.engines)
     yield from schema_families(view)
     yield from analysis_families(view.analysis, view.serialisations)
