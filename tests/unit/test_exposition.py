@@ -48,7 +48,7 @@ def library(metrics: list[Metric], openmetrics: bool) -> bytes:
 
 
 def daemon_families() -> list[Metric]:
-    """The daemon's own families at the series caps (docs/metrics.md), frozen (values that decay are read once)."""
+    """The daemon's own families at the series caps (docs/metrics.md), frozen (decaying values read once)."""
     store = ProbeStore(max_schemas=50)
     for e in range(8):
         link = Link(store, pod=f"vllm-{e}")

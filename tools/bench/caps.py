@@ -1,5 +1,5 @@
-"""`make bench`: the daemon at the series caps (docs/metrics.md) beside node_exporter, scraped on the same machine
-in the same run, interleaved, so that the figures are ratios (these machines are noisy).
+"""`make bench`: the daemon at the series caps (docs/metrics.md) beside node_exporter, scraped on the same
+machine in the same run, interleaved, so that the figures are ratios (these machines are noisy).
 
 The daemon runs as in production (its own process, `gdx serve`) with:
 - 8 vLLM targets serving the real vLLM 0.32 page (a separate process);

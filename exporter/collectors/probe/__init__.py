@@ -1,7 +1,7 @@
 """The probe receiver: engines' probes send cumulative snapshots over a unix socket (`listener`),
 the daemon keeps bounded per-engine and per-schema state (`store`), lints the schema texts off the
-event loop (`analysis`) and exposes the metric contract's families (docs/metrics.md) (`families`). This module only wires
-them together as one collector.
+event loop (`analysis`) and exposes the metric contract's families (`families`, docs/metrics.md).
+This module only wires them together as one collector.
 """
 
 from __future__ import annotations
