@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tools.harness.scraping import sample
+from tools.harness.scraping import sample, scrape
 from tools.harness.simengines import SimEngines, Watcher
 
 SECONDS = float(os.environ.get("GDX_SOAK_SECONDS", "600"))
@@ -106,8 +106,6 @@ def test_soak(daemon_factory: Any, tmp_path: Path) -> None:
     assert requests >= 0.5 * 8 * 200 * SECONDS  # the load really ran (allowing for a slow machine)
     for key, engine in totals.items():
         assert engine["probe"]["dropped"] == 0 and engine["probe"]["internal_errors"] == 0, key
-    from scraping import scrape
-
     m = scrape(daemon.url)
     for result in ("malformed", "oversize", "rejected"):
         assert sample(m, "guided_decoding_probe_snapshots_total", result=result) == 0
