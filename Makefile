@@ -109,6 +109,7 @@ bench: $(STAMP) $(TOKENIZER)
 	$(BIN)/python -m tools.bench.scrape
 	$(BIN)/python -m tools.bench.probe
 	$(BIN)/python -m tools.bench.schemas counts
+	$(BIN)/python -m tools.bench.families
 
 run: $(STAMP)
 	$(BIN)/gdx serve $(ARGS)
