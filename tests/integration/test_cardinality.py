@@ -9,6 +9,7 @@ import os
 import tracemalloc
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
@@ -36,6 +37,8 @@ def render(store: ProbeStore) -> str:
     return generate_latest(registry).decode()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(300)  # about 75 s alone on a 2-core machine; twice that when it is busy
 def test_a_flood_of_distinct_schemas_stays_bounded() -> None:
     store = ProbeStore(max_schemas=50)
     links = [Link(store, max_schemas=500, pod=f"vllm-{i}") for i in range(4)]
