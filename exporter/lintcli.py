@@ -1,8 +1,10 @@
 """`gdx hash` and `gdx lint`: the schema analysis on the command line, usable in CI.
 
+The flags, the text and JSON output and the exit codes; the files are read by exporter/requestlog.py
+and analysed by exporter/lintreport.py.
+
 Exit codes of `gdx lint`: 0 no `error` finding, 1 at least one, 2 unreadable input (the file and the
-reason on stderr) or an invalid `--lint.*` value. Input: JSON Schema files, or JSONL with one schema
-per line (a line may be `{"id": ..., "schema": {...}}`, as JSONSchemaBench's), or `-` for stdin.
+reason on stderr) or an invalid flag value.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from collections.abc import Sequence
+from typing import Any
 
 from exporter import config
-from exporter.schema import identity, variants
-from exporter.schema.lint import RULES, SEVERITIES, Finding, Thresholds, lint
+from exporter.enginecheck import Engines
+from exporter.lintreport import FamilyReport, Report, SchemaReport, analyse
+from exporter.requestlog import KINDS, InputError, read_inputs, spec_text
+from exporter.schema import identity
+from exporter.schema.lint import RULES, SEVERITIES, Finding
 
 # The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
 # kept for one release (0.1.x), that say which flag replaces them.
@@ -31,70 +35,17 @@ OLD_SPELLINGS = {
     "--budget-seconds": "lint.budget",
     "--budget-nodes": "lint.budget-nodes",
 }
-
-
-class InputError(Exception):
-    pass
-
-
-@dataclass
-class Item:
-    name: str
-    text: str  # the exact serialisation (what an engine would be sent)
-    schema: Any
-    schema_hash: str = ""
-    shape_hash: str = ""
-    title: str = ""
-    findings: list[Finding] = field(default_factory=list)
-    compiles: list[Any] = field(default_factory=list)
-    probes: list[Any] = field(default_factory=list)
-
-
-def read_inputs(paths: Sequence[str], stdin: TextIO) -> Iterator[Item]:
-    for path in paths:
-        try:
-            if path == "-":
-                text, name = stdin.read(), "<stdin>"
-            else:
-                with open(path, encoding="utf-8") as handle:
-                    text, name = handle.read(), path
-        except (OSError, UnicodeDecodeError) as err:
-            raise InputError(f"{path}: {getattr(err, 'strerror', None) or err}") from err
-        yield from _parse(name, text)
-
-
-def _parse(name: str, text: str) -> Iterator[Item]:
-    try:
-        yield Item(name, text.strip(), json.loads(text))
-        return
-    except json.JSONDecodeError as err:
-        if "Extra data" not in err.msg:
-            raise InputError(f"{name}: not JSON: {err.msg} at line {err.lineno} column {err.colno}") from err
-    except RecursionError as err:
-        raise InputError(f"{name}: nested too deep to parse") from err
-    for number, line in enumerate(text.splitlines(), 1):  # JSONL
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as err:
-            raise InputError(f"{name}:{number}: not JSON: {err}") from err
-        if isinstance(doc, dict) and "schema" in doc and ("id" in doc or len(doc) <= 3):
-            label = f"{name}:{doc.get('id', number)}"
-            schema = doc["schema"]
-            yield Item(label, json.dumps(schema), schema)
-        else:
-            yield Item(f"{name}:{number}", line, doc)
+SHOWN_HASHES = 3  # schema hashes listed on a "same for the other variants" line
 
 
 def hash_main(args: argparse.Namespace) -> int:
     try:
         for path in args.files:
             text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
-            spec = text if identity.parse_spec(text) is not None else text.rstrip("\n")
-            parsed = identity.parse_spec(spec)
-            schema_hash = identity.schema_hash(spec, parsed)
-            print(f"schema_hash={schema_hash} shape_hash={identity.shape_hash(spec, parsed)} {path}")
+            spec_string = spec_text(text)
+            parsed = identity.parse_spec(spec_string)
+            schema_hash = identity.schema_hash(spec_string, parsed)
+            print(f"schema_hash={schema_hash} shape_hash={identity.shape_hash(spec_string, parsed)} {path}")
     except (OSError, UnicodeDecodeError) as err:
         print(f"gdx hash: {err}", file=sys.stderr)
         return 2
@@ -109,118 +60,103 @@ def lint_main(args: argparse.Namespace) -> int:
         print(f"gdx lint: {err}", file=sys.stderr)
         return 2
     try:
-        items = list(read_inputs(args.files, sys.stdin))
+        inputs = read_inputs(args.files, sys.stdin, args.kind)
     except InputError as err:
         print(f"gdx lint: {err}", file=sys.stderr)
         return 2
     checker = None
     if args.tokenizer:
-        from exporter.enginecheck import Engines
-
         try:
             checker = Engines(args.tokenizer, engines)
         except (OSError, ImportError, ValueError) as err:
             print(f"gdx lint: cannot load the engines with {args.tokenizer}: {err}", file=sys.stderr)
             return 2
-    analyse(items, thresholds, engines)
-    if checker is not None:
-        for item in items:
-            item.compiles = checker.compile(item.text)
-            keywords = {
-                _keyword(finding)
-                for finding in item.findings
-                if finding.rule in ("xgrammar_unenforced", "llguidance_refused")
-            }
-            for engine in engines:
-                for keyword in sorted(k for k in keywords if k):
-                    result = checker.probe(engine, keyword)
-                    if result is not None:
-                        item.probes.append(result)
-    (print_json if args.format == "json" else print_text)(items)
-    return 1 if any(finding.severity == "error" for item in items for finding in item.findings) else 0
+    report = analyse(inputs, thresholds, engines, checker)
+    if args.format == "json":
+        json.dump(report.doc(), sys.stdout, indent=2)
+        print()
+    else:
+        print_text(report)
+    return 1 if any(finding.severity == "error" for finding in report.findings()) else 0
 
 
-def analyse(items: list[Item], thresholds: Thresholds, engines: Sequence[str]) -> None:
-    """Per-schema rules, then the rules over the whole set: variants of a shape, serialisations."""
-    by_shape: dict[str, list[Item]] = defaultdict(list)
-    texts: dict[str, set[str]] = defaultdict(set)
-    for item in items:
-        item.schema_hash = identity.schema_hash(item.text, item.schema)
-        item.shape_hash = identity.shape_hash(item.text, item.schema)
-        item.title = identity.title_of(item.schema)
-        item.findings = lint(item.schema, thresholds, engines)
-        by_shape[item.shape_hash].append(item)
-        texts[item.schema_hash].add(item.text)
-    for group in by_shape.values():
-        distinct = {item.schema_hash: item for item in group}
-        if len(distinct) < 2:
-            continue
-        maps = [variants.literals(variant.schema, thresholds.budget) for variant in distinct.values()]
-        found = variants.dynamic_enum(variants.varying_paths(maps), len(distinct))
-        for item in group:
-            item.findings.extend(found)
-    for item in items:
-        item.findings.extend(variants.unstable_serialization(len(texts[item.schema_hash])))
-        item.findings.sort(key=_report_order)
-
-
-def _report_order(finding: Finding) -> tuple[int, str, str]:
-    """Errors first, then by place in the document."""
-    return SEVERITIES.index(finding.severity), finding.pointer, finding.rule
-
-
-def _keyword(finding: Finding) -> str:
-    """The keyword a backend rule names between backticks in its message."""
-    start = finding.message.find("`")
-    end = finding.message.find("`", start + 1)
-    return finding.message[start + 1 : end] if 0 <= start < end else ""
-
-
-def print_text(items: list[Item]) -> None:
-    for item in items:
-        title = f" title={item.title}" if item.title else ""
-        print(f"{item.name}  schema_hash={item.schema_hash} shape_hash={item.shape_hash}{title}")
-        for compiled in item.compiles:
-            state = (
-                f"compiles in {compiled.seconds * 1000:.1f} ms"
-                if compiled.ok
-                else f"does not compile: {compiled.error}"
-            )
-            print(f"  {compiled.engine}: {state}")
-        for probe in item.probes:
-            print(f"  probe {probe.engine} `{probe.keyword}`: {probe.outcome}")
-        for finding in item.findings:
-            print(f"  {finding.severity:<8} {finding.rule:<22} {finding.pointer or '/'}")
-            print(f"           {finding.message}")
-            print(f"           fix: {finding.fix}")
-        if not item.findings:
-            print("  no findings")
-    counts: dict[str, int] = defaultdict(int)
-    for item in items:
-        for finding in item.findings:
-            counts[finding.severity] += 1
-    summary = ", ".join(f"{counts[severity]} {severity}" for severity in SEVERITIES)
-    print(f"{len(items)} schema(s): {summary}")
-
-
-def print_json(items: list[Item]) -> None:
-    json.dump(
-        [
-            {
-                "name": item.name,
-                "schema_hash": item.schema_hash,
-                "shape_hash": item.shape_hash,
-                "title": item.title,
-                "findings": [finding.doc() for finding in item.findings],
-                "compile": [compiled.doc() for compiled in item.compiles],
-                "probes": [probe.doc() for probe in item.probes],
-            }
-            for item in items
-        ],
-        sys.stdout,
-        indent=2,
+def print_text(report: Report) -> None:
+    """One block per family, then a summary line. Variants whose own findings, compile results and
+    probes read the same are printed once ("same for N other variants"); --format json lists each."""
+    for group_ in report.families:
+        _print_family(group_)
+    summary = report.summary()
+    counts = ", ".join(f"{summary[severity]} {severity}" for severity in SEVERITIES)
+    skipped = f"; {_count(report.skipped, 'request')} without a spec skipped" if report.skipped else ""
+    print(
+        f"{_count(summary['families'], 'family', 'families')}, {_count(summary['schemas'], 'schema')}, "
+        f"{_count(summary['requests'], 'request')}: {counts}{skipped}"
     )
-    print()
+
+
+def _print_family(report: FamilyReport) -> None:
+    cost = "" if report.seconds is None else f", {_duration(report.seconds)} of compiles"
+    print(
+        f"family {report.family} {report.name}  {_count(report.requests, 'request')}, "
+        f"{_count(report.variants, 'variant')}{cost}"
+    )
+    for finding in report.findings:
+        _print_finding(finding, "  ")
+    named = len(report.varies) <= 3 and report.findings  # dynamic_schema's message names the first 3
+    for number, line in enumerate(() if named else report.varies):
+        print(f"  {'varies:' if number == 0 else '':<8} {line}")
+    _print_schemas(report.schemas)
+
+
+def _print_schemas(schemas: Sequence[SchemaReport]) -> None:
+    """Each distinct spec; those that read the same as an earlier one are named on one line."""
+    outcomes: dict[tuple[Any, ...], list[SchemaReport]] = defaultdict(list)
+    for schema in schemas:
+        outcomes[schema.outcome()].append(schema)
+    for same in outcomes.values():
+        _print_schema(same[0])
+        others = same[1:]
+        if others:
+            shown = ", ".join(s.schema_hash for s in others[:SHOWN_HASHES])
+            more = f", +{len(others) - SHOWN_HASHES}" if len(others) > SHOWN_HASHES else ""
+            timed = [s.seconds for s in others if s.seconds is not None]
+            cost = f" ({_duration(sum(timed))} of compiles)" if timed else ""
+            print(f"    same for {_count(len(others), 'other variant')}{cost}: {shown}{more}")
+
+
+def _print_schema(schema: SchemaReport) -> None:
+    title = f" title={schema.title}" if schema.title else ""
+    print(
+        f"  schema {schema.schema_hash}  shape_hash={schema.shape_hash} kind={schema.kind}{title}  "
+        f"{schema.name} ({_count(schema.lines, 'request')})"
+    )
+    for compiled in schema.compiles:
+        state = (
+            f"compiles in {compiled.seconds * 1000:.1f} ms"
+            if compiled.ok
+            else f"does not compile: {compiled.error}"
+        )
+        print(f"    {compiled.engine}: {state}")
+    for probe in schema.probes:
+        print(f"    probe {probe.engine} `{probe.keyword}`: {probe.outcome}")
+    for finding in schema.findings:
+        _print_finding(finding, "    ")
+    if not schema.findings:
+        print("    no findings")
+
+
+def _print_finding(finding: Finding, indent: str) -> None:
+    print(f"{indent}{finding.severity:<8} {finding.rule:<22} {finding.pointer or '/'}")
+    print(f"{indent}         {finding.message}")
+    print(f"{indent}         fix: {finding.fix}")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.1f} ms"
+
+
+def _count(number: int, noun: str, plural: str = "") -> str:
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
 class _OldSpelling(argparse.Action):
@@ -260,25 +196,44 @@ def add_parsers(commands: Any) -> None:
     hash_parser.add_argument("files", nargs="+", metavar="FILE")
     lint_parser = commands.add_parser(
         "lint",
-        help="find what makes schemas slow to compile or not enforced",
-        description="Lint JSON Schemas for grammar-compile cost and backend gaps. FILE: a schema, or "
-        'JSONL with one per line ({"id", "schema"} lines accepted); \'-\' reads stdin. Several '
-        "variants of one shape are compared: the pointers where they differ are reported "
-        "(dynamic_enum). Exit 0: no error finding; 1: errors; 2: unreadable input or an invalid "
-        "limit. Rules: " + ", ".join(RULES) + ".",
+        help="find what makes specs slow to compile or not enforced, by schema family",
+        description="Lint structured-output specs for grammar-compile cost and backend gaps. FILE ('-' "
+        "reads stdin) is one spec (a JSON Schema, a structural tag, a regex or a grammar) or a request "
+        'log: JSONL, one request per line, each a schema, a {"id", "schema"} line, an OpenAI/vLLM '
+        "request body (response_format json_schema or structural_tag; structured_outputs or "
+        "guided_decoding json/regex/grammar/choice/structural_tag; guided_json, guided_regex, "
+        'guided_grammar, guided_choice) or a batch line {"custom_id", "body"}; requests without a '
+        "spec (json_object) are skipped. Specs are grouped into families: the same spec up to injected "
+        "values, key order and per-request subsets of union branches or optional properties. Each family "
+        "is reported with its requests, its distinct variants and what varies between them, and "
+        "dynamic_schema when its variants are not reused (injected per request: every request compiles); "
+        "then each distinct spec with its own findings. Exit 0: no error finding; 1: errors; 2: unreadable "
+        "input or an invalid flag. Rules: " + ", ".join(RULES) + ".",
     )
     lint_parser.add_argument("files", nargs="+", metavar="FILE")
     lint_parser.add_argument(
-        "--format", choices=("text", "json"), default="text", help="output format (default text)"
-    )
+        "--format", choices=("text", "json"), default="text",
+        help="output format (default text); json: {families: [{family, name, kind, requests, variants, "
+        "seconds, varies, findings, schemas: [...]}], summary}",
+    )  # fmt: skip
+    lint_parser.add_argument(
+        "--kind", choices=KINDS, default="auto",
+        help="what each FILE holds (default auto: one JSON value is one spec, json or structural_tag, or one "
+        "request as in a log; "
+        "JSON on every line is a request log; anything else, trailing newline stripped as gdx hash does, "
+        "is one regex or grammar, unless it is a .json/.jsonl file or starts with '{'). json and "
+        "structural_tag: JSON or JSONL, else exit 2. regex and grammar: the whole file is one spec, even "
+        "when it is also valid JSON text",
+    )  # fmt: skip
     lint_parser.add_argument(
         "--engine", choices=("xgrammar", "llguidance", "all"), default="all",
         help="backend whose gaps to report (and, with --tokenizer, to compile with); default all",
     )  # fmt: skip
     lint_parser.add_argument(
         "--tokenizer", metavar="PATH",
-        help="a tokenizer.json: also compile each schema with the real engine(s), report the time and "
-        "whether it compiles, and probe the keywords it uses with must-reject instances",
+        help="a tokenizer.json: also compile each distinct JSON Schema once with the real engine(s), report "
+        "the time and whether it compiles, probe the keywords it uses with must-reject instances, and "
+        "count a family's compile seconds (dynamic_schema is an error from --lint.dynamic-seconds)",
     )  # fmt: skip
     limits = lint_parser.add_argument_group(
         "limits",

@@ -173,8 +173,19 @@ class Variation:
             shown = ", ".join(f"{n} ({k}/{o.variants})" for n, k in o.names[:8])
             more = f", +{len(o.names) - 8}" if len(o.names) > 8 else ""
             out.append(f"{o.pointer}: optional properties come and go: {shown}{more}")
-        out += [f"{p}: literal differs in {n} of {self.variants} variants" for p, n in self.literals]
+        out += [
+            f"{p or 'text'}: literal differs in {n} of {self.variants} variants" for p, n in self.literals
+        ]
         return tuple(out)
+
+    def parts(self) -> tuple[tuple[str, str, int], ...]:
+        """(pointer, what, how many) in the order of `lines`: "branches" (distinct subsets), "optional"
+        (properties that come and go), "literal" (variants differing); a text spec's pointer is ""."""
+        return (
+            *((u.pointer or "/", "branches", u.subsets) for u in self.unions),
+            *((o.pointer, "optional", len(o.names)) for o in self.optional),
+            *((p, "literal", n) for p, n in self.literals),
+        )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -635,9 +646,10 @@ class FamilyIndex:
 
 
 @dataclass(frozen=True)
-class _Positions:
+class Positions:
     """One variant's schema positions under aligned keys (a union branch keyed by its structure,
-    not its index, so that subsets and reorderings line up)."""
+    not its index, so that subsets and reorderings line up). Digests and pointers only: the daemon
+    keeps these per spec instead of the text, and `variation` compares them."""
 
     nodes: dict[str, str]  # aligned key -> real pointer
     literals: dict[str, tuple[str, str]]  # aligned key -> (real pointer, digest)
@@ -651,7 +663,7 @@ def _literal_digest(value: Any) -> str:
     return hashlib.blake2b(text, digest_size=8).hexdigest()
 
 
-def _positions(schema: Any, budget: Budget, rules: Rules) -> _Positions:
+def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
     shapes: dict[str, str] = {}
     _analyse(schema, rules, budget, shapes)
     real_literals = literals(schema, budget)  # the standard literal keys, digested as variants does
@@ -694,7 +706,20 @@ def _positions(schema: Any, budget: Budget, rules: Rules) -> _Positions:
                 base = f"{node.pointer}/{keyword}"
                 tokens = (aligned.get(f"{base}/{i}", "").rsplit("/", 1)[-1] for i in range(len(branches)))
                 unions[f"{a}/{keyword}"] = frozenset(t for t in tokens if t)
-    return _Positions(nodes, lits, unions, optional)
+    return Positions(nodes, lits, unions, optional)
+
+
+def positions(schema: Any, budget: Budget = DEFAULT_BUDGET, rules: Rules = DEFAULT_RULES) -> Positions | None:
+    """One parsed variant's positions, or None over the budget or malformed."""
+    try:
+        return _positions(schema, budget, rules)
+    except HOSTILE:
+        return None
+
+
+def text_positions(text: str) -> Positions:
+    """A regex or grammar: one literal position, the whole text (its literal runs are what varies)."""
+    return Positions({"": ""}, {"/": ("", _h(text))}, {}, {})
 
 
 def what_varies(
@@ -705,17 +730,23 @@ def what_varies(
     come and go. At most MAX_VARIANTS variants, each within `budget.max_nodes`, all within
     `budget.max_seconds`; a variant over it is skipped and the result marked degraded."""
     deadline = time.monotonic() + budget.max_seconds
-    per: list[_Positions] = []
+    per: list[Positions] = []
     degraded = len(variants) > MAX_VARIANTS
     for v in variants[:MAX_VARIANTS]:
         left = deadline - time.monotonic()
         if left <= 0:
             degraded = True
             break
-        try:
-            per.append(_positions(v, Budget(budget.max_nodes, left), rules))
-        except HOSTILE:
+        found = positions(v, Budget(budget.max_nodes, left), rules)
+        if found is None:
             degraded = True
+        else:
+            per.append(found)
+    return variation(per, limit, degraded)
+
+
+def variation(per: Sequence[Positions], limit: int = 20, degraded: bool = False) -> Variation:
+    """What differs between these variants' positions (see `what_varies`)."""
     return Variation(
         len(per),
         _varying_literals(per, limit),
@@ -725,7 +756,7 @@ def what_varies(
     )
 
 
-def _first(per: Sequence[_Positions], key: str, table: str) -> str:
+def _first(per: Sequence[Positions], key: str, table: str) -> str:
     for p in per:
         if table == "nodes" and key in p.nodes:
             return p.nodes[key]
@@ -734,7 +765,7 @@ def _first(per: Sequence[_Positions], key: str, table: str) -> str:
     return key
 
 
-def _varying_literals(per: Sequence[_Positions], limit: int) -> tuple[tuple[str, int], ...]:
+def _varying_literals(per: Sequence[Positions], limit: int) -> tuple[tuple[str, int], ...]:
     keys = sorted({k for p in per for k in p.literals})
     ranked = []
     for key in keys:
@@ -747,7 +778,7 @@ def _varying_literals(per: Sequence[_Positions], limit: int) -> tuple[tuple[str,
     return tuple(ranked[:limit])
 
 
-def _varying_unions(per: Sequence[_Positions], limit: int) -> tuple[UnionVariation, ...]:
+def _varying_unions(per: Sequence[Positions], limit: int) -> tuple[UnionVariation, ...]:
     out = []
     for key in sorted({k for p in per for k in p.unions}):
         sets = [p.unions[key] for p in per if key in p.unions]
@@ -761,7 +792,7 @@ def _varying_unions(per: Sequence[_Positions], limit: int) -> tuple[UnionVariati
     return tuple(out[:limit])
 
 
-def _varying_optional(per: Sequence[_Positions], limit: int) -> tuple[OptionalVariation, ...]:
+def _varying_optional(per: Sequence[Positions], limit: int) -> tuple[OptionalVariation, ...]:
     out = []
     for key in sorted({k for p in per for k in p.optional}):
         sets = [p.optional[key] for p in per if key in p.optional]

@@ -90,3 +90,19 @@ def title_of(parsed: Any) -> str:
 
 def sanitize_title(title: str) -> str:
     return _TITLE_BAD.sub("_", title).strip("_")[:TITLE_MAX]
+
+
+# A word of a sanitised title with 3 or more digits, or nothing but digits and separators.
+_VOLATILE_WORD = re.compile(r"(?:[^_]*\d){3}[^_]*|[\d.-]+")
+_MASKED_RUN = re.compile(r"#(?:_#)+")
+
+
+def mask_title(title: str) -> str:
+    """A sanitised title with each `_`-separated word holding 3 or more digits (a timestamp, a request
+    or tenant id) or nothing but digits as `#`, so that a value injected into a title never becomes a
+    label: `InvoiceV2` stays, `Answer_2026-01-10T00_00_58Z_req-b8dc15ba` becomes `Answer_#`. Empty
+    when nothing but such words is left."""
+    masked = _MASKED_RUN.sub(
+        "#", "_".join("#" if _VOLATILE_WORD.fullmatch(w) else w for w in title.split("_"))
+    )
+    return masked if any(c.isalpha() for c in masked) else ""

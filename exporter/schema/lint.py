@@ -1,6 +1,6 @@
 """Lint rules: why a schema is slow to compile, or not enforced, in words a developer acts on.
 
-Each rule is a small function over one subschema (or, for `dynamic_enum` and
+Each rule is a small function over one subschema (or, for `dynamic_schema` and
 `unstable_serialization`, over a set of variants) and returns findings with a rule id, a severity,
 the JSON pointer where it fires and a one-line fix. Pure functions: no I/O. Cost is bounded by the
 walker's budget; past it the schema gets one `too_complex` finding instead of an answer.
@@ -33,6 +33,13 @@ class Thresholds:
     enum_size: int = 64
     quantifier: int = 32  # {8,64} compiled in 62-77 ms over the Llama 3 vocabulary, {8,640} in 300 ms
     budget: Budget = field(default_factory=Budget)
+    # dynamic_schema (exporter/schema/injection.py): a family whose variants are used fewer times than
+    # this on average is injected per request; an error once its compiles cost this many seconds.
+    dynamic_reuse: float = 2.0
+    dynamic_seconds: float = 1.0
+    # In the daemon's window, new variants must have kept arriving this long before it warns: a static
+    # set's first requests are all new variants too.
+    dynamic_span: float = 30.0
 
 
 @dataclass(frozen=True, order=True)
@@ -164,7 +171,11 @@ TRIGGERS: dict[str, frozenset[str]] = {
     "xgrammar_unenforced": frozenset(_XGRAMMAR_KEYS),
     "llguidance_refused": frozenset(_LLGUIDANCE_KEYS),
 }
-RULES = (*NODE_RULES, "recursive_ref", "dynamic_enum", "unstable_serialization", "too_complex")
+# The rules of non-JSON specs (regex and grammar requests, exporter/schema/spec.py) come last.
+RULES = (
+    *NODE_RULES, "recursive_ref", "dynamic_schema", "unstable_serialization", "too_complex",
+    "xgrammar_refused", "regex_alternation", "grammar_size",
+)  # fmt: skip
 
 
 def lint(

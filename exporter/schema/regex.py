@@ -3,7 +3,11 @@
 Python's own regular-expression parser (`re._parser`, the engine of the `re` module) reads the
 ECMA-262 patterns that schemas use, except for a few syntaxes it rejects (then: None). Bounded
 repeats `{m,n}` unroll into n states in a grammar, so the largest finite upper bound is what the
-`bounded_quantifier` rule looks at; lookarounds are what xgrammar drops and llguidance refuses.
+`bounded_quantifier` rule looks at; lookarounds are what xgrammar drops (in a JSON `pattern`) or
+refuses (in a regex request) and llguidance refuses. The widest alternation (most branches of one `|`)
+is what a value list pasted into a regex costs: each branch is a grammar path, as an `enum` member is.
+The parser folds single-character alternatives into a character class (`a|b|c` is `[abc]`, one
+state) and factors a common prefix out, so only real branches count.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +23,10 @@ _parser: Any = importlib.import_module("re._parser")  # the parser behind `re` (
 _constants: Any = importlib.import_module("re._constants")
 
 MAX_PATTERN_CHARS = 10_000
+# The parser warns about `[[` and `--`/`&&`/`~~`/`||` inside a class (syntax a future Python may give
+# a meaning); ECMA-262 reads them as plain characters, so for this reading the warning is noise, and
+# `gdx lint` on a user's regex must not print it. Matched by message: only these warnings are hidden.
+warnings.filterwarnings("ignore", message=r"Possible (nested )?set", category=FutureWarning)
 _REPEATS = (_constants.MAX_REPEAT, _constants.MIN_REPEAT, getattr(_constants, "POSSESSIVE_REPEAT", None))
 
 
@@ -25,18 +34,27 @@ _REPEATS = (_constants.MAX_REPEAT, _constants.MIN_REPEAT, getattr(_constants, "P
 class PatternFacts:
     max_bounded_repeat: int  # the largest finite {m,n} upper bound (0: none)
     lookaround: bool
+    widest_alternation: int = 0  # the most branches of one `|` (0: no alternation left after parsing)
 
 
 @functools.lru_cache(maxsize=4096)
 def analyse(pattern: str) -> PatternFacts | None:
-    """Facts about a pattern, or None when it cannot be parsed (or is absurdly long)."""
-    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
+    """Facts about a JSON Schema `pattern`, or None when it cannot be parsed (or is absurdly long).
+    Cached: one pattern recurs across the variants of a schema."""
+    return facts(pattern, MAX_PATTERN_CHARS)
+
+
+def facts(pattern: str, max_chars: int) -> PatternFacts | None:
+    """Facts about a regex of at most `max_chars` characters, or None (unparsable, or longer). Not
+    cached, so a caller may pass long texts (a whole regex request; the parser reads about 1 MB/s)."""
+    if not isinstance(pattern, str) or len(pattern) > max_chars:
         return None
     try:
         parsed = _parser.parse(pattern)
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
     largest = 0
+    widest = 0
     lookaround = False
     stack: list[Any] = [parsed]
     while stack:
@@ -53,6 +71,7 @@ def analyse(pattern: str) -> PatternFacts | None:
             elif opcode == _constants.SUBPATTERN:
                 stack.append(argument[-1])
             elif opcode == _constants.BRANCH:
+                widest = max(widest, len(argument[1]))
                 stack.extend(argument[1])
             elif opcode == getattr(_constants, "ATOMIC_GROUP", None):
                 stack.append(argument)
@@ -60,4 +79,4 @@ def analyse(pattern: str) -> PatternFacts | None:
                 stack.append(argument[1])
                 if argument[2] is not None:
                     stack.append(argument[2])
-    return PatternFacts(largest, lookaround)
+    return PatternFacts(largest, lookaround, widest)

@@ -5,19 +5,20 @@ the literals (enum members, const, default, examples, title, description) at eac
 across the variants names the field to move out of the schema, ranked by how many variants differ
 there. Literals are kept as digests, never as values: nothing from inside a schema leaves this module.
 
-The rules over a set of schemas (`dynamic_enum`, `unstable_serialization`) are decided here only:
-`gdx lint` reports their findings, the daemon exposes their counts.
+`unstable_serialization` (one schema, several exact strings) is decided here only: `gdx lint` reports
+its findings, the daemon exposes their counts. Injection per request is `dynamic_schema`, decided per
+family in injection.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from exporter.schema.identity import LITERAL_KEYS, canonical_json
-from exporter.schema.lint import Finding, count
+from exporter.schema.lint import Finding
 from exporter.schema.walk import Budget, TooComplex, escape, walk
 
 LiteralMap = dict[str, str]  # JSON pointer of a literal -> digest of its canonical value
@@ -55,27 +56,6 @@ def varying_paths(variants: Sequence[LiteralMap], limit: int = 5) -> list[tuple[
     return ranked[:limit]
 
 
-def dynamic_enum(paths: Iterable[tuple[str, int]], variants: int) -> list[Finding]:
-    """The `dynamic_enum` findings for a shape whose variants differ at enum or const pointers
-    (none for a single variant: its varying paths may be left from variants no longer counted)."""
-    out: list[Finding] = []
-    if variants < 2:
-        return out
-    for pointer, differ in paths:
-        if pointer.endswith(("/enum", "/const")):
-            out.append(
-                Finding(
-                    "dynamic_enum",
-                    "error",
-                    pointer,
-                    f"{variants} variants of this shape differ here ({differ} from the commonest): "
-                    "each new value set is a new grammar, compiled from scratch",
-                    "keep one static schema; put the allowed values in the prompt, check them after decoding",
-                )
-            )
-    return out
-
-
 def unstable_serialization(exact_strings: int) -> list[Finding]:
     """Several exact strings with one canonical form compile several times."""
     if exact_strings < 2:
@@ -89,11 +69,6 @@ def unstable_serialization(exact_strings: int) -> list[Finding]:
             "serialise once (sorted keys, fixed separators) and reuse the string",
         )
     ]
-
-
-def dynamic_enum_counts(paths: Iterable[tuple[str, int]], variants: int) -> dict[tuple[str, str], int]:
-    """`schema_lint_findings` for `dynamic_enum`: one place per varying enum or const pointer."""
-    return count(dynamic_enum(paths, variants))
 
 
 def unstable_serialization_counts(exact_strings: int) -> dict[tuple[str, str], int]:

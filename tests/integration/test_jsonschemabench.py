@@ -51,5 +51,6 @@ def test_gdx_lint_reads_a_benchmark_file(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode in (0, 1), out.stderr
-    report = json.loads(out.stdout)
-    assert len(report) == 40 and all(entry["name"].startswith(str(plain)) for entry in report)
+    schemas = [schema for family in json.loads(out.stdout)["families"] for schema in family["schemas"]]
+    assert sum(schema["lines"] for schema in schemas) == 40  # one request per line, grouped by family
+    assert all(schema["name"].startswith(str(plain)) for schema in schemas)

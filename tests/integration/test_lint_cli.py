@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from exporter import cli
 from exporter.lintcli import OLD_SPELLINGS
@@ -78,12 +81,12 @@ def test_jsonl_variants_name_the_varying_enum(tmp_path: Path) -> None:
     path = tmp_path / "requests.jsonl"
     path.write_text("\n".join(lines) + "\n")
     out = gdx("lint", "--format", "json", str(path))
-    assert out.returncode == 1
-    report = json.loads(out.stdout)
-    assert [r["name"] for r in report] == [f"{path}:req{t}" for t in range(6)]
-    assert {f["pointer"] for r in report for f in r["findings"] if f["rule"] == "dynamic_enum"} == {
-        "/properties/cc/enum"
-    }
+    assert out.returncode == 0  # a warning without --tokenizer: the cost is not measured
+    (family,) = json.loads(out.stdout)["families"]
+    assert sorted(s["name"] for s in family["schemas"]) == [f"{path}:req{t}" for t in range(6)]
+    assert [(f["rule"], f["severity"], f["pointer"]) for f in family["findings"]] == [
+        ("dynamic_schema", "warning", "/properties/cc/enum")
+    ]
     assert "T0-0" not in out.stdout  # no literal value in the report
 
 
@@ -91,19 +94,28 @@ def test_stdin_and_unstable_serialisation() -> None:
     a = json.dumps({"type": "string", "maxLength": 5})
     b = json.dumps({"maxLength": 5, "type": "string"})
     out = gdx("lint", "--format", "json", "-", stdin=f"{a}\n{b}\n")
-    rules = [f["rule"] for r in json.loads(out.stdout) for f in r["findings"]]
-    assert rules == ["unstable_serialization", "unstable_serialization"]
+    assert _rules(out) == ["unstable_serialization"]  # one distinct schema, two strings: reported once
+    (family,) = json.loads(out.stdout)["families"]
+    assert (family["requests"], family["variants"], family["schemas"][0]["lines"]) == (2, 1, 2)
 
 
 def test_lint_compiles_for_real_with_a_tokenizer(tmp_path: Path, tokenizer_json: Path) -> None:
+    """One run (the engines load once): a schema's compile and keyword probes, and scenario (d) with
+    its compile seconds measured: a per-tenant enum is an error once they pass --lint.dynamic-seconds."""
     path = tmp_path / "s.json"
     path.write_text(
         json.dumps(
             {"type": "object", "properties": {"a": {"not": {"type": "string"}}, "b": {"type": "string"}}}
         )
     )
-    out = gdx("lint", "--format", "json", "--tokenizer", str(tokenizer_json), str(path))
-    (report,) = json.loads(out.stdout)
+    tenants = _log(tmp_path, "tenants.jsonl", [{"guided_json": _tenant(t), "prompt": "p"} for t in range(12)])
+    out = gdx(
+        "lint", "--format", "json", "--tokenizer", str(tokenizer_json), "--lint.dynamic-seconds", "1ms",
+        str(path), str(tenants),
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    families = {f["schemas"][0]["name"].split(":")[0]: f for f in json.loads(out.stdout)["families"]}
+    (report,) = families[str(path)]["schemas"]
     by_engine = {c["engine"]: c for c in report["compile"]}
     assert by_engine["xgrammar"]["ok"] and by_engine["xgrammar"]["seconds"] > 0
     assert not by_engine["llguidance"]["ok"] and "not" in by_engine["llguidance"]["error"]
@@ -111,13 +123,35 @@ def test_lint_compiles_for_real_with_a_tokenizer(tmp_path: Path, tokenizer_json:
         ("xgrammar", "not", "unenforced"),
         ("llguidance", "not", "refused"),
     }
+    tenant = families[str(tenants)]
+    assert (tenant["requests"], tenant["variants"]) == (12, 12)
+    slowest = [max(c["seconds"] for c in s["compile"]) for s in tenant["schemas"]]
+    assert tenant["seconds"] == pytest.approx(sum(slowest), abs=1e-5) and tenant["seconds"] >= 0.001
+    assert [(f["rule"], f["severity"], f["pointer"]) for f in tenant["findings"]] == [
+        ("dynamic_schema", "error", "/properties/cost_center/enum")
+    ]
+    assert "s of compiles (error from 0.001 s)" in tenant["findings"][0]["message"]
 
 
-def test_help_lists_the_rules() -> None:
+def test_help_lists_the_rules_and_explains_families_and_kinds() -> None:
     out = gdx("lint", "--help")
     assert out.returncode == 0
-    for rule in ("dynamic_enum", "bounded_quantifier", "xgrammar_unenforced", "too_complex"):
-        assert rule in out.stdout
+    text = " ".join(out.stdout.split())
+    for rule in (
+        "dynamic_schema",
+        "bounded_quantifier",
+        "xgrammar_unenforced",
+        "too_complex",
+        "grammar_size",
+    ):
+        assert rule in text
+    for words in (
+        "--kind {auto,json,regex,grammar,structural_tag}",
+        "request log",
+        "families",
+        "guided_regex",
+    ):
+        assert words in text
 
 
 def _four_levels(tmp_path: Path) -> Path:
@@ -130,8 +164,18 @@ def _four_levels(tmp_path: Path) -> Path:
     return path
 
 
+def _findings(out: subprocess.CompletedProcess[str]) -> list[dict[str, str]]:
+    """Every finding of a --format json report: the families' own, then their schemas'."""
+    found = []
+    for family in json.loads(out.stdout)["families"]:
+        found += family["findings"]
+        for schema in family["schemas"]:
+            found += schema["findings"]
+    return found
+
+
 def _rules(out: subprocess.CompletedProcess[str]) -> list[str]:
-    return [f["rule"] for report in json.loads(out.stdout) for f in report["findings"]]
+    return [f["rule"] for f in _findings(out)]
 
 
 def test_lint_takes_the_serve_flag_names(tmp_path: Path) -> None:
@@ -173,3 +217,285 @@ def test_old_spellings_are_hidden_aliases_of_the_new_flags() -> None:
     help_text = gdx("lint", "--help").stdout
     assert "--lint.budget-nodes" in help_text
     assert [old for old in OLD_SPELLINGS if old in help_text] == []
+
+
+# ---------------------------------------------------------------------------------------------------
+# Request logs grouped by family, and specs that are not JSON
+
+
+def _log(tmp_path: Path, name: str, records: list[Any]) -> Path:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _chat(schema: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI chat request with a JSON Schema response format, as a service logs it."""
+    return {
+        "model": "llama",
+        "messages": [{"role": "user", "content": "..."}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}},
+    }
+
+
+def _tenant(tenant: int) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "cost_center": {"type": "string", "enum": [f"T{tenant}-CC{j}" for j in range(4)]},
+            "amount": {"type": "number"},
+        },
+        "required": ["cost_center", "amount"],
+    }
+
+
+def _tool(i: int) -> dict[str, Any]:
+    """A tool_choice="required" branch; the tools' arguments differ in structure."""
+    kinds = ["string", "integer", "number", "boolean"]
+    args = {f"arg{i}_{j}": {"type": kinds[(i + j) % 4]} for j in range(i % 4 + 1)}
+    return {
+        "type": "object",
+        "properties": {
+            "name": {"const": f"tool_{i}"},
+            "arguments": {"type": "object", "properties": args, "required": sorted(args)},
+        },
+        "required": ["name", "arguments"],
+    }
+
+
+def _one_family(out: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    (family,) = json.loads(out.stdout)["families"]
+    return dict(family)
+
+
+def test_a_timestamp_in_a_description_is_one_family_injected_per_request(tmp_path: Path) -> None:
+    """(a) Every request's schema carries the time it was made: one family, every request a compile."""
+    records = []
+    for i in range(25):
+        stamp = f"2026-03-{1 + i % 28:02d}T{i % 24:02d}:{i:02d}:07Z"
+        records.append(
+            _chat(
+                {
+                    "title": "News digest",
+                    "type": "object",
+                    "properties": {"summary": {"type": "string", "description": f"The news as of {stamp}."}},
+                    "required": ["summary"],
+                }
+            )
+        )
+    records.append({"model": "llama", "messages": [], "response_format": {"type": "json_object"}})
+    path = _log(tmp_path, "digest.jsonl", records)
+    out = gdx("lint", "--format", "json", str(path))
+    assert out.returncode == 0, out.stderr
+    family = _one_family(out)
+    assert (family["name"], family["kind"], family["requests"], family["variants"]) == (
+        "News_digest", "json", 25, 25,
+    )  # fmt: skip
+    (finding,) = family["findings"]
+    assert (finding["rule"], finding["severity"], finding["pointer"]) == (
+        "dynamic_schema", "warning", "/properties/summary/description",
+    )  # fmt: skip
+    assert "25 variants in 25 requests" in finding["message"] and "--tokenizer" in finding["message"]
+    assert json.loads(out.stdout)["summary"]["skipped"] == 1  # the json_object request
+    assert "2026" not in out.stdout  # the injected value stays out of the report
+    text = gdx("lint", str(path))
+    assert text.returncode == 0
+    lines = text.stdout.splitlines()
+    assert lines[0] == f"family {family['family']} News_digest  25 requests, 25 variants"
+    assert "    same for 24 other variants: " in text.stdout  # identical per-spec findings, printed once
+    assert (
+        lines[-1]
+        == "1 family, 25 schemas, 25 requests: 0 error, 1 warning, 0 info; 1 request without a spec skipped"
+    )
+
+
+def test_tool_subsets_are_one_family_and_the_union_is_what_varies(tmp_path: Path) -> None:
+    """(b) tool_choice="required" over the tools each tenant enabled: random subsets of 12 tools."""
+    rnd = random.Random(5)
+    tools = [_tool(i) for i in range(12)]
+    subsets = [sorted(rnd.sample(range(12), rnd.randint(2, 12))) for _ in range(40)]
+    records = [
+        {"structured_outputs": {"json": {"anyOf": [tools[i] for i in s]}}, "prompt": "."} for s in subsets
+    ]
+    out = gdx("lint", "--format", "json", str(_log(tmp_path, "tools.jsonl", records)))
+    family = _one_family(out)
+    distinct = len({tuple(s) for s in subsets})
+    assert (family["requests"], family["variants"]) == (40, distinct) and distinct > 30
+    (finding,) = family["findings"]
+    assert (finding["rule"], finding["severity"], finding["pointer"]) == (
+        "dynamic_schema",
+        "warning",
+        "/anyOf",
+    )
+    assert f"/anyOf: {distinct} distinct subsets of 12 branches" in finding["message"]
+    assert family["varies"][0] == f"/anyOf: {distinct} distinct subsets of 12 branches"
+    assert out.returncode == 0
+
+
+def test_static_classifiers_each_reused_are_healthy(tmp_path: Path) -> None:
+    """(c) Ten label sets, each sent again and again: a warm cache, at most an info."""
+    records = []
+    for k in range(10):
+        schema = {"type": "object", "properties": {"label": {"enum": [f"c{k}-{j}" for j in range(5)]}}}
+        records += [{"guided_json": schema, "prompt": "."}] * (9 + k % 2)
+    random.Random(1).shuffle(records)
+    out = gdx("lint", "--format", "json", str(_log(tmp_path, "classify.jsonl", records)))
+    assert out.returncode == 0
+    family = _one_family(out)
+    assert (family["requests"], family["variants"]) == (95, 10)
+    assert {(f["rule"], f["severity"]) for f in _findings(out)} == {("dynamic_schema", "info")}
+    assert "static variants, each reused" in family["findings"][0]["message"]
+
+
+def test_a_new_tenant_per_request_is_dynamic_schema(tmp_path: Path) -> None:
+    """(d) without --tokenizer (with it: test_lint_compiles_for_real_with_a_tokenizer)."""
+    records = [
+        {"custom_id": f"req-{t}", "url": "/v1/chat/completions", "body": _chat(_tenant(t))} for t in range(8)
+    ]
+    out = gdx("lint", "--format", "json", str(_log(tmp_path, "batch.jsonl", records)))
+    assert out.returncode == 0
+    family = _one_family(out)
+    assert [(f["rule"], f["severity"], f["pointer"]) for f in family["findings"]] == [
+        ("dynamic_schema", "warning", "/properties/cost_center/enum")
+    ]
+    assert family["seconds"] is None
+    assert sorted(s["name"] for s in family["schemas"]) == sorted(
+        f"{tmp_path / 'batch.jsonl'}:req-{t}" for t in range(8)
+    )
+
+
+def test_regex_grammar_and_json_files_lint_and_hash_as_gdx_hash_does(tmp_path: Path) -> None:
+    """(e) The file `gdx hash` names is the file `gdx lint` reports, whatever its kind."""
+    regex = tmp_path / "invoice.regex"
+    regex.write_text("^INV-(?!0000)[0-9A-Z]{8,64}$\n")
+    ebnf = tmp_path / "pairs.ebnf"
+    ebnf.write_text(
+        'root ::= "{" pair ("," pair){0,40} "}"\npair ::= key ":" [0-9]+\nkey ::= "\\"" [a-z]+ "\\""\n'
+    )
+    lark = tmp_path / "answer.lark"
+    lark.write_text('start: "yes" | "no" | WORD\nWORD: /[a-z]{2,80}/\n')
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(PATTERN, indent=2) + "\n")
+    files = [regex, ebnf, lark, schema]
+    out = gdx("lint", "--format", "json", *map(str, files))
+    assert out.returncode == 1  # the lookaround: both engines refuse it
+    by_name = {s["name"]: s for f in json.loads(out.stdout)["families"] for s in f["schemas"]}
+    hashes = gdx("hash", *map(str, files)).stdout.splitlines()
+    for path, line in zip(files, hashes, strict=True):
+        linted = by_name[str(path)]
+        assert line == f"schema_hash={linted['schema_hash']} shape_hash={linted['shape_hash']} {path}"
+
+    def found(path: Path) -> list[tuple[str, str]]:
+        return [(f["rule"], f["severity"]) for f in by_name[str(path)]["findings"]]
+
+    assert by_name[str(regex)]["kind"] == "regex"
+    assert found(regex) == [
+        ("llguidance_refused", "error"),
+        ("xgrammar_refused", "error"),
+        ("bounded_quantifier", "warning"),
+    ]
+    assert by_name[str(ebnf)]["kind"] == "grammar"
+    assert found(ebnf) == [("bounded_quantifier", "warning"), ("grammar_size", "info")]
+    assert "up to 40 (line 1)" in by_name[str(ebnf)]["findings"][0]["message"]
+    assert found(lark) == [("bounded_quantifier", "warning"), ("grammar_size", "info")]
+    assert found(schema) == [("bounded_quantifier", "warning")]
+    assert gdx("lint", str(ebnf)).returncode == 0
+
+
+def test_kind_decides_what_a_file_is(tmp_path: Path) -> None:
+    """(f) `"[A-Z]{8,64}"` is JSON text (a JSON string): auto reads it as JSON, as gdx hash does;
+    --kind regex reads the whole file as one regex, quotes included. --kind json refuses a regex."""
+    path = tmp_path / "quoted.txt"
+    path.write_text('"[A-Z]{8,64}"\n')
+    (expected,) = gdx("hash", str(path)).stdout.split()[:1]
+    auto = _one_family(gdx("lint", "--format", "json", str(path)))
+    forced = _one_family(gdx("lint", "--format", "json", "--kind", "regex", str(path)))
+    assert (auto["kind"], auto["schemas"][0]["findings"]) == ("json", [])
+    assert forced["kind"] == "regex"
+    assert [f["rule"] for f in forced["schemas"][0]["findings"]] == ["bounded_quantifier"]
+    assert f"schema_hash={auto['schemas'][0]['schema_hash']}" == expected
+    assert f"schema_hash={forced['schemas'][0]['schema_hash']}" == expected
+    regex = tmp_path / "r.txt"
+    regex.write_text("^[a-z]+$\n")
+    out = gdx("lint", "--kind", "json", str(regex))
+    assert out.returncode == 2 and out.stderr.startswith(f"gdx lint: {regex}: not JSON: ")
+    looks_like_lark = tmp_path / "answer.regex"
+    looks_like_lark.write_text("Answer: (yes|no)\n")  # a `name:` line: auto calls it a grammar
+    assert _one_family(gdx("lint", "--format", "json", str(looks_like_lark)))["kind"] == "grammar"
+    assert (
+        _one_family(gdx("lint", "--format", "json", "--kind", "regex", str(looks_like_lark)))["kind"]
+        == "regex"
+    )
+    odd = tmp_path / "odd.regex"
+    odd.write_text("^[[a-z]--x]{1,99}$\n")  # syntax Python's parser warns about (FutureWarning)
+    out = gdx("lint", str(odd))
+    assert out.returncode == 0 and "bounded_quantifier" in out.stdout and out.stderr == ""
+    broken_log = tmp_path / "log.txt"
+    broken_log.write_text('{"type": "string"}\n{"type": \n')
+    out = gdx("lint", str(broken_log))
+    assert out.returncode == 2 and f"{broken_log}:2: not JSON" in out.stderr
+
+
+def test_request_log_formats_and_the_json_report_shape(tmp_path: Path) -> None:
+    """(g) Every request form, one request per line, and the --format json layout."""
+    tag = {
+        "type": "structural_tag",
+        "structures": [{"begin": "<f>", "schema": {"type": "array", "maxItems": 30}, "end": "</f>"}],
+        "triggers": ["<f"],
+    }
+    records: list[Any] = [
+        {"id": "bench-1", "schema": {"type": "string"}},
+        _chat({"type": "integer"}),
+        {"model": "m", "messages": [], "response_format": tag},
+        {"prompt": ".", "structured_outputs": {"regex": "^[0-9]{1,40}$"}},
+        {"prompt": ".", "guided_decoding": {"grammar": 'root ::= "a" | "b"'}},
+        {"prompt": ".", "guided_choice": ["left", "right"]},
+        {"prompt": ".", "guided_regex": "^[0-9]{1,40}$"},
+        {"prompt": ".", "extra_body": {"guided_grammar": 'root ::= "a" | "b"'}},
+        {"prompt": ".", "structured_outputs": {"json_object": True}},
+        {"prompt": "no structured output"},
+        {"type": "boolean"},
+    ]
+    out = gdx("lint", "--format", "json", str(_log(tmp_path, "mixed.jsonl", records)))
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert set(report) == {"families", "summary"}
+    assert report["summary"] == {
+        "families": 7, "schemas": 7, "requests": 9, "skipped": 2, "error": 0, "warning": 2, "info": 1,
+    }  # fmt: skip
+    for family in report["families"]:
+        assert set(family) == {
+            "family", "name", "kind", "requests", "variants", "seconds", "varies", "findings", "schemas",
+        }  # fmt: skip
+        for schema in family["schemas"]:
+            assert set(schema) == {
+                "name", "schema_hash", "shape_hash", "kind", "title", "lines",
+                "findings", "compile", "probes",
+            }  # fmt: skip
+    assert sorted((f["kind"], f["requests"]) for f in report["families"]) == [
+        ("choice", 1), ("grammar", 2), ("json", 1), ("json", 1), ("json", 1), ("regex", 2),
+        ("structural_tag", 1),
+    ]  # fmt: skip
+    by_kind = {f["kind"]: f for f in report["families"]}
+    (tag_finding,) = by_kind["structural_tag"]["schemas"][0]["findings"]
+    assert (tag_finding["rule"], tag_finding["pointer"]) == ("max_items", "/structures/0/schema/maxItems")
+    assert [f["rule"] for f in by_kind["regex"]["schemas"][0]["findings"]] == ["bounded_quantifier"]
+    assert by_kind["regex"]["schemas"][0]["lines"] == 2  # one regex, two requests, linted once
+    names = {s["name"].rsplit(":", 1)[1] for f in report["families"] for s in f["schemas"]}
+    assert "bench-1" in names
+
+
+def test_the_lookaround_claim_holds_on_the_installed_engines() -> None:
+    """spec.lint_regex says both engines refuse a lookaround in a regex request (where xgrammar drops
+    one in a JSON `pattern`): re-checked here on every run, as tests/integration/test_schema_backends.py
+    does for the JSON keywords."""
+    xgrammar = pytest.importorskip("xgrammar")
+    llguidance = pytest.importorskip("llguidance")
+    for pattern in ("^(?!admin$)[a-z]+$", "(?<=a)b", "[a-z]+(?=x)x"):
+        with pytest.raises(Exception, match="not supported"):
+            xgrammar.Grammar.from_regex(pattern)
+        assert "look-around" in llguidance.LLMatcher.validate_grammar(
+            llguidance.grammar_from("regex", pattern)
+        )
+    xgrammar.Grammar.from_regex("^[a-z]{8,64}$")
+    assert llguidance.LLMatcher.validate_grammar(llguidance.grammar_from("regex", "^[a-z]{8,64}$")) == ""

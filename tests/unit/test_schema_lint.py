@@ -80,6 +80,19 @@ def test_bounded_quantifier_reads_the_regex() -> None:
     ]
     facts = analyse("^(?!admin$)[a-z]+$")
     assert facts is not None and facts.lookaround and facts.max_bounded_repeat == 0
+    assert facts.widest_alternation == 0
+
+
+def test_regex_facts_count_the_widest_alternation() -> None:
+    def widest(pattern: str) -> int | None:
+        facts = analyse(pattern)
+        return None if facts is None else facts.widest_alternation
+
+    assert widest("^(alice|bob|carol)$") == 3
+    assert widest("^(a(x|yy|zz|ww)|bb|cc)$") == 4  # the widest one, nested or not
+    assert widest("^(a|b|c)$") == 0  # folded into one character class by the parser: one state
+    assert widest("^(x1|x2|x10)$") == 3  # the common prefix factored out, the branches remain
+    assert widest("^(") is None
 
 
 def test_enum_and_item_counts() -> None:

@@ -7,8 +7,6 @@ from typing import Any
 
 from exporter.schema.identity import schema_hash, shape_hash
 from exporter.schema.variants import (
-    dynamic_enum,
-    dynamic_enum_counts,
     literals,
     unstable_serialization,
     unstable_serialization_counts,
@@ -41,8 +39,6 @@ def test_the_injected_enum_is_the_top_varying_path() -> None:
     paths = varying_paths([literals(v) for v in variants])
     assert paths[0] == (ITEM, 19)
     assert paths[1] == ("/description", 5)
-    findings = dynamic_enum(paths, 20)
-    assert [(f.rule, f.pointer, f.severity) for f in findings] == [("dynamic_enum", ITEM, "error")]
 
 
 def test_literal_maps_hold_digests_not_values() -> None:
@@ -60,11 +56,7 @@ def test_identical_variants_do_not_vary_and_serialisations_are_counted() -> None
 
 
 def test_counts_for_the_daemon_come_from_the_same_rules() -> None:
-    """The daemon's schema_lint_findings values: dynamic_enum counts its pointers (none for a single
-    variant, whatever paths are left from earlier ones); unstable_serialization carries the number of
+    """The daemon's schema_lint_findings values: unstable_serialization carries the number of
     serialisations, each of which compiles."""
-    paths = [(ITEM, 3), ("/description", 2), ("/properties/a/const", 1)]
-    assert dynamic_enum_counts(paths, 4) == {("dynamic_enum", "error"): 2}
-    assert dynamic_enum(paths, 1) == [] and dynamic_enum_counts(paths, 1) == {}
     assert unstable_serialization_counts(1) == {}
     assert unstable_serialization_counts(3) == {("unstable_serialization", "warning"): 3}
