@@ -113,6 +113,18 @@ def parse_positive_int(raw: Any) -> int:
     return value
 
 
+def parse_positive_float(raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a number")
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{raw!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{raw!r} must be a number greater than zero")
+    return value
+
+
 def parse_port(raw: Any) -> int:
     value = parse_positive_int(raw)
     if value > 65535:
@@ -353,6 +365,14 @@ class Config:
         'schema_hash="other".',
         metavar="N",
     )
+    probe_max_families: int = _option(
+        50,
+        "probe.max-families",
+        parse_positive_int,
+        "Schema families exposed per node (top by recent compile seconds); the rest add up in "
+        'family="other".',
+        metavar="N",
+    )
     probe_engine_ttl: float = _option(
         120.0,
         "probe.engine-ttl",
@@ -364,13 +384,15 @@ class Config:
         True,
         "probe.titles",
         parse_bool,
-        "Put a schema's sanitised top-level title ([A-Za-z0-9_.-], 64 chars) in schema_info's title label.",
+        "Put a schema's sanitised top-level title ([A-Za-z0-9_.-], 64 chars) in schema_info's title label,"
+        " and a family's name (its title, else one built from its structure) in family_info's name label.",
     )
     shape_window: float = _option(
         600.0,
         "shape.window",
         parse_duration,
-        "Sliding window for shape_variants and the varying paths: variants of a shape compiled within it.",
+        "Sliding window for shape_variants, family_variants, what varies and dynamic_schema: the variants"
+        " and requests counted are those within it.",
         metavar="DURATION",
     )
     lint_depth: int = _option(
@@ -425,6 +447,30 @@ class Config:
         "Subschemas visited per schema; past it the schema gets a too_complex finding. Unlike the time"
         " budget, it stops at the same place on a busy node as on an idle one.",
         metavar="N",
+    )
+    lint_dynamic_reuse: float = _option(
+        _LINT_DEFAULTS.dynamic_reuse,
+        "lint.dynamic-reuse",
+        parse_positive_float,
+        "dynamic_schema: a family whose variants are used fewer times than this on average (requests per"
+        " variant) is injected per request. Static variants each reused stay quiet.",
+        metavar="X",
+    )
+    lint_dynamic_seconds: float = _option(
+        _LINT_DEFAULTS.dynamic_seconds,
+        "lint.dynamic-seconds",
+        parse_duration,
+        "dynamic_schema is an error once the family's compiles cost this much (in the window; in gdx lint,"
+        " measured with --tokenizer); a warning below.",
+        metavar="DURATION",
+    )
+    lint_dynamic_span: float = _option(
+        _LINT_DEFAULTS.dynamic_span,
+        "lint.dynamic-span",
+        parse_duration,
+        "dynamic_schema in the daemon: warn only once new variants of the family have kept arriving this"
+        " long (a static set's first requests are all new variants too); a request log has no clock.",
+        metavar="DURATION",
     )
     nvml_retry_interval: float = _option(
         60.0,
@@ -507,6 +553,9 @@ class Config:
             enum_size=self.lint_enum_size,
             quantifier=self.lint_quantifier,
             budget=Budget(max_nodes=self.lint_budget_nodes, max_seconds=self.lint_budget),
+            dynamic_reuse=self.lint_dynamic_reuse,
+            dynamic_seconds=self.lint_dynamic_seconds,
+            dynamic_span=self.lint_dynamic_span,
         )
 
 

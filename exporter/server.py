@@ -14,7 +14,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -30,7 +30,7 @@ from exporter.collectors.vllm import VllmCollector, VllmSettings
 from exporter.config import Config, split_address
 
 if TYPE_CHECKING:  # imported when the probe collector is enabled: it brings the schema analysis
-    from exporter.collectors.probe import ProbeSettings, SchemaReport
+    from exporter.collectors.probe import ProbeSettings, SchemaReport, SchemasView
 
 log = logging.getLogger("gdx.server")
 SHUTDOWN_GRACE = 1.0  # seconds in-flight requests get after SIGTERM; the whole stop stays well under 5 s
@@ -69,6 +69,7 @@ def probe_settings(config: Config) -> ProbeSettings:
         socket_group=config.probe_socket_group,
         allowed_uids=config.probe_allowed_uids,
         max_schemas=config.probe_max_schemas,
+        max_families=config.probe_max_families,
         engine_ttl=config.probe_engine_ttl,
         titles=config.probe_titles,
         shape_window=config.shape_window,
@@ -146,12 +147,12 @@ class Exporter:
             return body, om_exposition.CONTENT_TYPE_LATEST
         return own + extra.encode(), TEXT_CONTENT_TYPE
 
-    def schemas(self) -> list[dict[str, object]]:
+    def schemas(self) -> dict[str, object]:
         """/schemas, from the probe collector (blocking: call it off the event loop)."""
         from exporter.collectors.probe import ProbeCollector
 
         probe = next((s for s in self.collectors if isinstance(s, ProbeCollector)), None)
-        return schemas_body(probe.schemas_view()) if probe is not None else []
+        return schemas_body(probe.schemas_view()) if probe is not None else {"families": [], "schemas": []}
 
     def health(self) -> dict[str, object]:
         return {
@@ -169,22 +170,45 @@ class Exporter:
         }
 
 
-def schemas_body(reports: Iterable[SchemaReport]) -> list[dict[str, object]]:
-    """The /schemas JSON: the exposed schemas' hashes, title, findings, and the structure with every
-    literal redacted (never a schema's values)."""
-    return [
-        {
-            "schema_hash": report.schema_hash,
-            "shape_hash": report.shape_hash,
-            "kind": report.kind,
-            "backend": report.backend,
-            "title": report.title,
-            "recent_compile_seconds": report.recent_compile_seconds,
-            "findings": {f"{rule}/{severity}": n for (rule, severity), n in sorted(report.findings.items())},
-            "structure": report.structure,
-        }
-        for report in reports
-    ]
+def _schema_doc(report: SchemaReport) -> dict[str, object]:
+    return {
+        "schema_hash": report.schema_hash,
+        "shape_hash": report.shape_hash,
+        "family": report.family,
+        "kind": report.kind,
+        "backend": report.backend,
+        "title": report.title,
+        "recent_compile_seconds": report.recent_compile_seconds,
+        "findings": _counts(report.findings),
+        "structure": report.structure,
+    }
+
+
+def _counts(findings: Mapping[tuple[str, str], int]) -> dict[str, int]:
+    return {f"{rule}/{severity}": n for (rule, severity), n in sorted(findings.items())}
+
+
+def schemas_body(view: SchemasView) -> dict[str, object]:
+    """The /schemas JSON: the families on /metrics ranked by recent compile seconds (the one at fault
+    first), what varies in each and its `dynamic_schema` finding, then every exposed schema: hashes,
+    title, findings, and the structure with every literal redacted (never a schema's values)."""
+    return {
+        "families": [
+            {
+                "family": entry.family,
+                "kind": entry.kind,
+                "name": entry.name,
+                "recent_compile_seconds": entry.recent_compile_seconds,
+                "window": {"requests": entry.requests, "cache_hits": entry.hits, "variants": entry.variants},
+                "varies": list(entry.varies),
+                "findings": _counts(entry.findings),
+                "finding": entry.finding.doc() if entry.finding is not None else None,
+                "schemas": [report.schema_hash for report in entry.schemas],
+            }
+            for entry in view.families
+        ],
+        "schemas": [_schema_doc(report) for report in view.schemas],
+    }
 
 
 def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.Application:

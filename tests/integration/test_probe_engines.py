@@ -382,7 +382,10 @@ def test_analysis_names_the_varying_field_and_leaks_no_value(
     names the pointer that varies and the rules that fire, and the marker appears nowhere."""
     from exporter.schema.identity import schema_hash, shape_hash
 
-    daemon = daemon_factory("--probe.socket", str(socket_path), "--probe.max-schemas", "100")
+    # 12 tenants in well under a second: a dynamic-span of 100 ms lets dynamic_schema warn at once
+    daemon = daemon_factory(
+        "--probe.socket", str(socket_path), "--probe.max-schemas", "100", "--lint.dynamic-span", "100ms"
+    )
     c = compiler(xgr_info)
     specs = []
     for tenant in range(12):
@@ -409,7 +412,25 @@ def test_analysis_names_the_varying_field_and_leaks_no_value(
     m = scrape(daemon.url)
     assert sample(m, "guided_decoding_shape_variants", shape_hash=shape) == 12
     variant = schema_hash(specs[0])
-    assert sample(m, "guided_decoding_schema_lint_findings", schema_hash=variant, rule="dynamic_enum") == 1
+    family = next(
+        dict(labels)["family"]
+        for name, labels in m
+        if name == "guided_decoding_schema_info" and ("schema_hash", variant) in labels
+    )
+    assert (
+        family and sample(m, "guided_decoding_family_info", family=family, name="Invoice", kind="schema") == 1
+    )
+    assert sample(m, "guided_decoding_family_variants", family=family) == 12
+    assert sample(m, "guided_decoding_family_requests_total", family=family) == 12
+    assert (
+        sample(m, "guided_decoding_family_varying", family=family, pointer=enum_path, what="literal") == 11
+    )  # of the 11 that joined
+    findings = [
+        dict(ls) for n, ls in m if n == "guided_decoding_family_findings" and ("family", family) in ls
+    ]
+    assert [(f["rule"], f["severity"] in ("warning", "error")) for f in findings] == [
+        ("dynamic_schema", True)
+    ]
     assert sample(m, "guided_decoding_schema_lint_findings", schema_hash=variant, rule="max_items") == 1  # 25
     pattern = schema_hash(specs[-1])
     assert (
@@ -441,8 +462,9 @@ def test_schemas_view_is_off_by_default_and_redacts_values(
 
     def listed() -> list[dict[str, Any]]:
         with urllib.request.urlopen(daemon.url + "/schemas", timeout=10) as resp:
-            doc: list[dict[str, Any]] = json.load(resp)
-        return [d for d in doc if d["schema_hash"] == schema_hash(spec) and d["structure"].startswith("{")]
+            doc: dict[str, list[dict[str, Any]]] = json.load(resp)
+        wanted = schema_hash(spec)
+        return [d for d in doc["schemas"] if d["schema_hash"] == wanted and d["structure"].startswith("{")]
 
     wait_for(lambda: bool(listed()), timeout=30)
     (entry,) = listed()

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tools.harness.scraping import sample, scrape
-from tools.harness.simengines import SimEngines, Watcher
+from tools.harness.simengines import ACCUMULATED, SimEngines, Watcher
 
 SECONDS = float(os.environ.get("GDX_SOAK_SECONDS", "600"))
 RSS_LIMIT = 200 * 2**20  # absolute ceiling for the daemon under this load
@@ -93,7 +93,7 @@ def test_soak(daemon_factory: Any, tmp_path: Path) -> None:
         scraper.join(15)
     try:
         watcher = Watcher(daemon.url)  # what the scraper saw, then scrapes until the last snapshots land
-        watcher.last = {k: v for k, v in scraper.high.items() if k[0].startswith("guided_decoding_schema_")}
+        watcher.last = {k: v for k, v in scraper.high.items() if k[0].startswith(ACCUMULATED)}
         watcher.wait_until_equal(totals)
     finally:
         engines.stop()

@@ -20,7 +20,9 @@ def scrape(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     return out
 
 
-def sample(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
+def sample(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, /, **labels: str
+) -> float:
     """The sum of the samples of `name` whose labels include `labels` (0 when there is none)."""
     want = set(labels.items())
     return sum(v for (n, ls), v in samples.items() if n == name and want <= ls)

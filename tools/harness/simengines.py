@@ -76,6 +76,9 @@ ENGINE_LEVEL = ("compile_requests_total", "compile_cache_hits_total", "compile_e
                 "compile_seconds_count", "mask_seconds_count", "grammar_wait_seconds_count")  # fmt: skip
 
 
+ACCUMULATED = ("guided_decoding_schema_", "guided_decoding_family_")  # series kept at their last value
+
+
 class Watcher:
     """What a scraper of one daemon process has seen: the last value of every series, including
     those that have since left /metrics (a demoted schema's series shows its final value for a
@@ -87,7 +90,7 @@ class Watcher:
 
     def observe(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         m = scrape(self.url)
-        self.last.update((k, v) for k, v in m.items() if k[0].startswith("guided_decoding_schema_"))
+        self.last.update((k, v) for k, v in m.items() if k[0].startswith(ACCUMULATED))
         return m
 
     def mismatches(self, totals: dict[str, Any]) -> list[str]:
@@ -117,6 +120,17 @@ class Watcher:
                     have = sample(source, "guided_decoding_" + name, **where)
                     if have != value:
                         out.append(f"{pod}/{engine}/{backend} {name}: daemon {have:g}, engine {value}")
+        # family-level series are per node: all engines' calls, each in exactly one family series
+        for name, field in (("family_requests_total", "requests"), ("family_cache_hits_total", "hits")):
+            want_total = sum(
+                t[field]
+                for backends in totals.values()
+                for b, t in backends.items()
+                if b not in ("probe", "shipper")
+            )
+            have = sample(self.last, "guided_decoding_" + name)
+            if have != want_total:
+                out.append(f"node {name}: daemon {have:g}, engines {want_total}")
         return out
 
     def wait_until_equal(self, totals: dict[str, Any], timeout: float = 30.0) -> None:

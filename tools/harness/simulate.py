@@ -40,8 +40,12 @@ IDENTITY = {
 
 
 def static_schema(i: int) -> str:
-    props = {f"field_{j}": {"type": "string"} for j in range(i % 7 + 1)}
-    return json.dumps({"title": f"static-{i}", "type": "object", "properties": props})
+    """A different schema per i (its own family: distinct required property names), as services'
+    static schemas are."""
+    props = {f"s{i}_field_{j}": {"type": "string"} for j in range(i % 7 + 1)}
+    return json.dumps(
+        {"title": f"static-{i}", "type": "object", "properties": props, "required": list(props)}
+    )
 
 
 def dynamic_schema(rng: random.Random) -> str:

@@ -18,8 +18,13 @@ from exporter.collectors.base import Collector, CollectorError
 from exporter.collectors.probe.analysis import DEFAULT_WINDOW, RuleSeverity, SchemaAnalysis
 from exporter.collectors.probe.families import listener_families, store_families
 from exporter.collectors.probe.listener import ProbeListener
-from exporter.collectors.probe.store import DEFAULT_ENGINE_TTL, DEFAULT_MAX_SCHEMAS, ProbeStore
-from exporter.schema.lint import Thresholds
+from exporter.collectors.probe.store import (
+    DEFAULT_ENGINE_TTL,
+    DEFAULT_MAX_FAMILIES,
+    DEFAULT_MAX_SCHEMAS,
+    ProbeStore,
+)
+from exporter.schema.lint import Finding, Thresholds
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class ProbeSettings:
     socket_group: str = ""  # name or gid given to the socket; empty: the daemon's
     allowed_uids: tuple[int, ...] = ()  # empty: whoever the socket's mode lets in
     max_schemas: int = DEFAULT_MAX_SCHEMAS
+    max_families: int = DEFAULT_MAX_FAMILIES
     engine_ttl: float = DEFAULT_ENGINE_TTL
     titles: bool = True
     shape_window: float = DEFAULT_WINDOW
@@ -44,12 +50,36 @@ class SchemaReport:
 
     schema_hash: str
     shape_hash: str
+    family: str  # empty until analysed
     kind: str
     backend: str
     title: str
     recent_compile_seconds: float
     findings: Mapping[RuleSeverity, int]
     structure: str
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyEntry:
+    """One family on /metrics as /schemas shows it, with its exposed schemas (ranked)."""
+
+    family: str
+    kind: str
+    name: str
+    recent_compile_seconds: float
+    requests: int  # in the window
+    hits: int
+    variants: int
+    varies: tuple[str, ...]
+    findings: Mapping[RuleSeverity, int]
+    finding: Finding | None  # dynamic_schema, with its message and fix
+    schemas: tuple[SchemaReport, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SchemasView:
+    families: tuple[FamilyEntry, ...]  # ranked by recent compile seconds, the family at fault first
+    schemas: tuple[SchemaReport, ...]  # every exposed schema, ranked the same way
 
 
 class ProbeCollector(Collector):
@@ -59,7 +89,13 @@ class ProbeCollector(Collector):
         super().__init__(settings.timeout)
         self.analysis = SchemaAnalysis(settings.thresholds, settings.shape_window)
         self.analysis_time = max(0.05, min(2.0, settings.timeout / 2))
-        self.store = ProbeStore(settings.max_schemas, settings.engine_ttl, settings.titles, self.analysis)
+        self.store = ProbeStore(
+            settings.max_schemas,
+            settings.engine_ttl,
+            settings.titles,
+            self.analysis,
+            max_families=settings.max_families,
+        )
         self.listener = ProbeListener(
             settings.socket, settings.socket_group, settings.allowed_uids, self.store
         )
@@ -75,6 +111,7 @@ class ProbeCollector(Collector):
         if self.analysis.pending:  # new schemas: lint them in a worker thread, within a time slice
             deadline = time.monotonic() + self.analysis_time
             await asyncio.get_running_loop().run_in_executor(None, self.analysis.run, deadline)
+        self.store.settle(time.monotonic())
         if self.listener.listen_error:
             raise CollectorError(self.listener.listen_error)
 
@@ -82,20 +119,45 @@ class ProbeCollector(Collector):
         yield from listener_families(self.listener.view())
         yield from store_families(self.store.view())
 
-    def schemas_view(self) -> tuple[SchemaReport, ...]:
-        """The exposed schemas, by hash (blocking: call it off the event loop)."""
+    def schemas_view(self) -> SchemasView:
+        """The exposed families and schemas, ranked (blocking: call it off the event loop)."""
         view = self.store.view()
         structures = self.analysis.structures(view.info)
-        return tuple(
-            SchemaReport(
-                schema_hash=schema_hash,
-                shape_hash=info.shape_hash,
-                kind=info.kind,
-                backend=info.backend,
-                title=info.title,
-                recent_compile_seconds=view.recent.get(schema_hash, 0.0),
-                findings=view.analysis.findings.get(schema_hash, {}),
-                structure=structures[schema_hash],
-            )
-            for schema_hash, info in sorted(view.info.items())
+        reports = sorted(
+            (
+                SchemaReport(
+                    schema_hash=schema_hash,
+                    shape_hash=info.shape_hash,
+                    family=view.analysis.families.get(schema_hash, ""),
+                    kind=info.kind,
+                    backend=info.backend,
+                    title=info.title,
+                    recent_compile_seconds=view.recent.get(schema_hash, 0.0),
+                    findings=view.analysis.findings.get(schema_hash, {}),
+                    structure=structures[schema_hash],
+                )
+                for schema_hash, info in view.info.items()
+            ),
+            key=lambda r: (-r.recent_compile_seconds, r.schema_hash),
         )
+        entries = []
+        for family_id, score in view.families.recent.items():
+            report = view.family_analysis.reports.get(family_id)
+            used = view.families.usage.get(family_id)
+            entries.append(
+                FamilyEntry(
+                    family=family_id,
+                    kind=report.kind if report else "",
+                    name=report.name if report else "",
+                    recent_compile_seconds=score,
+                    requests=used.requests if used else 0,
+                    hits=used.hits if used else 0,
+                    variants=used.variants if used else 0,
+                    varies=report.variation.lines()[:5] if report else (),
+                    findings=report.findings if report else {},
+                    finding=report.finding if report else None,
+                    schemas=tuple(r for r in reports if r.family == family_id),
+                )
+            )
+        entries.sort(key=lambda e: (-e.recent_compile_seconds, e.family))
+        return SchemasView(tuple(entries), tuple(reports))

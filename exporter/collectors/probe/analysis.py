@@ -1,8 +1,12 @@
-"""The daemon's schema analysis: lint findings once per distinct schema, off the event loop, and
-per shape the variants seen in a sliding window and the pointers where they differ.
+"""The daemon's schema analysis: once per distinct spec, off the event loop, its lint findings, its
+family (docs/families.md) and, once a second variant joins a family, the positions of its literals
+(a founder's text waits, bounded, until a variant joins: most families never vary and never pay for
+positions); per shape the variants seen in a sliding
+window; per family what varies and the `dynamic_schema` finding (exporter/schema/injection.py).
 
 Texts wait in a bounded queue until a scrape's refresh analyses them in a worker thread (each under
-the lint budget); then only digests and counts are kept. Nothing here keeps a schema's values.
+the lint budget); then only digests, pointers and counts are kept, and the texts of family founders
+that may yet need positions (bounded, never exposed). Nothing here exposes a schema's values.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from exporter.schema import identity, lint, variants
+from exporter.collectors.probe.rollup import FamilyUsage
+from exporter.schema import family, identity, injection, lint, spec, variants
 from exporter.schema.lint import Thresholds
 
 log = logging.getLogger("gdx.collector.probe.analysis")
@@ -29,6 +34,13 @@ MAX_VARIANTS = 1_000  # distinct schemas remembered per shape: shape_variants sa
 MAX_REDACTED = 1_000  # redacted structures kept for /schemas (the most recent analyses)
 REDACTED_CHARS = 16 * 1024
 MAX_PATHS = 5
+MAX_FOUNDER_BYTES = 16 * 2**20  # founders' texts waiting for a variant to join their family
+# Positions kept for what-varies: only a family's RECENT_VARIANTS (50) most recent are compared, so
+# 2,000 cover 40 varying families; and at most this many pointers over all of them.
+MAX_POSITIONS = 2_000
+MAX_POSITION_ENTRIES = 300_000
+MAX_ALIASES = 20_000  # absorbed family ids remembered (a hash analysed before its family merged)
+MAX_PARTS = 5  # what varies: at most this many parts per family on /metrics
 NOT_ANALYSED = "<not analysed yet>"
 JSON_KINDS = ("json", "json_object")
 
@@ -46,12 +58,29 @@ class ShapeVariants:
 
 @dataclass(frozen=True, slots=True)
 class AnalysisView:
-    findings: Mapping[str, FindingCounts]  # analysed schema hash -> its lint and dynamic_enum counts
+    findings: Mapping[str, FindingCounts]  # analysed schema hash -> its lint counts
     shapes: Mapping[str, ShapeVariants]  # shape hash -> its variants
+    families: Mapping[str, str]  # analysed schema hash -> its family
     analysed: int
     skipped: int
     pending: int
     seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyReport:
+    """What /metrics and /schemas say of one family: never a value from inside its specs."""
+
+    kind: str  # schema, json, regex, grammar, structural_tag, choice, other
+    name: str  # its title, else built from structure ("" when titles are off)
+    variation: family.Variation
+    findings: FindingCounts  # dynamic_schema
+    finding: lint.Finding | None  # the same, with its message and fix (for /schemas)
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyView:
+    reports: Mapping[str, FamilyReport]  # family -> report, for the families given
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +90,7 @@ class SchemaResult:
     shape: str
     counts: FindingCounts
     literals: variants.LiteralMap
+    fingerprint: family.Fingerprint | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +98,19 @@ class QueuedText:
     shape: str
     kind: str
     text: str
+    title: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyMeta:
+    kind: str
+    title: str  # the founder's sanitised title (from the probe)
+    structure: str  # a name from its structure only
+
+
+def _entries(positions: family.Positions) -> int:
+    p = positions
+    return 1 + len(p.nodes) + len(p.literals) + len(p.unions) + len(p.optional)
 
 
 @dataclass
@@ -88,11 +131,21 @@ class SchemaAnalysis:
         self._done: OrderedDict[str, SchemaResult] = OrderedDict()
         self._redacted: OrderedDict[str, str] = OrderedDict()
         self._shapes: OrderedDict[str, ShapeHistory] = OrderedDict()
+        self._index = family.FamilyIndex()
+        self._family: dict[str, str] = {}  # analysed schema hash -> the family it was put in
+        self._aliases: OrderedDict[str, str] = OrderedDict()  # absorbed family -> the one it joined
+        self._merges: list[tuple[str, str]] = []  # not yet taken by the store
+        self._meta: OrderedDict[str, FamilyMeta] = OrderedDict()
+        self._positions: OrderedDict[str, family.Positions] = OrderedDict()
+        self._position_entries = 0
+        self._founders: OrderedDict[str, list[tuple[str, str, str]]] = OrderedDict()  # frame -> texts
+        self._founder_bytes = 0
+        self._variations: dict[str, tuple[tuple[str, ...], family.Variation]] = {}
         self.skipped = 0
         self.analysed = 0
         self.seconds = 0.0
 
-    def submit(self, schema_hash: str, shape: str, kind: str, text: str | None) -> None:
+    def submit(self, schema_hash: str, shape: str, kind: str, text: str | None, title: str = "") -> None:
         """Queues a schema's text for analysis unless it is known (called on the event loop: cheap)."""
         with self._lock:
             if schema_hash in self._done or schema_hash in self.pending or text is None:
@@ -100,7 +153,7 @@ class SchemaAnalysis:
             if self.pending_bytes + len(text) > MAX_PENDING_BYTES or len(self.pending) >= MAX_PENDING:
                 self.skipped += 1
                 return
-            self.pending[schema_hash] = QueuedText(shape, kind, text)
+            self.pending[schema_hash] = QueuedText(shape, kind, text, title)
             self.pending_bytes += len(text)
 
     def seen(self, schema_hash: str, shape: str, now: float) -> None:
@@ -135,30 +188,149 @@ class SchemaAnalysis:
                 self._redacted[schema_hash] = structure
                 if len(self._redacted) > MAX_REDACTED:
                     self._redacted.popitem(last=False)
+                joined = self._join(schema_hash, queued, result)
+                founders = self._founders_of(result, queued, schema_hash, joined)
+                self._done[schema_hash] = replace(result, fingerprint=None)  # needed only to join
+                if len(self._done) > MAX_ANALYSED:
+                    old, _ = self._done.popitem(last=False)
+                    self._family.pop(old, None)
+            found = [(h, positions(kind, text, self.thresholds)) for h, kind, text in founders]
+            with self._lock:
+                for h, p in found:
+                    if p is not None:
+                        self._keep_positions(h, p)
                 self.seconds += time.monotonic() - started
                 self.analysed += 1
-                self._done[schema_hash] = result
-                if len(self._done) > MAX_ANALYSED:
-                    self._done.popitem(last=False)
+
+    def _join(self, schema_hash: str, queued: QueuedText, result: SchemaResult) -> bool:
+        """Puts an analysed spec in its family (under the lock); whether it joined an existing one."""
+        fp = result.fingerprint
+        if fp is None:
+            return False
+        membership = self._index.add(fp)
+        self._family[schema_hash] = membership.family
+        if membership.family not in self._meta:
+            kind = fp.kind if queued.kind in JSON_KINDS else queued.kind
+            self._meta[membership.family] = FamilyMeta(kind, identity.mask_title(queued.title), fp.name)
+            if len(self._meta) > 2 * self._index.max_families:
+                self._meta.popitem(last=False)
+        for old in membership.absorbed:
+            if old != membership.family:
+                self._aliases[old] = membership.family
+                self._merges.append((old, membership.family))
+        while len(self._aliases) > MAX_ALIASES:
+            self._aliases.popitem(last=False)
+        del self._merges[:-MAX_ALIASES]
+        return not membership.new
+
+    def _founders_of(
+        self, result: SchemaResult, queued: QueuedText, schema_hash: str, joined: bool
+    ) -> list[tuple[str, str, str]]:
+        """The specs whose positions are due (under the lock): a variant that joined, with the founders
+        of its frame still waiting; a founder's text is kept aside instead."""
+        fp = result.fingerprint
+        if fp is None:
+            return []
+        if not joined:
+            self._founders.setdefault(fp.frame, []).append((schema_hash, queued.kind, queued.text))
+            self._founders.move_to_end(fp.frame)
+            self._founder_bytes += len(queued.text)
+            while self._founder_bytes > MAX_FOUNDER_BYTES and self._founders:
+                _, dropped = self._founders.popitem(last=False)
+                self._founder_bytes -= sum(len(text) for _, _, text in dropped)
+            return []
+        waiting = self._founders.pop(fp.frame, [])
+        self._founder_bytes -= sum(len(text) for _, _, text in waiting)
+        return [*waiting, (schema_hash, queued.kind, queued.text)]
+
+    def _keep_positions(self, schema_hash: str, found: family.Positions) -> None:
+        self._positions[schema_hash] = found
+        self._position_entries += _entries(found)
+        while len(self._positions) > 1 and (
+            self._position_entries > MAX_POSITION_ENTRIES or len(self._positions) > MAX_POSITIONS
+        ):
+            _, dropped = self._positions.popitem(last=False)
+            self._position_entries -= _entries(dropped)
+
+    def _resolve(self, family_id: str) -> str:
+        for _ in range(64):  # alias chains are short; bounded against a cycle all the same
+            nxt = self._aliases.get(family_id)
+            if nxt is None or nxt == family_id:
+                break
+            family_id = nxt
+        return family_id
+
+    def family_of(self, schema_hash: str) -> str | None:
+        """The family of a schema hash; None while its text waits for analysis; the hash itself when
+        it was never analysed (no text reached the daemon, or the queue was full)."""
+        with self._lock:
+            found = self._family.get(schema_hash)
+            if found is not None:
+                return self._resolve(found)
+            return None if schema_hash in self.pending else schema_hash
+
+    def take_merges(self) -> list[tuple[str, str]]:
+        """(absorbed family, the family it joined), in order, since the last call."""
+        with self._lock:
+            merges, self._merges = self._merges, []
+            return merges
+
+    def family_view(self, usage: Mapping[str, FamilyUsage], titles: bool) -> FamilyView:
+        """Per family: kind, name, what varies between its recent variants and `dynamic_schema`,
+        weighed on its traffic in the window (`usage`, from the store's rollup)."""
+        reports: dict[str, FamilyReport] = {}
+        with self._lock:
+            for family_id, used in usage.items():
+                meta = self._meta.get(family_id)
+                variation = self._variation(family_id, used.recent)
+                found = injection.dynamic_schema(
+                    variation,
+                    injection.Usage(used.requests, used.variants, used.hits, used.seconds, used.span),
+                    self.thresholds,
+                )
+                name = ""
+                if titles and meta is not None:
+                    name = meta.title or meta.structure
+                reports[family_id] = FamilyReport(
+                    kind=meta.kind if meta is not None else "other",
+                    name=name,
+                    variation=variation,
+                    findings=lint.count(found),
+                    finding=found[0] if found else None,
+                )
+            self._variations = {f: v for f, v in self._variations.items() if f in usage}
+        return FamilyView(reports)
+
+    def _variation(self, family_id: str, recent: tuple[str, ...]) -> family.Variation:
+        cached = self._variations.get(family_id)
+        if cached is not None and cached[0] == recent:
+            return cached[1]
+        per = [self._positions[h] for h in recent if h in self._positions]
+        found = family.variation(per, MAX_PARTS, degraded=len(per) < len(recent))
+        self._variations[family_id] = (recent, found)
+        return found
 
     def view(self, now: float, schema_hashes: Iterable[str]) -> AnalysisView:
         """Findings of the given (exposed) schemas, variants and varying paths of their shapes."""
         with self._lock:
             findings: dict[str, FindingCounts] = {}
             shapes: dict[str, ShapeVariants] = {}
+            families: dict[str, str] = {}
             for schema_hash in schema_hashes:
                 result = self._done.get(schema_hash)
                 if result is None:
                     continue
-                counts = dict(result.counts)
+                found = self._family.get(schema_hash)
+                if found is not None:
+                    families[schema_hash] = self._resolve(found)
                 shape = shapes.get(result.shape) or self._shape_variants(result.shape, now)
                 if shape is not None:
                     shapes[result.shape] = shape
-                    counts.update(variants.dynamic_enum_counts(shape.varying_paths, shape.variants))
-                findings[schema_hash] = counts
+                findings[schema_hash] = result.counts
             return AnalysisView(
                 findings=findings,
                 shapes=shapes,
+                families=families,
                 analysed=self.analysed,
                 skipped=self.skipped,
                 pending=len(self.pending),
@@ -195,17 +367,38 @@ def redact(kind: str, text: str) -> str:
 
 
 def analyse(shape: str, kind: str, text: str, thresholds: Thresholds) -> SchemaResult:
-    """Pure: the findings and literal digests of one schema text (never raises)."""
+    """Pure: the findings, literal digests and family fingerprint of one spec text (never raises).
+    The text is parsed once for all of them."""
+    budget = thresholds.budget
     if kind not in JSON_KINDS:
-        return SchemaResult(shape, {}, {})
+        parsed = identity.parse_spec(text) if kind == "structural_tag" else None
+        try:
+            counts = lint.count(spec.lint_spec(kind, text, thresholds))
+        except Exception as err:  # a bug in a rule must not stop the others' specs
+            log.warning("spec analysis failed on a %s spec (shape %s): %s", kind, shape, type(err).__name__)
+            counts = {("too_complex", "error"): 1}
+        return SchemaResult(shape, counts, {}, family.fingerprint(text, parsed, budget))
     try:
         schema = json.loads(text)
     except (ValueError, RecursionError):
-        return SchemaResult(shape, {("too_complex", "error"): 1}, {})
+        return SchemaResult(shape, {("too_complex", "error"): 1}, {}, family.fingerprint(text, None, budget))
     try:
-        found = lint.lint(schema, thresholds)
-        digests = variants.literals(schema, thresholds.budget)
+        found_lint = lint.lint(schema, thresholds)
+        digests = variants.literals(schema, budget)
     except Exception as err:  # a bug in a rule must not stop the others' schemas
         log.warning("schema analysis failed on a schema (shape %s): %s", shape, type(err).__name__)
         return SchemaResult(shape, {("too_complex", "error"): 1}, {})
-    return SchemaResult(shape, lint.count(found), digests)
+    return SchemaResult(
+        shape,
+        lint.count(found_lint),
+        digests,
+        family.fingerprint(text, schema, budget),
+    )
+
+
+def positions(kind: str, text: str, thresholds: Thresholds) -> family.Positions | None:
+    """Where a spec's literals sit (for what varies): a JSON spec's positions, a text spec's one."""
+    parsed = identity.parse_spec(text) if kind in (*JSON_KINDS, "structural_tag") else None
+    if parsed is None:
+        return None if kind in JSON_KINDS else family.text_positions(text)
+    return family.positions(parsed, thresholds.budget)

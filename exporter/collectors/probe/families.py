@@ -17,8 +17,9 @@ from prometheus_client.core import (
 )
 
 from exporter import wire
-from exporter.collectors.probe.analysis import AnalysisView
+from exporter.collectors.probe.analysis import AnalysisView, FamilyView
 from exporter.collectors.probe.listener import RESULTS, ListenerView
+from exporter.collectors.probe.rollup import RollupView
 from exporter.collectors.probe.store import EngineView, StoreView
 from exporter.schema import variants
 
@@ -65,6 +66,7 @@ def store_families(view: StoreView) -> Iterable[Metric]:
     yield from engine_families(view.engines)
     yield from schema_families(view)
     yield from analysis_families(view.analysis, view.serialisations)
+    yield from family_families(view.families, view.family_analysis)
     yield CounterMetricFamily(
         PREFIX + "schemas_first_seen", "Distinct schema hashes seen for the first time on this node.",
         value=view.first_seen_total,
@@ -220,14 +222,16 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
         hits.add_metric(labels, totals.hits)
     info = InfoMetricFamily(
         PREFIX + "schema",
-        "One per exposed schema hash: its shape hash, request kind, backend and sanitised title.",
-        labels=["schema_hash", "shape_hash", "kind", "backend", "title"],
+        "One per exposed schema hash: its shape hash, family (empty until analysed), request kind, "
+        "backend and sanitised title.",
+        labels=["schema_hash", "shape_hash", "family", "kind", "backend", "title"],
     )
     for schema_hash, schema in sorted(view.info.items()):
         info.add_metric(
             [schema_hash],
             {
                 "shape_hash": schema.shape_hash,
+                "family": view.analysis.families.get(schema_hash, ""),
                 "kind": schema.kind,
                 "backend": schema.backend,
                 "title": schema.title,
@@ -284,3 +288,64 @@ def analysis_families(analysis: AnalysisView, serialisations: Mapping[str, int])
     yield CounterMetricFamily(
         PREFIX + "schema_analysis_seconds", "Time the daemon spent analysing schemas.", value=analysis.seconds
     )
+
+
+def family_families(rollup: RollupView, analysis: FamilyView) -> Iterable[Metric]:
+    """Family-level series (docs/families.md): what the product ranks by and names as the cause."""
+    compile_seconds = CounterMetricFamily(
+        PREFIX + "family_compile_seconds",
+        'Compile call wall time per schema family on this node (all engines); the rest in family="other".',
+        labels=["family"],
+    )
+    requests = CounterMetricFamily(
+        PREFIX + "family_requests", "Compile calls per schema family.", labels=["family"]
+    )
+    hits = CounterMetricFamily(
+        PREFIX + "family_cache_hits",
+        "Compile calls served from the grammar cache, per schema family.",
+        labels=["family"],
+    )
+    for family_id, totals in sorted(rollup.series.items()):
+        compile_seconds.add_metric([family_id], totals.sum)
+        requests.add_metric([family_id], totals.requests)
+        hits.add_metric([family_id], totals.hits)
+    recent = GaugeMetricFamily(
+        PREFIX + "family_recent_compile_seconds",
+        "Compile seconds of each exposed family, decayed with a 5-minute half-life: the ranking.",
+        labels=["family"],
+    )
+    for family_id, score in sorted(rollup.recent.items()):
+        recent.add_metric([family_id], score)
+    info = InfoMetricFamily(
+        PREFIX + "family",
+        "One per exposed family: its kind and a readable name (its title, else from its structure).",
+        labels=["family", "kind", "name"],
+    )
+    variant_counts = GaugeMetricFamily(
+        PREFIX + "family_variants",
+        "Distinct specs of the family compiled within the window.",
+        labels=["family"],
+    )
+    varying = GaugeMetricFamily(
+        PREFIX + "family_varying",
+        "What varies between the family's variants (at most 5): branches (distinct subsets of the union "
+        "at pointer), optional (properties that come and go), literal (variants whose literal differs).",
+        labels=["family", "pointer", "what"],
+    )
+    findings = GaugeMetricFamily(
+        PREFIX + "family_findings",
+        "dynamic_schema: the family's variants are rarely reused in the window (injection per request).",
+        labels=["family", "rule", "severity"],
+    )
+    for family_id in sorted(rollup.recent):
+        report = analysis.reports.get(family_id)
+        if report is None:
+            continue
+        info.add_metric([family_id], {"kind": report.kind, "name": report.name})
+        used = rollup.usage.get(family_id)
+        variant_counts.add_metric([family_id], used.variants if used is not None else 0)
+        for pointer, what, n in report.variation.parts()[:5]:
+            varying.add_metric([family_id, pointer, what], n)
+        for (rule, severity), n in sorted(report.findings.items()):
+            findings.add_metric([family_id, rule, severity], n)
+    yield from (compile_seconds, requests, hits, recent, info, variant_counts, varying, findings)

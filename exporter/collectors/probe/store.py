@@ -17,24 +17,25 @@ the scrape reads.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from exporter import wire
-from exporter.collectors.probe.analysis import AnalysisView, SchemaAnalysis
+from exporter.collectors.probe.analysis import DEFAULT_WINDOW, AnalysisView, FamilyView, SchemaAnalysis
+from exporter.collectors.probe.ranking import LINGER, Ranking
+from exporter.collectors.probe.rollup import FamilyRollup, RollupView
+from exporter.collectors.probe.series import NO_CALLS, SeriesAccumulator, SeriesTotals, add, delta, subtract
+from exporter.schema import identity
 
 log = logging.getLogger("gdx.collector.probe")
 OTHER = "other"
 DEFAULT_MAX_SCHEMAS = 50
+DEFAULT_MAX_FAMILIES = 50
 DEFAULT_ENGINE_TTL = 120.0
-HALF_LIFE = 300.0  # "recent" compile seconds: a score halves every 5 minutes
-HYSTERESIS = 1.5  # a newcomer must beat the weakest exposed schema by this factor
-LINGER = 120.0  # a demoted schema's final values stay exposed this long: longer than scrape intervals
 MAX_SPECS_PER_ENGINE = 20_000
 SEEN_LIMIT = 100_000  # hashes remembered for schemas_first_seen_total (about 10 MB at most)
 
@@ -48,32 +49,6 @@ class SeriesKey(NamedTuple):
     schema_hash: str  # or OTHER
 
 
-class Counts(Protocol):
-    """Compile calls over wire.SCHEMA_BUCKETS: a probe's cumulative row or the daemon's series."""
-
-    @property
-    def requests(self) -> int: ...
-    @property
-    def hits(self) -> int: ...
-    @property
-    def buckets(self) -> tuple[int, ...]: ...
-    @property
-    def sum(self) -> float: ...
-
-
-@dataclass(frozen=True, slots=True)
-class SeriesTotals:
-    """A schema-level series' values (or an increment to them)."""
-
-    requests: int
-    hits: int
-    buckets: tuple[int, ...]  # non-cumulative, over wire.SCHEMA_BUCKETS and +Inf
-    sum: float
-
-
-NO_CALLS = SeriesTotals(0, 0, (0,) * (len(wire.SCHEMA_BUCKETS) + 1), 0.0)
-
-
 @dataclass(frozen=True, slots=True)
 class SchemaInfo:
     """What `schema_info` says of a schema hash: never a value from inside the schema."""
@@ -82,7 +57,7 @@ class SchemaInfo:
     shape_hash: str
     kind: str
     backend: str
-    title: str  # sanitised by the probe; empty when titles are off
+    title: str  # sanitised by the probe, volatile words masked (identity.mask_title); empty when off
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,31 +76,11 @@ class StoreView:
     recent: Mapping[str, float]  # the same hashes' decayed compile seconds: the ranking
     serialisations: Mapping[str, int]  # the same hashes' exact strings (the most in one engine)
     analysis: AnalysisView
+    families: RollupView  # family-level series, ranking and window
+    family_analysis: FamilyView  # what each family on /metrics is, what varies, its finding
     tracked: int
     first_seen_total: int
     evicted_total: int
-
-
-class SeriesAccumulator:
-    """A schema-level series: monotonic accumulators."""
-
-    __slots__ = ("buckets", "hits", "requests", "sum")
-
-    def __init__(self) -> None:
-        self.requests = 0
-        self.hits = 0
-        self.buckets = [0] * (len(wire.SCHEMA_BUCKETS) + 1)
-        self.sum = 0.0
-
-    def add(self, increment: Counts) -> None:
-        self.requests += increment.requests
-        self.hits += increment.hits
-        for i, n in enumerate(increment.buckets):
-            self.buckets[i] += n
-        self.sum += increment.sum
-
-    def totals(self) -> SeriesTotals:
-        return SeriesTotals(self.requests, self.hits, tuple(self.buckets), self.sum)
 
 
 @dataclass
@@ -146,33 +101,6 @@ class EngineState:
         return self.hello.pod, self.hello.engine
 
 
-def delta(new: Counts, old: Counts) -> SeriesTotals | None:
-    """new - old field by field; None when any field went backwards (not the same cumulative row)."""
-    requests, hits = new.requests - old.requests, new.hits - old.hits
-    buckets = tuple([a - b for a, b in zip(new.buckets, old.buckets, strict=True)])
-    if min(requests, hits, *buckets) < 0:
-        return None
-    return SeriesTotals(requests, hits, buckets, max(0.0, new.sum - old.sum))
-
-
-def subtract(row: Counts, part: Counts) -> SeriesTotals:
-    return SeriesTotals(
-        max(0, row.requests - part.requests),
-        max(0, row.hits - part.hits),
-        tuple([max(0, a - b) for a, b in zip(row.buckets, part.buckets, strict=True)]),
-        max(0.0, row.sum - part.sum),
-    )
-
-
-def add(a: Counts, b: Counts) -> SeriesTotals:
-    return SeriesTotals(
-        a.requests + b.requests,
-        a.hits + b.hits,
-        tuple([x + y for x, y in zip(a.buckets, b.buckets, strict=True)]),
-        a.sum + b.sum,
-    )
-
-
 class ProbeStore:
     def __init__(
         self,
@@ -181,6 +109,7 @@ class ProbeStore:
         titles: bool = True,
         analysis: SchemaAnalysis | None = None,
         linger: float = LINGER,
+        max_families: int = DEFAULT_MAX_FAMILIES,
     ) -> None:
         self.analysis = analysis or SchemaAnalysis()
         self.max_schemas = max(1, max_schemas)
@@ -190,18 +119,27 @@ class ProbeStore:
         self.engines: dict[str, EngineState] = {}
         self.series: dict[SeriesKey, SeriesAccumulator] = {}
         self.retired: dict[SeriesKey, SeriesAccumulator] = {}  # demoted series, resumed on return
-        self.exposed: set[str] = set()  # active: increments go to their own series
-        self.linger = linger
-        self.lingering: dict[str, float] = {}  # demoted, still on /metrics (frozen) until this time
-        # Scores decay by the same factor for all, so the weakest exposed hash stays the weakest
-        # until its own score grows or the set changes: cached, instead of a min() per newcomer.
-        self._weakest: str | None = None
-        self.scores: dict[str, tuple[float, float]] = {}
+        self.ranking = Ranking(self.max_schemas, linger)
+        window = self.analysis.window if analysis is not None else DEFAULT_WINDOW
+        self.families = FamilyRollup(max_families, window, linger)
         self.info: dict[str, SchemaInfo] = {}
         self.seen: OrderedDict[str, None] = OrderedDict()
         self.first_seen_total = 0
-        self.evicted_total = 0
         self.dropped_engines_total = 0
+
+    @property
+    def exposed(self) -> set[str]:
+        """Schema hashes whose increments go to their own series."""
+        return self.ranking.exposed
+
+    @property
+    def evicted_total(self) -> int:
+        return self.ranking.evicted_total
+
+    @property
+    def lingering(self) -> dict[str, float]:
+        """Demoted schema hashes still on /metrics (frozen), until when."""
+        return self.ranking.lingering
 
     # ---- messages -------------------------------------------------------------------------------
 
@@ -231,9 +169,8 @@ class ProbeStore:
         with self._lock:
             engine.last_seen = now
             for item in msg.schemas:
-                info = SchemaInfo(
-                    item.hash, item.shape, item.kind, item.backend, item.title if self.titles else ""
-                )
+                title = identity.mask_title(item.title) if self.titles else ""
+                info = SchemaInfo(item.hash, item.shape, item.kind, item.backend, title)
                 engine.specs[item.id] = info
                 if len(engine.specs) > MAX_SPECS_PER_ENGINE:  # a probe tracks at most a few hundred
                     del engine.specs[next(iter(engine.specs))]
@@ -246,7 +183,7 @@ class ProbeStore:
                     self.seen.move_to_end(info.schema_hash)
                 self.info.setdefault(info.schema_hash, info)
                 # analysed once, off the loop; the store keeps no schema text
-                self.analysis.submit(info.schema_hash, info.shape_hash, info.kind, item.text)
+                self.analysis.submit(info.schema_hash, info.shape_hash, info.kind, item.text, item.title)
 
     def snapshot(self, engine: EngineState, msg: wire.Snapshot, now: float) -> None:
         with self._lock:
@@ -301,67 +238,41 @@ class ProbeStore:
 
     # ---- exposure -------------------------------------------------------------------------------
 
-    def _score(self, schema_hash: str, now: float) -> float:
-        score, at = self.scores.get(schema_hash, (0.0, now))
-        return score * math.pow(0.5, max(0.0, now - at) / HALF_LIFE)
-
     def _attribute(self, key: SeriesKey, increment: SeriesTotals, now: float) -> None:
         schema_hash = key.schema_hash
+        self.families.add(None if schema_hash == OTHER else schema_hash, increment, now)
         if schema_hash != OTHER:
             info = self.info.get(schema_hash)
             if info is not None:
                 self.analysis.seen(schema_hash, info.shape_hash, now)
-            self.scores[schema_hash] = (self._score(schema_hash, now) + increment.sum, now)
-            if schema_hash == self._weakest:
-                self._weakest = None
-            if schema_hash not in self.exposed and not self._promote(schema_hash, now):
+            if not self.ranking.credit(schema_hash, increment.sum, now):
                 key = key._replace(schema_hash=OTHER)
         series = self.series.get(key)
         if series is None:
             series = self.series[key] = self.retired.pop(key) if key in self.retired else SeriesAccumulator()
         series.add(increment)
-        if len(self.scores) > 20 * self.max_schemas:
+        if self.ranking.crowded():
             self._prune_scores(now)
-
-    def _promote(self, schema_hash: str, now: float) -> bool:
-        if len(self.exposed) < self.max_schemas:
-            self.exposed.add(schema_hash)
-            self.lingering.pop(schema_hash, None)
-            self._weakest = None
-            return True
-        if len(self.lingering) - (schema_hash in self.lingering) >= self.max_schemas:
-            return False  # demotions are paced: no room to keep another final value on show
-        weakest = self._weakest
-        if weakest is None or weakest not in self.exposed:
-            weakest = self._weakest = min(self.exposed, key=lambda h: self._score(h, now))
-        if self._score(schema_hash, now) <= HYSTERESIS * self._score(weakest, now):
-            return False
-        self.exposed.discard(weakest)
-        self.lingering[weakest] = now + self.linger  # frozen; its increments go to `other` now
-        self.evicted_total += 1
-        self.exposed.add(schema_hash)
-        self.lingering.pop(schema_hash, None)  # back before its linger ended: the series goes on
-        self._weakest = None
-        return True
 
     def _end_lingering(self, now: float) -> None:
         """Demoted hashes whose final values have been on show long enough leave /metrics (Prometheus
         marks them stale); their accumulators are kept aside to resume from if they come back."""
-        done = {h for h, until in self.lingering.items() if until <= now}
+        done = self.ranking.end_lingering(now)
         if not done:
             return
-        for h in done:
-            del self.lingering[h]
         for key in [k for k in self.series if k.schema_hash in done]:
             self.retired[key] = self.series.pop(key)
 
     def _prune_scores(self, now: float) -> None:
-        keep = sorted(self.scores, key=lambda h: self._score(h, now), reverse=True)[: 10 * self.max_schemas]
-        keep_set = set(keep) | self.exposed | set(self.lingering)
-        self.scores = {h: s for h, s in self.scores.items() if h in keep_set}
+        keep_set = self.ranking.prune(now)
         self.retired = {k: a for k, a in self.retired.items() if k.schema_hash in keep_set}
         live = {m.schema_hash for e in self.engines.values() for m in e.specs.values()}
         self.info = {h: m for h, m in self.info.items() if h in keep_set or h in live}
+
+    def settle(self, now: float) -> None:
+        """After the analysis ran: held increments join their families (called by each refresh)."""
+        with self._lock:
+            self.families.settle(self.analysis.family_of, self.analysis.take_merges(), now)
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
@@ -388,22 +299,25 @@ class ProbeStore:
             for key in [k for k in self.retired if (k.pod, k.engine) == (pod, eng)]:
                 del self.retired[key]
 
-    def view(self) -> StoreView:
-        """A consistent copy for one scrape."""
+    def view(self, now: float | None = None) -> StoreView:
+        """A consistent copy for one scrape (at `now`, monotonic; tests pass their own clock)."""
         with self._lock:
             live_hashes = {m.schema_hash for e in self.engines.values() for m in e.specs.values()}
-            exposed = self.exposed | set(self.lingering)  # every hash with a series on /metrics
-            now = time.monotonic()
+            exposed = self.ranking.shown()  # every hash with a series on /metrics
+            now = time.monotonic() if now is None else now
+            families = self.families.view(now)
             return StoreView(
                 engines=tuple(EngineView(e.hello, e.snapshot) for e in self.engines.values()),
                 series={k: a.totals() for k, a in self.series.items()},
                 info={h: self.info[h] for h in exposed if h in self.info},
-                recent={h: self._score(h, now) for h in exposed},
+                recent={h: self.ranking.score(h, now) for h in exposed},
                 serialisations=self._serialisations(exposed),
                 analysis=self.analysis.view(now, exposed),
+                families=families,
+                family_analysis=self.analysis.family_view(families.usage, self.titles),
                 tracked=len(live_hashes),
                 first_seen_total=self.first_seen_total,
-                evicted_total=self.evicted_total,
+                evicted_total=self.ranking.evicted_total,
             )
 
     def _serialisations(self, schema_hashes: set[str]) -> dict[str, int]:

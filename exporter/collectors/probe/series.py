@@ -1,0 +1,84 @@
+"""Compile-call counts over wire.SCHEMA_BUCKETS: the probe's cumulative rows, the increments the
+daemon derives from them, and the monotonic accumulators its schema- and family-level series are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from exporter import wire
+
+
+class Counts(Protocol):
+    """Compile calls over wire.SCHEMA_BUCKETS: a probe's cumulative row or the daemon's series."""
+
+    @property
+    def requests(self) -> int: ...
+    @property
+    def hits(self) -> int: ...
+    @property
+    def buckets(self) -> tuple[int, ...]: ...
+    @property
+    def sum(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesTotals:
+    """A schema-level series' values (or an increment to them)."""
+
+    requests: int
+    hits: int
+    buckets: tuple[int, ...]  # non-cumulative, over wire.SCHEMA_BUCKETS and +Inf
+    sum: float
+
+
+NO_CALLS = SeriesTotals(0, 0, (0,) * (len(wire.SCHEMA_BUCKETS) + 1), 0.0)
+
+
+class SeriesAccumulator:
+    """A schema-level series: monotonic accumulators."""
+
+    __slots__ = ("buckets", "hits", "requests", "sum")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.hits = 0
+        self.buckets = [0] * (len(wire.SCHEMA_BUCKETS) + 1)
+        self.sum = 0.0
+
+    def add(self, increment: Counts) -> None:
+        self.requests += increment.requests
+        self.hits += increment.hits
+        for i, n in enumerate(increment.buckets):
+            self.buckets[i] += n
+        self.sum += increment.sum
+
+    def totals(self) -> SeriesTotals:
+        return SeriesTotals(self.requests, self.hits, tuple(self.buckets), self.sum)
+
+
+def delta(new: Counts, old: Counts) -> SeriesTotals | None:
+    """new - old field by field; None when any field went backwards (not the same cumulative row)."""
+    requests, hits = new.requests - old.requests, new.hits - old.hits
+    buckets = tuple([a - b for a, b in zip(new.buckets, old.buckets, strict=True)])
+    if min(requests, hits, *buckets) < 0:
+        return None
+    return SeriesTotals(requests, hits, buckets, max(0.0, new.sum - old.sum))
+
+
+def subtract(row: Counts, part: Counts) -> SeriesTotals:
+    return SeriesTotals(
+        max(0, row.requests - part.requests),
+        max(0, row.hits - part.hits),
+        tuple([max(0, a - b) for a, b in zip(row.buckets, part.buckets, strict=True)]),
+        max(0.0, row.sum - part.sum),
+    )
+
+
+def add(a: Counts, b: Counts) -> SeriesTotals:
+    return SeriesTotals(
+        a.requests + b.requests,
+        a.hits + b.hits,
+        tuple([x + y for x, y in zip(a.buckets, b.buckets, strict=True)]),
+        a.sum + b.sum,
+    )
