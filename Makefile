@@ -110,6 +110,8 @@ bench: $(STAMP) $(TOKENIZER)
 	$(BIN)/python -m tools.bench.probe
 	$(BIN)/python -m tools.bench.schemas counts
 	$(BIN)/python -m tools.bench.families
+	$(BIN)/python -m tools.bench.analysis
+	$(BIN)/python -m tools.bench.scenarios
 
 run: $(STAMP)
 	$(BIN)/gdx serve $(ARGS)

@@ -28,7 +28,8 @@ MODULE = "tests/system/test_scenarios.py"
 def table(doc: dict[str, Any]) -> str:
     lines = [
         f"probe interval {doc['probe_interval']} s, /metrics polled every {doc['poll']} s, "
-        f"{doc['rate']:g} requests per second",
+        f"{doc['rate']:g} requests per second, --lint.dynamic-span {doc.get('span', 30.0):g} s "
+        "(the finding waits for new variants to keep arriving this long; the default is 30 s)",
         "",
         "| scenario | requests | families | /metrics | gdx lint | lint exit | seconds to finding |",
         "| --- | ---: | ---: | --- | --- | ---: | --- |",
