@@ -36,7 +36,6 @@ class Params:
     compile_p95_seconds: float = 0.005  # the P95 line of the per-tenant enum incident's field report
     grammar_wait_p95_seconds: float = 0.1
     hit_ratio: float = 0.95
-    shape_variants: int = 20
     cpu_busy: float = 0.9
     gpu_idle_below: float = 0.5
     stuck_seconds: float = 60
@@ -51,19 +50,70 @@ class Params:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-# Ranked by the daemon's recent compile seconds (a decayed gauge): a per-request schema compiles
-# once, and rate() of a counter's first sample is zero, so rates would rank nothing in that incident.
-TOP_SCHEMAS = (
-    "topk(3, {p}schema_recent_compile_seconds"
-    " * on (schema_hash) group_left (title) max by (schema_hash, title) ({p}schema_info))"
-)
-TOP_SHAPE = (
-    '{{ range query "topk(1, max by (shape_hash) (guided_decoding_shape_variants) > 1)" }}'
-    "Shape {{ .Labels.shape_hash }} had {{ .Value }} variants recently: a field is injected per request. {{ end }}"
-)
-TOP_LIST = (
-    '{{ range query "%s" }}{{ .Labels.schema_hash }} ({{ if .Labels.title }}{{ .Labels.title }}'
-    '{{ else }}untitled{{ end }}, {{ printf "%%.3f" .Value }} s recently); {{ end }}'
+# Ranked by family (docs/families.md): a service that injects a per-request value spreads its cost
+# over many cheap schema hashes, each compiled once; its family sums them. The ranking is the
+# daemon's decayed gauge, not rate(): rate() of a counter's first sample is zero. Every query is
+# scoped to the alert's node (`$labels.instance`), so the page for one node never names another's.
+
+
+def _q(expr: str, *args: str) -> str:
+    """A template call `query (printf "EXPR" ARGS...)`: EXPR's quotes escaped for the template string."""
+    quoted = expr.replace('"', '\\"')
+    return f'query (printf "{quoted}" {" ".join(args)})'
+
+
+NODE = "$labels.instance"
+FAMILY_OF = 'instance="%s", family="%s"'
+
+
+def varies(family: str, limit: int) -> str:
+    """The family's "; varies: POINTER (what, how many), ...": at most `limit`, the most first."""
+    expr = f"sort_desc(topk({limit}, {P}family_varying{{{FAMILY_OF}}}))"
+    return (
+        f"{{{{ range $j, $v := {_q(expr, NODE, family)} }}}}{{{{ if eq $j 0 }}}}; varies: {{{{ else }}}}, {{{{ end }}}}"
+        '{{ or $v.Labels.pointer "the text" }} ({{ if eq $v.Labels.what "branches" }}{{ $v.Value }} distinct subsets of its branches'
+        '{{ else if eq $v.Labels.what "optional" }}{{ $v.Value }} optional properties come and go'
+        "{{ else }}literal differs in {{ $v.Value }} variants{{ end }}){{ end }}"
+    )
+
+
+def family_facts(family: str) -> str:
+    """The family's ", N variants, dynamic_schema SEVERITY", each part when the daemon has it."""
+    count = f"max({P}family_variants{{{FAMILY_OF}}})"
+    finding = f'max by (severity) ({P}family_findings{{{FAMILY_OF}, rule="dynamic_schema", severity=~"error|warning"}} > 0)'
+    return (
+        f"{{{{ range {_q(count, NODE, family)} }}}}, {{{{ .Value }}}} variants{{{{ end }}}}"
+        f"{{{{ range {_q(finding, NODE, family)} }}}}, dynamic_schema {{{{ .Labels.severity }}}}{{{{ end }}}}"
+    )
+
+
+def top_families() -> str:
+    """The node's top 3 families by recent compile seconds, with their names; for the first, its
+    variants, its finding and what varies."""
+    recent = f'{P}family_recent_compile_seconds{{instance="%s", family!="other"}}'
+    expr = (
+        f"sort_desc(topk(3, {recent} * on (instance, family) group_left (name)"
+        f' max by (instance, family, name) ({P}family_info{{instance="%s"}}) or on (instance, family) {recent}))'
+    )
+    return (
+        f"{{{{ range $i, $f := {_q(expr, NODE, NODE, NODE)} }}}}{{{{ $f.Labels.family }}}}"
+        " ({{ if $f.Labels.name }}{{ $f.Labels.name }}{{ else }}untitled{{ end }},"
+        ' {{ printf "%.2f" $f.Value }} s recently'
+        f"{{{{ if eq $i 0 }}}}{family_facts('$f.Labels.family')}{varies('$f.Labels.family', 2)}{{{{ end }}}}); {{{{ end }}}}"
+    )
+
+
+def family_name(family: str) -> str:
+    expr = f"max by (name) ({P}family_info{{{FAMILY_OF}}})"
+    return (
+        f"{{{{ range {_q(expr, NODE, family)} }}}}{{{{ if .Labels.name }}}}{{{{ .Labels.name }}}}{{{{ else }}}}untitled{{{{ end }}}}"
+        "{{ else }}untitled{{ end }}"
+    )
+
+
+DYNAMIC_FIX = (
+    "keep one static schema and move what varies out of it (allowed values into the prompt, checked"
+    " after decoding; timestamps and ids out of descriptions; one tool list for all tenants)"
 )
 
 
@@ -112,7 +162,7 @@ def alert(
 
 def alerts(p: Params) -> list[dict[str, Any]]:
     w = p.window
-    top = TOP_LIST % TOP_SCHEMAS.format(p=P).replace('"', '\\"')
+    top = top_families()
     traffic = f"pod:{P}compile_requests:rate{w} > {p.min_rate}"
     return [
         alert(
@@ -121,7 +171,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             p.long_for, "critical",
             "Grammar compiles are slow: structured-output requests wait for the CPU before their first token.",
             f"Compile P95 on pod {{{{ $labels.pod }}}} is {{{{ $value | humanizeDuration }}}} (line {p.compile_p95_seconds * 1000:g} ms)"
-            f" over {w}. Top schemas by compile seconds: {top}{TOP_SHAPE}",
+            f" over {w}. Top families by recent compile seconds: {top}",
             p,
         ),
         alert(
@@ -140,17 +190,17 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             p.long_for, "warning",
             "The grammar cache rarely hits: schemas change between requests.",
             f"Cache hit ratio on pod {{{{ $labels.pod }}}} is {{{{ $value | humanizePercentage }}}} (line {p.hit_ratio:g})."
-            f" Top schemas by compile seconds: {top}{TOP_SHAPE}",
+            f" Top families by recent compile seconds: {top}",
             p,
         ),
         alert(
             "DynamicSchema",
-            f"max by (instance, shape_hash) ({P}shape_variants) > {p.shape_variants}",
+            f'max by (instance, family) ({P}family_findings{{rule="dynamic_schema", severity=~"error|warning"}}) > 0',
             p.short_for, "warning",
-            "A schema is rebuilt per request: many variants of one shape.",
-            f"Shape {{{{ $labels.shape_hash }}}} had {{{{ $value }}}} distinct schemas recently (line {p.shape_variants})."
-            f' Varying: {{{{ range query (printf "{P}shape_varying_path_info{{shape_hash=\\"%s\\"}}" $labels.shape_hash) }}}}'
-            "{{ .Labels.path }} {{ end }}- move those values out of the schema (prompt + check after decoding).",
+            "A schema is rebuilt per request: one family's variants are rarely reused.",
+            "Family {{ $labels.family }} (" + family_name("$labels.family") + family_facts("$labels.family") + ")"
+            " on node {{ $labels.instance }} compiles a new variant for nearly every request: the service injects"
+            " a value into the schema" + varies("$labels.family", 5) + ". Fix: " + DYNAMIC_FIX + ".",
             p,
         ),
         alert(
@@ -161,7 +211,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             p.long_for, "critical",
             "Host CPUs are saturated while GPUs idle and grammars compile.",
             f"Node {{{{ $labels.instance }}}}: CPU busy {{{{ $value | humanizePercentage }}}}, GPUs under {p.gpu_idle_below:g}"
-            f" utilised, grammar compiles running. Top schemas by compile seconds: {top}",
+            f" utilised, grammar compiles running. Top families by recent compile seconds: {top}",
             p,
         ),
         alert(
@@ -170,7 +220,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             p.long_for, "critical",
             "Requests are parked behind grammar compiles.",
             f"Grammar wait P95 on pod {{{{ $labels.pod }}}} is {{{{ $value | humanizeDuration }}}} (line"
-            f" {p.grammar_wait_p95_seconds * 1000:g} ms): requests queue behind compiles in the pool. Top schemas: {top}",
+            f" {p.grammar_wait_p95_seconds * 1000:g} ms): requests queue behind compiles in the pool. Top families: {top}",
             p,
         ),
         alert(
@@ -179,7 +229,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             "1m", "critical",
             "A grammar compile has been running for over a minute.",
             "A {{ $labels.backend }} compile on pod {{ $labels.pod }} has run for {{ $value | humanizeDuration }}:"
-            " compiles cannot be cancelled; the pool worker is lost until it ends. Top schemas: " + top,
+            " compiles cannot be cancelled; the pool worker is lost until it ends. Top families: " + top,
             p,
         ),
         alert(

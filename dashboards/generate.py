@@ -89,7 +89,7 @@ def stalling() -> list[Any]:
                q(p95("guided_decoding_compile_seconds", "pod", NP), "{{pod}}"), line=COMPILE_LINE),
         series("Cache hit ratio (0-1, line: 0.95)", "none",
                "Share of compile calls served from the grammar cache. Low means schemas change between "
-               "requests: check 'Shapes with many variants' for the field injected per request.",
+               "requests: the families table ranks the schema built per request and 'Families: what varies' names the field injected.",
                q(f"sum by (pod) (rate(guided_decoding_compile_cache_hits_total{{{NP}}}[{RI}])) / sum by (pod) (rate(guided_decoding_compile_requests_total{{{NP}}}[{RI}]))", "{{pod}}"),
                line=HIT_LINE, above_is_bad=False),
         series("New schemas (per second)", "ops",
@@ -112,10 +112,51 @@ def stalling() -> list[Any]:
     ]  # fmt: skip
 
 
+# The families table's ranking: a family sums the variants of a schema built per request, each
+# compiled once; the daemon's decayed gauge sees them (rate() of a first sample is zero).
+FAMILY_RANK = (
+    f'sort_desc(sum by (family) (guided_decoding_family_recent_compile_seconds{{{N}, family!="other"}}))'
+)
+
+
+def families() -> Any:
+    f = f'{N}, family!="other"'
+    merged = [
+        q(f"max by (family, kind, name) (guided_decoding_family_info{{{f}}})", ref="A", instant=True),
+        q(FAMILY_RANK, ref="B", instant=True),
+        q(f"sum by (family) (rate(guided_decoding_family_compile_seconds_total{{{f}}}[{RI}]))", ref="C", instant=True),
+        q(f"sum by (family) (rate(guided_decoding_family_requests_total{{{f}}}[{RI}]))", ref="D", instant=True),
+        q(f"sum by (family) (rate(guided_decoding_family_cache_hits_total{{{f}}}[{RI}])) / sum by (family) (rate(guided_decoding_family_requests_total{{{f}}}[{RI}]))",
+          ref="E", instant=True),
+        q(f"max by (family) (guided_decoding_family_variants{{{f}}})", ref="F", instant=True),
+        q(f'max by (family, severity) (guided_decoding_family_findings{{{f}, rule="dynamic_schema"}})', ref="G", instant=True),
+    ]  # fmt: skip
+    names = {"Value #B": "recent compile s", "Value #C": "compile s/s", "Value #D": "requests/s", "Value #E": "hit ratio",
+             "Value #F": "variants", "severity": "dynamic_schema"}  # fmt: skip
+    panel = (
+        table.Panel().title("Top schema families").unit("none").datasource(DS).span(24).height(10)
+        .description("Schema families (docs/families.md) by recent compile seconds: a family groups the variants of a "
+                     "schema a service builds per request (a tenant's enum, a timestamp, a tool subset), so the "
+                     "injected one ranks first even though each of its hashes compiled once. Many variants, a low hit "
+                     "ratio and a dynamic_schema error or warning: the service injects a value per request; 'Families: "
+                     "what varies' names the pointer and the DynamicSchema runbook finds the service. info: static "
+                     "variants, each reused. Families outside the daemon's top N (family=\"other\") are not listed.")
+        .thresholds(thresholds(None)).sort_by([common.TableSortByFieldState().display_name("recent compile s").desc(True)])
+        .with_transformation(DataTransformerConfig(id_val="merge", options={}))
+        .with_transformation(DataTransformerConfig(id_val="organize", options={
+            "excludeByName": {"Time": True, "Value #A": True, "Value #G": True}, "renameByName": names,
+            "indexByName": {"family": 0, "name": 1, "kind": 2, "Value #B": 3, "Value #C": 4, "Value #D": 5,
+                            "Value #E": 6, "Value #F": 7, "severity": 8}}))
+    )  # fmt: skip
+    for query in merged:
+        panel = panel.with_target(query)
+    return panel
+
+
 def schemas() -> list[Any]:
     merged = [
         q(
-            f'max by (schema_hash, title) (guided_decoding_schema_info{{{N}, schema_hash=~"$schema_hash"}})',
+            f'max by (schema_hash, title, family) (guided_decoding_schema_info{{{N}, schema_hash=~"$schema_hash"}})',
             ref="A",
             instant=True,
         ),
@@ -136,7 +177,7 @@ def schemas() -> list[Any]:
             instant=True,
         ),
         q(
-            f'max by (schema_hash) (max by (schema_hash, shape_hash) (guided_decoding_schema_info{{{N}, schema_hash=~"$schema_hash"}}) * on (shape_hash) group_left max by (shape_hash) (guided_decoding_shape_variants{{{N}}}))',
+            f'max by (schema_hash) (max by (schema_hash, family) (guided_decoding_schema_info{{{N}, schema_hash=~"$schema_hash"}}) * on (family) group_left max by (family) (guided_decoding_family_variants{{{N}}}))',
             ref="F",
             instant=True,
         ),
@@ -152,11 +193,12 @@ def schemas() -> list[Any]:
         ),
     ]
     names = {"Value #B": "compile s/s", "Value #C": "P95 (s)", "Value #D": "hit ratio", "Value #E": "requests/s",
-             "Value #F": "variants of its shape", "Value #G": "lint findings", "Value #H": "recent compile s"}  # fmt: skip
+             "Value #F": "variants of its family", "Value #G": "lint findings", "Value #H": "recent compile s"}  # fmt: skip
     panel = (
         table.Panel().title("Top schemas").unit("none").datasource(DS).span(24).height(10)
-        .description("Schema hashes by recent compile seconds. Many variants of one shape: the schema is built per "
-                     "request (see Why?). Lint findings: `gdx lint` on the schema names them with fixes. Click a "
+        .description("Schema hashes by recent compile seconds, each with its family (empty until the daemon has "
+                     "analysed it). A schema built per request spreads its cost over many hashes: the families table "
+                     "above ranks them together. Lint findings: `gdx lint` on the schema names them with fixes. Click a "
                      "hash to filter the dashboard on it; `gdx hash FILE` finds your schema here.")
         .thresholds(thresholds(None)).sort_by([common.TableSortByFieldState().display_name("recent compile s").desc(True)])
         .with_transformation(DataTransformerConfig(id_val="merge", options={}))
@@ -167,23 +209,31 @@ def schemas() -> list[Any]:
     )  # fmt: skip
     for query in merged:
         panel = panel.with_target(query)
-    return [panel]
+    return [families(), panel]
 
 
 def why() -> list[Any]:
+    varying = (
+        f"max by (family, name, pointer, what) (guided_decoding_family_varying{{{N}}}"
+        f" * on (instance, family) group_left (name) max by (instance, family, name) (guided_decoding_family_info{{{N}}})"
+        f" or on (instance, family, pointer, what) guided_decoding_family_varying{{{N}}})"
+    )
     return [
-        table.Panel().title("Shapes with many variants, and what varies").unit("none").datasource(DS).span(12).height(8)
-        .description("Distinct schemas of one shape in the window (shape_variants) and the JSON pointers where they "
-                     "differ. More than 20 pages DynamicSchema: move the values at those pointers into the prompt.")
-        .thresholds(thresholds(20))
-        .with_target(q(f"topk(10, max by (shape_hash) (guided_decoding_shape_variants{{{N}}}))", ref="A", instant=True))
-        .with_target(q(f"max by (shape_hash, path) (guided_decoding_shape_varying_path_info{{{N}}})", ref="B", instant=True))
-        .with_transformation(DataTransformerConfig(id_val="merge", options={}))
+        table.Panel().title("Families: what varies").unit("none").datasource(DS).span(12).height(8)
+        .description("What differs between the variants of each family, at most 5 pointers per family. what=literal: "
+                     "variants whose value at the pointer differs (an injected enum, const, pattern or timestamp; a "
+                     "regex's or grammar's text has no pointer); branches: distinct subsets of the union there (a tool "
+                     "list per tenant); optional: properties that come and go. Move what varies out of the schema: "
+                     "into the prompt, checked after decoding (the DynamicSchema runbook).")
+        .thresholds(thresholds(None))
+        .with_target(q(f"sort_desc({varying})", ref="A", instant=True))
         .with_transformation(DataTransformerConfig(id_val="organize", options={
-            "excludeByName": {"Time": True, "Value #B": True}, "renameByName": {"Value #A": "variants"}})),
+            "excludeByName": {"Time": True}, "renameByName": {"Value": "how many"},
+            "indexByName": {"family": 0, "name": 1, "pointer": 2, "what": 3, "Value": 4}})),
         table.Panel().title("Lint findings by rule").unit("none").datasource(DS).span(6).height(8)
         .description("Places each rule fires across the exposed schemas. error: fix before it pages "
-                     "(dynamic_enum, llguidance_refused, too_complex); `gdx lint` shows pointers and fixes.")
+                     "(llguidance_refused, too_complex); `gdx lint` shows pointers and fixes. A schema built per "
+                     "request is dynamic_schema, on the families table.")
         .thresholds(thresholds(None))
         .with_target(q(f'sum by (rule, severity) (guided_decoding_schema_lint_findings{{{N}, schema_hash=~"$schema_hash"}})', instant=True)),
         table.Panel().title("Unenforced keywords by backend").unit("none").datasource(DS).span(6).height(8)

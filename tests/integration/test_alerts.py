@@ -81,16 +81,40 @@ def test_every_alert_is_complete_and_tested() -> None:
 
 def test_rules_use_only_metrics_that_exist() -> None:
     """Every metric a rule reads is in the family table of docs/metrics.md or is a recording rule."""
-    text = (ALERTS / "guided-decoding.rules.yml").read_text()
+    rules = yaml.safe_load((ALERTS / "guided-decoding.rules.yml").read_text())
     lines = (ROOT / "docs" / "metrics.md").read_text().splitlines()
     table = [r for r in lines if r.startswith("| `guided_decoding_")]
-    exprs = " ".join(re.findall(r"expr: (.*)", text))
+    every = [r for g in rules["groups"] for r in g["rules"]]
+    # the expressions and the queries in the descriptions (the top families, what varies)
+    exprs = " ".join(
+        [r["expr"] for r in every] + [r["annotations"]["description"] for r in every if "alert" in r]
+    )
     exprs = re.sub(r"\b[a-z_]+:guided_decoding_[a-z0-9_:]+", " ", exprs)  # recording rules
     names = {re.sub(r"_(bucket|count|sum)$", "", n) for n in re.findall(r"\bguided_decoding_[a-z_]+", exprs)}
     assert len(names) >= 12
     documented = {n for r in table for n in re.findall(r"`(guided_decoding_[a-z_]+)`", r.split("|")[1])}
     for name in names:
         assert name in documented, f"{name} is read by a rule but not in the metric contract"
+
+
+def test_description_queries_stay_on_the_alerts_node() -> None:
+    """A page for node B never names node A's families: every selector in a description's query is
+    scoped to the alert's `instance` (the promtool tests check it with two nodes)."""
+    rules = yaml.safe_load((ALERTS / "guided-decoding.rules.yml").read_text())
+    alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
+    ranked = [a for a in alerts if "Top families" in a["annotations"]["description"]]
+    listing = ("CompileP95High", "CacheHitRatioLow", "CPUStarvation", "GrammarWaitHigh", "CompileStuck")
+    assert {a["alert"] for a in ranked} == {f"GuidedDecoding{n}" for n in listing}
+    calls = 0
+    for a in alerts:
+        description = a["annotations"]["description"]
+        assert "schema_recent_compile_seconds" not in description and "shape_" not in description, a["alert"]
+        for call in re.findall(r'query \(printf "(.*?)" \$', description):
+            calls += 1
+            selectors = re.findall(r"guided_decoding_[a-z_]+(\{[^}]*\})?", call)
+            assert selectors and all('instance=\\"%s\\"' in s for s in selectors), (a["alert"], call)
+        assert not re.search(r'query "', description), f"{a['alert']}: a query not scoped to the node"
+    assert calls >= 5 * 4 + 4
 
 
 def test_alertmanager_example_is_valid() -> None:

@@ -77,3 +77,34 @@ def test_every_metric_is_in_the_contract_or_vllms_list(vllm_page: str) -> None:
         for name in re.findall(r"\b((?:guided_decoding_|vllm:|[a-z_]+:guided_decoding_)[a-z0-9_:]+)", expr):
             base = re.sub(r"_(bucket|sum|count)$", "", name)
             assert base in contract or base in vllm or name in rules, f"{title}: {name} is not a known metric"
+
+
+def test_the_top_table_ranks_families_by_their_decayed_compile_seconds() -> None:
+    """A schema built per request compiles each of its hashes once: only its family, summed over the
+    variants by the daemon's decayed gauge, ranks it (rate() of a first sample is zero)."""
+    doc = load()
+    ordered = list(panels(doc))
+    top = next(p for p in ordered if p["title"] == "Top schema families")
+    assert ordered.index(top) < ordered.index(next(p for p in ordered if p["title"] == "Top schemas"))
+    (sort,) = top["options"]["sortBy"]
+    assert sort == {"displayName": "recent compile s", "desc": True}
+    organize = next(t for t in top["transformations"] if t["id"] == "organize")["options"]
+    (ranked,) = [k for k, v in organize["renameByName"].items() if v == sort["displayName"]]
+    (rank,) = [t["expr"] for t in top["targets"] if f"Value #{t['refId']}" == ranked]
+    assert rank.startswith("sort_desc(sum by (family) (guided_decoding_family_recent_compile_seconds{")
+    assert 'family!="other"' in rank
+    exprs = " ".join(t["expr"] for t in top["targets"])
+    for series in ("family_compile_seconds_total", "family_requests_total", "family_cache_hits_total",
+                   "family_variants", "family_info", "family_findings"):  # fmt: skip
+        assert f"guided_decoding_{series}" in exprs, series
+    assert {"name", "kind", "severity"} <= set(organize["indexByName"])
+
+
+def test_what_varies_is_per_family_and_schemas_show_their_family() -> None:
+    by_title = {p["title"]: p for p in panels(load())}
+    (varying,) = [t["expr"] for t in by_title["Families: what varies"]["targets"]]
+    assert "guided_decoding_family_varying" in varying and "by (family, name, pointer, what)" in varying
+    schema_info = by_title["Top schemas"]["targets"][0]["expr"]
+    assert schema_info.startswith("max by (schema_hash, title, family) (guided_decoding_schema_info{")
+    for title, expr in queries(load()):  # superseded by the family series
+        assert "shape_variants" not in expr and "shape_varying_path_info" not in expr, title

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ import yaml
 from alerts import generate as alert_rules
 from tools.harness import ROOT
 from tools.harness.processes import Alertmanager, DaemonProcess, Prometheus, Receiver
+from tools.harness.scraping import scrape
 from tools.harness.vllm import VllmServer
 
 POD = "vllm-demo-0"
@@ -97,6 +99,15 @@ PHASES = (
 
 
 @dataclass
+class View:
+    """One refresh of the live view."""
+
+    at: float
+    families: list[str]  # family ids on the daemon's /metrics, most recent compile seconds first
+    lines: list[str]
+
+
+@dataclass
 class PhaseResult:
     name: str
     started: float
@@ -105,6 +116,7 @@ class PhaseResult:
     failures: int = 0
     pages: int = 0  # PagerDuty trigger events received by the end of the phase
     stats: dict[str, float | None] = field(default_factory=dict)
+    views: list[View] = field(default_factory=list)
 
 
 @dataclass
@@ -192,7 +204,60 @@ def describe(stats: dict[str, float | None]) -> str:
     )
 
 
-def live_view(prom: Prometheus, daemon_url: str, receiver: Receiver, phase: str, out: TextIO) -> None:
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+FAMILY = "guided_decoding_family_"
+
+
+def _by_family(samples: Samples, name: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for (n, labels), value in samples.items():
+        if n == name:
+            d = dict(labels)
+            out.setdefault(d.get("family", ""), []).append((d, value))
+    return out
+
+
+def top_families(samples: Samples, limit: int = 3) -> tuple[list[str], list[str]]:
+    """The daemon's families ranked by their decayed compile seconds (what the alerts and the dashboard
+    rank by): their ids, and one line each with its name, variants, what varies and its finding.
+    A schema injected per request compiles each of its hashes once; its family sums them."""
+    recent = {f: v for f, [(_, v), *_] in _by_family(samples, FAMILY + "recent_compile_seconds").items()}
+    recent.pop("other", None)  # families outside the daemon's top N, summed
+    ranked = sorted(recent, key=lambda f: (-recent[f], f))[:limit]
+    info = _by_family(samples, FAMILY + "info")
+    variants = _by_family(samples, FAMILY + "variants")
+    varying = _by_family(samples, FAMILY + "varying")
+    findings = _by_family(samples, FAMILY + "findings")
+    lines = []
+    for f in ranked:
+        name = next((labels.get("name", "") for labels, _ in info.get(f, [])), "") or "untitled"
+        line = f"family {f} {name}: {recent[f]:.2f} s recently"
+        n = int(variants[f][0][1]) if f in variants else None
+        if n is not None:
+            line += f", {n} variant{'' if n == 1 else 's'}"
+        parts = []
+        for labels, value in sorted(varying.get(f, []), key=lambda lv: -lv[1]):
+            pointer, what = labels.get("pointer") or "the text", labels.get("what", "")
+            if what == "branches":
+                parts.append(f"{pointer} ({value:g} distinct subsets of its branches)")
+            elif what == "optional":
+                parts.append(f"{pointer} ({value:g} optional properties come and go)")
+            else:
+                parts.append(f"{pointer} ({value:g} of {n if n is not None else '?'})")
+        if parts:
+            line += "; varies: " + ", ".join(parts[:2])
+        fired = sorted(
+            labels.get("severity", "")
+            for labels, value in findings.get(f, [])
+            if labels.get("rule") == "dynamic_schema" and value > 0
+        )
+        if fired:
+            line += "; dynamic_schema " + ",".join(fired)
+        lines.append(line)
+    return ranked, lines
+
+
+def live_view(prom: Prometheus, daemon_url: str, receiver: Receiver, phase: str, out: TextIO) -> View:
     def one(expr: str) -> str:
         try:
             r = prom.query(expr)
@@ -201,6 +266,7 @@ def live_view(prom: Prometheus, daemon_url: str, receiver: Receiver, phase: str,
             return "?"
 
     w = "30s"
+    view = View(time.time(), [], [])
     lines = [
         f"[{time.strftime('%H:%M:%S')}] phase {phase}",
         f"  compile P95 {one(f'histogram_quantile(0.95, sum by (le) (rate(guided_decoding_compile_seconds_bucket[{w}])))')} s"
@@ -209,22 +275,18 @@ def live_view(prom: Prometheus, daemon_url: str, receiver: Receiver, phase: str,
         f" | vLLM TTFT P95 {one(f'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket[{w}])))')} s",
     ]  # fmt: skip
     try:
+        view.families, ranked = top_families(scrape(daemon_url))
+        lines += [f"  {line}" for line in ranked]
         top = prom.query(
-            "topk(3, guided_decoding_schema_recent_compile_seconds * on (schema_hash) group_left (title) max by (schema_hash, title) (guided_decoding_schema_info))"
+            "topk(3, guided_decoding_schema_recent_compile_seconds * on (schema_hash) group_left (title, family) max by (schema_hash, title, family) (guided_decoding_schema_info))"
         )
         for s in top:
-            h = s["metric"]["schema_hash"]
+            h, family = s["metric"]["schema_hash"], s["metric"].get("family", "")
             rules = prom.query(f'sum by (rule) (guided_decoding_schema_lint_findings{{schema_hash="{h}"}})')
             names = ",".join(sorted(r["metric"]["rule"] for r in rules)) or "no findings"
             lines.append(
-                f"  schema {h} {s['metric'].get('title', '')}: {float(s['value'][1]):.3f} s recently; {names}"
-            )
-        paths = prom.query(
-            "guided_decoding_shape_varying_path_info * on (shape_hash) group_left max by (shape_hash) (guided_decoding_shape_variants > 1)"
-        )
-        for p in paths[:2]:
-            lines.append(
-                f"  shape {p['metric']['shape_hash']}: {p['value'][1]} variants, varying {p['metric']['path']}"
+                f"  schema {h} {s['metric'].get('title', '')}{f' (family {family})' if family else ''}:"
+                f" {float(s['value'][1]):.3f} s recently; {names}"
             )
         firing = sorted(
             {a["labels"]["alertname"] for a in prom.api("alerts")["alerts"] if a["state"] == "firing"}
@@ -233,7 +295,9 @@ def live_view(prom: Prometheus, daemon_url: str, receiver: Receiver, phase: str,
         lines.append(f"  alerts firing: {', '.join(firing) or 'none'}; PagerDuty events received: {pages}")
     except Exception as err:
         lines.append(f"  (view incomplete: {err})")
+    view.lines = lines
     print("\n".join(lines), file=out, flush=True)
+    return view
 
 
 def run(
@@ -246,10 +310,15 @@ def run(
     view_every: float = 5,
     stop: threading.Event | None = None,
     after: Any = None,
+    each_phase: Any = None,
 ) -> DemoResult:
-    """Starts everything, replays the three designs, stops everything (also on error or Ctrl-C)."""
+    """Starts everything, replays the three designs, stops everything (also on error or Ctrl-C).
+    `each_phase(result, prom)` and `after(outcome, prom)` run while everything still runs: at the end
+    of each phase, and after the last."""
     stop = stop or threading.Event()
     workdir.mkdir(parents=True, exist_ok=True)
+    for stale in ("data", "am-data"):  # a previous run's series and notification log: start clean
+        shutil.rmtree(workdir / stale, ignore_errors=True)
     started: list[Any] = []
     gen = alert_rules
     try:
@@ -268,9 +337,11 @@ def run(
         started.append(am)
         sock = workdir / "probe.sock"
         rules = workdir / "rules.yml"
-        # Alerts with 30 s windows and 10 s `for:` (the same source), plus the standard 5 m recording
-        # rules that the dashboard reads.
-        fast = gen.render(gen.Params(window="30s", long_for="10s", short_for="10s", info_for="10s"))
+        # Alerts with 30 s windows and short `for:` (the same source), plus the standard 5 m recording
+        # rules that the dashboard reads. A page's description is rendered when it fires: 20 s of the
+        # injected schema's compiles (2-3 a second) put its family well above the static schema's one
+        # compile, so the page names the injected family first in every run.
+        fast = gen.render(gen.Params(window="30s", long_for="20s", short_for="10s", info_for="10s"))
         standard = gen.render(gen.Params())["groups"][0]
         fast["groups"].append({**standard, "name": "guided-decoding.rules-5m"})
         rules.write_text(gen.dump(fast))
@@ -315,12 +386,14 @@ def run(
             runner.start()
             while runner.is_alive():
                 runner.join(view_every)
-                live_view(prom, daemon.url, receiver, name, out)
+                result.views.append(live_view(prom, daemon.url, receiver, name, out))
             time.sleep(3)  # the last snapshot and scrape
             result.ended = time.time()
             result.stats = phase_stats(prom, int(phase_seconds - warmup))
             result.pages = sum(1 for e in receiver.pagerduty() if e.get("event_action") == "trigger")
             results.append(result)
+            if each_phase is not None:
+                each_phase(result, prom)
             print(
                 f"-- phase {name}: {result.requests} requests ({result.failures} failed); {describe(result.stats)}",
                 file=out,
@@ -369,5 +442,6 @@ def main(argv: list[str] | None = None) -> int:
     pages = [e for e in result.pages if e.get("event_action") == "trigger"]
     for e in pages:
         print(f"  paged: {e['payload']['summary']}")
+        print(f"    {e['payload'].get('custom_details', {}).get('firing', '').strip()}")
     print("everything the demo started is stopped.")
     return 0
