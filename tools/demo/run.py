@@ -20,6 +20,7 @@ from typing import Any, TextIO
 import yaml
 
 from alerts import generate as alert_rules
+from exporter.collectors.probe.rollup import RECENT_VARIANTS
 from tools.harness import ROOT
 from tools.harness.processes import Alertmanager, DaemonProcess, Prometheus, Receiver
 from tools.harness.scraping import scrape
@@ -243,7 +244,8 @@ def top_families(samples: Samples, limit: int = 3) -> tuple[list[str], list[str]
             elif what == "optional":
                 parts.append(f"{pointer} ({value:g} optional properties come and go)")
             else:
-                parts.append(f"{pointer} ({value:g} of {n if n is not None else '?'})")
+                compared = min(n, RECENT_VARIANTS) if n is not None else RECENT_VARIANTS
+                parts.append(f"{pointer} (differs in {value:g} of the last {compared} variants)")
         if parts:
             line += "; varies: " + ", ".join(parts[:2])
         fired = sorted(
