@@ -106,7 +106,9 @@ class FamilyRollup:
         self.series: dict[str, SeriesAccumulator] = {}
         self.retired: dict[str, SeriesAccumulator] = {}  # demoted families, resumed on return
         self.windows: dict[str, FamilyWindow] = {}
-        self.pending: OrderedDict[str, tuple[float, SeriesTotals]] = OrderedDict()  # hash -> (since, sum)
+        self.pending: OrderedDict[str, tuple[float, SeriesAccumulator]] = (
+            OrderedDict()
+        )  # hash -> (since, sum)
         self.unassigned = NO_CALLS  # increments with no schema hash (the probe's own `other` row)
 
     def add(self, schema_hash: str | None, increment: SeriesTotals, now: float) -> None:
@@ -114,11 +116,13 @@ class FamilyRollup:
         if schema_hash is None:
             self.unassigned = add(self.unassigned, increment)
             return
-        since, held = self.pending.get(schema_hash, (now, NO_CALLS))
-        self.pending[schema_hash] = (since, add(held, increment))
+        found = self.pending.get(schema_hash)
+        if found is None:
+            found = self.pending[schema_hash] = (now, SeriesAccumulator())
+        found[1].add(increment)
         if len(self.pending) > MAX_PENDING:
             _, (_, dropped) = self.pending.popitem(last=False)
-            self.unassigned = add(self.unassigned, dropped)
+            self.unassigned = add(self.unassigned, dropped.totals())
 
     def settle(self, resolve: Resolve, merges: Iterable[tuple[str, str]], now: float) -> None:
         """Moves held increments into their families (after the analysis ran), applies merges."""
@@ -131,12 +135,13 @@ class FamilyRollup:
         if self.unassigned.requests or self.unassigned.sum:
             self._series(OTHER).add(self.unassigned)
             self.unassigned = NO_CALLS
-        for schema_hash, (since, held) in list(self.pending.items()):
+        for schema_hash, (since, accumulated) in list(self.pending.items()):
             resolved = resolve(schema_hash)
             if resolved is None and now - since < MAX_WAIT:
                 continue
             family = resolved or schema_hash
             del self.pending[schema_hash]
+            held = accumulated.totals()
             exposed = self.ranking.credit(family, held.sum, now)
             self._series(family if exposed else OTHER).add(held)
             window = self.windows.get(family)
