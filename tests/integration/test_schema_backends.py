@@ -5,7 +5,10 @@ keyword in its own example, so rule and table cannot drift apart."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,13 @@ from exporter.schema.lint import lint
 
 @pytest.fixture(scope="module")
 def engines(tokenizer_json: Path) -> Engines:
+    # test_engine_versions.py runs this module against each pinned engine version: check the
+    # interpreter really imported those (a folder missing from the path would test the newest again)
+    for package in ("xgrammar", "llguidance"):
+        expected = os.environ.get(f"GDX_EXPECT_{package.upper()}")
+        if expected:
+            assert metadata.version(package) == expected, (package, metadata.version(package), expected)
+            assert "/engines/" in importlib.import_module(package).__file__, package
     return Engines(str(tokenizer_json), ["xgrammar", "llguidance"])
 
 
@@ -56,7 +66,8 @@ def test_llguidance_refuses(engines: Engines, keyword: str) -> None:
 def test_what_xgrammar_does_enforce_is_not_flagged(
     engines: Engines, schema: dict[str, Any], must_reject: Any
 ) -> None:
-    """Older write-ups list these as unenforced; xgrammar 0.2.9 enforces them, so the rule is quiet."""
+    """Older write-ups list these as unenforced; xgrammar 0.2.7 to 0.2.9 enforce them, so the rule is
+    quiet (test_engine_versions.py runs this module on each pinned version)."""
     assert engines.xgrammar_accepts(schema, must_reject) == "enforced"
     assert _keywords(schema, "xgrammar_unenforced") == set()
 
