@@ -382,9 +382,9 @@ def test_analysis_names_the_varying_field_and_leaks_no_value(
     names the pointer that varies and the rules that fire, and the marker appears nowhere."""
     from exporter.schema.identity import schema_hash, shape_hash
 
-    # 12 tenants in well under a second: a dynamic-span of 100 ms lets dynamic_schema warn at once
+    # 12 tenants in well under a second, in two snapshots: a dynamic-span of 1 ms lets it warn at once
     daemon = daemon_factory(
-        "--probe.socket", str(socket_path), "--probe.max-schemas", "100", "--lint.dynamic-span", "100ms"
+        "--probe.socket", str(socket_path), "--probe.max-schemas", "100", "--lint.dynamic-span", "1ms"
     )
     c = compiler(xgr_info)
     specs = []
@@ -398,14 +398,21 @@ def test_analysis_names_the_varying_field_and_leaks_no_value(
         specs.append(json.dumps(schema))
     specs.append(json.dumps(PATTERN))
     with caplog.at_level(logging.DEBUG):
-        for spec in specs:
+        # in two snapshots: dynamic_schema waits until new variants have kept arriving for the span
+        for i, spec in enumerate(specs):
             c.compile_json_schema(spec, any_whitespace=False)
+            if i == 5:
+                wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") >= 6)
         shape = shape_hash(specs[0])
         enum_path = "/properties/line_items/items/properties/cost_center_id/enum"
 
         def analysed() -> bool:
             m = scrape(daemon.url)
-            return sample(m, "guided_decoding_shape_varying_path_info", shape_hash=shape, path=enum_path) == 1
+            return (
+                sample(m, "guided_decoding_shape_varying_path_info", shape_hash=shape, path=enum_path) == 1
+                and sample(m, "guided_decoding_schemas_analysed_total") == 13
+                and sample(m, "guided_decoding_family_requests_total") == 13
+            )
 
         wait_for(analysed, timeout=30)
     text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
