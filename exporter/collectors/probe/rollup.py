@@ -47,8 +47,6 @@ class RollupView:
     series: Mapping[str, SeriesTotals]  # family or OTHER -> totals, every family on /metrics
     recent: Mapping[str, float]  # the same families' decayed compile seconds
     usage: Mapping[str, FamilyUsage]  # the same families' window
-    pending: int
-    evicted_total: int
 
 
 @dataclass
@@ -176,6 +174,4 @@ class FamilyRollup:
             series={f: a.totals() for f, a in self.series.items()},
             recent={f: self.ranking.score(f, now) for f in shown},
             usage={f: self.windows[f].usage(now, self.window) for f in shown if f in self.windows},
-            pending=len(self.pending),
-            evicted_total=self.ranking.evicted_total,
         )

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from exporter import wire
-from exporter.collectors.probe.analysis import DEFAULT_WINDOW, AnalysisView, FamilyView, SchemaAnalysis
+from exporter.collectors.probe.analysis import AnalysisView, FamilyView, SchemaAnalysis
 from exporter.collectors.probe.ranking import LINGER, Ranking
 from exporter.collectors.probe.rollup import FamilyRollup, RollupView
 from exporter.collectors.probe.series import NO_CALLS, SeriesAccumulator, SeriesTotals, add, delta, subtract
@@ -120,8 +120,7 @@ class ProbeStore:
         self.series: dict[SeriesKey, SeriesAccumulator] = {}
         self.retired: dict[SeriesKey, SeriesAccumulator] = {}  # demoted series, resumed on return
         self.ranking = Ranking(self.max_schemas, linger)
-        window = self.analysis.window if analysis is not None else DEFAULT_WINDOW
-        self.families = FamilyRollup(max_families, window, linger)
+        self.families = FamilyRollup(max_families, self.analysis.window, linger)
         self.info: dict[str, SchemaInfo] = {}
         self.seen: OrderedDict[str, None] = OrderedDict()
         self.first_seen_total = 0
