@@ -8,6 +8,7 @@ walker's budget; past it the schema gets one `too_complex` finding instead of an
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -42,6 +43,20 @@ class Thresholds:
     dynamic_span: float = 30.0
 
 
+@dataclass(frozen=True)
+class Proof:
+    """What `gdx lint --prove` found for a finding: an instance the engine accepts token by token and
+    the validator rejects here (proven), or why none was found (unproven)."""
+
+    status: str  # "proven" or "unproven"
+    engine: str  # e.g. "xgrammar 0.2.9"
+    instance: str = ""  # the counterexample, exactly as fed to the engine
+    violation: str = ""  # the validator's error at the finding's pointer
+    tokens: int = 0
+    how: str = ""  # "mutation", "sampling", or why unproven
+    seconds: float = 0.0
+
+
 @dataclass(frozen=True, order=True)
 class Finding:
     rule: str
@@ -49,9 +64,13 @@ class Finding:
     pointer: str
     message: str
     fix: str
+    proof: Proof | None = field(default=None, compare=False)
 
-    def doc(self) -> dict[str, str]:
-        return asdict(self)
+    def doc(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.proof is None:
+            del out["proof"]
+        return out
 
 
 Rule = Callable[[Node, Thresholds], Iterable[Finding]]
@@ -123,24 +142,49 @@ def max_items(node: Node, limits: Thresholds) -> Iterable[Finding]:
             )  # fmt: skip
 
 
-def xgrammar_unenforced(node: Node, limits: Thresholds) -> Iterable[Finding]:
+def xgrammar_unenforced(
+    node: Node, limits: Thresholds, versions: backends.Versions = backends.NEWEST, root: Any = None
+) -> Iterable[Finding]:
+    """What xgrammar drops (a warning) and, on the versions that do, what fails its compile (an
+    error, rule `xgrammar_refused`), from the table of the version reported (or the closest known)."""
+    version = backends.xgrammar_table_version(versions.xgrammar)
     facts = _lookaround(node)
-    for keyword, key in backends.xgrammar_gaps(node.schema, facts):
+    schema = node.schema
+    if node.pointer.endswith("/propertyNames"):  # names are strings: xgrammar enforces these
+        schema = {"type": "string", **schema}
+    for keyword, key in backends.xgrammar_gaps(schema, facts, version, root):
+        if keyword.startswith("format ") and schema.get("format") not in backends.SPEC_FORMATS:
+            yield Finding(  # nothing enforces a format the spec does not define: not xgrammar's gap
+                "xgrammar_unenforced", "info", f"{node.pointer}/{escape(key)}",
+                f"xgrammar compiles `{keyword}` and ignores it, as JSON Schema validators ignore a format "
+                f"the spec does not define (verified on xgrammar {version})",
+                "check the value after decoding if it matters",
+            )  # fmt: skip
+            continue
         yield Finding(
             "xgrammar_unenforced", "warning", f"{node.pointer}/{escape(key)}",
-            f"xgrammar compiles `{keyword}` and does not enforce it "
-            f"(verified on xgrammar {backends.XGRAMMAR_VERIFIED})",
+            f"xgrammar compiles `{keyword}` and does not enforce it (verified on xgrammar {version})",
             "validate the output after decoding, or use llguidance where it refuses instead",
+        )  # fmt: skip
+    for keyword, key in backends.xgrammar_refusals(schema, version):
+        yield Finding(
+            "xgrammar_refused", "error", f"{node.pointer}/{escape(key)}",
+            f"xgrammar refuses `{keyword}` at compile time (verified on xgrammar {version}): "
+            "the request fails",
+            "rewrite the schema without it, or upgrade xgrammar",
         )  # fmt: skip
 
 
-def llguidance_refused(node: Node, limits: Thresholds) -> Iterable[Finding]:
+def llguidance_refused(
+    node: Node, limits: Thresholds, versions: backends.Versions = backends.NEWEST
+) -> Iterable[Finding]:
+    version = backends.llguidance_table_version(versions.llguidance)
     facts = _lookaround(node)
-    for keyword, key in backends.llguidance_refusals(node.schema, facts):
+    for keyword, key in backends.llguidance_refusals(node.schema, facts, version):
         yield Finding(
             "llguidance_refused", "error", f"{node.pointer}/{escape(key)}",
-            f"llguidance refuses `{keyword}` at compile time (verified on llguidance "
-            f"{backends.LLGUIDANCE_VERIFIED}): the request fails",
+            f"llguidance refuses `{keyword}` at compile time (verified on llguidance {version}): "
+            "the request fails",
             "remove the keyword from the grammar and validate after decoding",
         )  # fmt: skip
 
@@ -160,9 +204,12 @@ BACKEND_RULES = {"xgrammar": "xgrammar_unenforced", "llguidance": "llguidance_re
 # once per place in the document (not again through each $ref), and only when one of their keywords
 # is present.
 CONTEXT_RULES = ("depth", "union_depth")
-_XGRAMMAR_KEYS = {*backends.SIMPLE_KEYWORDS, "anyOf", "oneOf", "allOf", "pattern", "format"}
+_XGRAMMAR_KEYS = {*backends.SIMPLE_KEYWORDS, "anyOf", "oneOf", "allOf", "pattern", "format", "$ref",
+                  "required", "multipleOf", "enum", "const", "patternProperties",
+                  *backends.UNTYPED_DROPS}  # fmt: skip
 _LLGUIDANCE_KEYS = {*backends.SIMPLE_KEYWORDS, "propertyNames", "unevaluatedProperties", "unevaluatedItems",
-                    "oneOf", "minProperties", "maxProperties", "pattern", "format"}  # fmt: skip
+                    "oneOf", "minProperties", "maxProperties", "pattern", "patternProperties",
+                    "format"}  # fmt: skip
 TRIGGERS: dict[str, frozenset[str]] = {
     "union_width": frozenset({"anyOf", "oneOf"}),
     "bounded_quantifier": frozenset({"pattern", "patternProperties"}),
@@ -174,19 +221,27 @@ TRIGGERS: dict[str, frozenset[str]] = {
 # The rules of non-JSON specs (regex and grammar requests, exporter/schema/spec.py) come last.
 RULES = (
     *NODE_RULES, "recursive_ref", "dynamic_schema", "unstable_serialization", "too_complex",
-    "xgrammar_refused", "regex_alternation", "grammar_size",
+    "xgrammar_refused", "regex_alternation", "grammar_size", "llguidance_ignored",
 )  # fmt: skip
 
 
 def lint(
-    schema: Any, thresholds: Thresholds = Thresholds(), engines: Iterable[str] = ("xgrammar", "llguidance")
+    schema: Any,
+    thresholds: Thresholds = Thresholds(),
+    engines: Iterable[str] = ("xgrammar", "llguidance"),
+    *,
+    versions: backends.Versions | None = None,
 ) -> list[Finding]:
     """Findings for one decoded schema, sorted by pointer; duplicates (a definition reached through
-    several $refs) reported once."""
+    several $refs) reported once. `versions`: the engine versions whose backend tables apply
+    (default: the newest known)."""
     skip = {rule for engine, rule in BACKEND_RULES.items() if engine not in set(engines)}
     context = [NODE_RULES[name] for name in CONTEXT_RULES]
+    bound = versions or backends.NEWEST
     keyed = [
-        (TRIGGERS[name], rule) for name, rule in NODE_RULES.items() if name in TRIGGERS and name not in skip
+        (TRIGGERS[name], _with_versions(name, rule, bound, schema))
+        for name, rule in NODE_RULES.items()
+        if name in TRIGGERS and name not in skip
     ]
     found: dict[tuple[str, str, str], Finding] = {}
     cycles: list[Cycle] = []
@@ -224,7 +279,11 @@ def lint(
 
 
 def parse_and_lint(
-    text: str, thresholds: Thresholds = Thresholds(), engines: Iterable[str] = ("xgrammar", "llguidance")
+    text: str,
+    thresholds: Thresholds = Thresholds(),
+    engines: Iterable[str] = ("xgrammar", "llguidance"),
+    *,
+    versions: backends.Versions | None = None,
 ) -> list[Finding]:
     """lint() of a schema given as text; oversize or too deeply nested input is a finding, not an
     exception. Text that is not JSON is not a JSON Schema (a regex, a grammar): nothing to lint."""
@@ -244,7 +303,17 @@ def parse_and_lint(
         return [Finding("too_complex", "error", "", "nesting too deep to parse", "flatten the schema")]
     except ValueError:
         return []
-    return lint(schema, thresholds, engines)
+    return lint(schema, thresholds, engines, versions=versions)
+
+
+def _with_versions(name: str, rule: Rule, versions: backends.Versions, root: Any = None) -> Rule:
+    """The backend rules read the tables of the engine versions linted for (and xgrammar's, the
+    document: its `$ref`s and its draft)."""
+    if name == "xgrammar_unenforced":
+        return functools.partial(xgrammar_unenforced, versions=versions, root=root)
+    if name == "llguidance_refused":
+        return functools.partial(llguidance_refused, versions=versions)
+    return rule
 
 
 def _is_container(schema: dict[str, Any]) -> bool:

@@ -35,6 +35,8 @@ class PatternFacts:
     max_bounded_repeat: int  # the largest finite {m,n} upper bound (0: none)
     lookaround: bool
     widest_alternation: int = 0  # the most branches of one `|` (0: no alternation left after parsing)
+    largest_count: int = 0  # the largest count written in a repeat: {m,n}'s n, or m of {m,}
+    mid_anchor: bool = False  # a `^` that text can precede or a `$` that text can follow (below)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -54,6 +56,7 @@ def facts(pattern: str, max_chars: int) -> PatternFacts | None:
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
     largest = 0
+    counted = 0
     widest = 0
     lookaround = False
     stack: list[Any] = [parsed]
@@ -64,6 +67,7 @@ def facts(pattern: str, max_chars: int) -> PatternFacts | None:
                 _low, high, repeated = argument
                 if high != _constants.MAXREPEAT:
                     largest = max(largest, int(high))
+                counted = max(counted, int(high) if high != _constants.MAXREPEAT else int(_low))
                 stack.append(repeated)
             elif opcode in (_constants.ASSERT, _constants.ASSERT_NOT):
                 lookaround = True
@@ -79,4 +83,31 @@ def facts(pattern: str, max_chars: int) -> PatternFacts | None:
                 stack.append(argument[1])
                 if argument[2] is not None:
                     stack.append(argument[2])
-    return PatternFacts(largest, lookaround, widest)
+    return PatternFacts(largest, lookaround, widest, counted, _mid_anchor(parsed))
+
+
+_STARTS = (_constants.AT_BEGINNING, _constants.AT_BEGINNING_STRING)
+_ENDS = (_constants.AT_END, _constants.AT_END_STRING)
+
+
+def _mid_anchor(parsed: Any) -> bool:
+    """Whether an anchor sits where text can come before a `^` or after a `$` (`^a$b`, `^(a)$x?`):
+    xgrammar ignores such an anchor, so the pattern accepts what it should not (llguidance refuses
+    it). Anchors at the edges, also inside groups and alternatives there (`^(?:a$|b$)`, `^a$|^b$`),
+    are harmless: xgrammar matches a pattern whole anyway."""
+    stack: list[tuple[Any, bool, bool]] = [(parsed, True, True)]
+    while stack:
+        items, first_ok, last_ok = stack.pop()
+        last = len(items) - 1
+        for index, (opcode, argument) in enumerate(items):
+            at_first, at_last = first_ok and index == 0, last_ok and index == last
+            if opcode == _constants.AT:
+                if (argument in _STARTS and not at_first) or (argument in _ENDS and not at_last):
+                    return True
+            elif opcode == _constants.SUBPATTERN:
+                stack.append((argument[-1], at_first, at_last))
+            elif opcode == _constants.BRANCH:
+                stack.extend((branch, at_first, at_last) for branch in argument[1])
+            elif opcode in _REPEATS:
+                stack.append((argument[2], False, False))
+    return False  # inside a lookaround: dropped with it (`pattern lookaround`)

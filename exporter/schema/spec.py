@@ -84,26 +84,29 @@ def lint_spec(
     text: str,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
     engines: Iterable[str] = ("xgrammar", "llguidance"),
+    *,
+    versions: backends.Versions | None = None,
 ) -> list[Finding]:
     """Findings for one spec of a request kind ("auto": `detect` it), sorted by pointer. json and
     json_object: the JSON Schema rules; regex, grammar, structural_tag: below; choice, other and an
-    unknown kind: none (a choice list compiles to as many literal strings, cheap)."""
+    unknown kind: none (a choice list compiles to as many literal strings, cheap). `versions`: the
+    engine versions whose backend tables apply (default: the newest known)."""
     engines = tuple(engines)
     if kind == "auto":
         kind = detect(text)
     if kind in ("json", "json_object"):
-        return parse_and_lint(text, thresholds, engines)
+        return parse_and_lint(text, thresholds, engines, versions=versions)
     if kind not in ("regex", "grammar", "structural_tag"):
         return []
     if len(text) > MAX_INPUT_CHARS:
         return [_too_complex("", f"spec text over {MAX_INPUT_CHARS} characters", "split the spec")]
     try:
         if kind == "regex":
-            found = lint_regex(text, thresholds, engines)
+            found = lint_regex(text, thresholds, engines, versions=versions)
         elif kind == "grammar":
             found = lint_grammar(text, thresholds)
         else:
-            found = lint_structural_tag(text, thresholds, engines)
+            found = lint_structural_tag(text, thresholds, engines, versions=versions)
     except HOSTILE:
         return []
     return sorted(found, key=lambda finding: (finding.pointer, finding.rule, finding.message))
@@ -113,7 +116,9 @@ def lint_spec(
 # Regex requests
 
 
-def lint_regex(text: str, limits: Thresholds, engines: Iterable[str]) -> list[Finding]:
+def lint_regex(
+    text: str, limits: Thresholds, engines: Iterable[str], *, versions: backends.Versions | None = None
+) -> list[Finding]:
     """The whole regex at pointer "". Lookaround: measured on xgrammar 0.2.9, a regex request with
     one fails to compile ("Lookahead is not supported yet"), where a JSON `pattern` with one compiles
     and drops it; llguidance 1.9.1 refuses both (tests/integration/test_lint_cli.py re-checks this).
@@ -140,24 +145,27 @@ def lint_regex(text: str, limits: Thresholds, engines: Iterable[str]) -> list[Fi
             )
         )  # fmt: skip
     if facts.lookaround:
-        out.extend(_lookaround(set(engines)))
+        out.extend(_lookaround(set(engines), versions or backends.NEWEST))
     return out
 
 
-def _lookaround(engines: set[str]) -> Iterator[Finding]:
+def _lookaround(engines: set[str], versions: backends.Versions) -> Iterator[Finding]:
+    """Measured on xgrammar 0.2.7 to 0.2.9 and llguidance 1.7.6 and 1.9.1 alike (issue 15;
+    tests/integration/test_lint_cli.py re-checks the installed ones)."""
     fix = "remove the lookaround from the regex and check that condition after decoding"
     if "xgrammar" in engines:
         yield Finding(
             "xgrammar_refused", "error", "",
             f"xgrammar refuses `lookaround` in a regex at compile time (verified on xgrammar "
-            f"{backends.XGRAMMAR_VERIFIED}; in a JSON `pattern` it compiles and drops it): the request fails",
+            f"{backends.xgrammar_table_version(versions.xgrammar)}; in a JSON `pattern` it compiles and "
+            "drops it): the request fails",
             fix,
         )  # fmt: skip
     if "llguidance" in engines:
         yield Finding(
             "llguidance_refused", "error", "",
             f"llguidance refuses `lookaround` at compile time (verified on llguidance "
-            f"{backends.LLGUIDANCE_VERIFIED}): the request fails",
+            f"{backends.llguidance_table_version(versions.llguidance)}): the request fails",
             fix,
         )  # fmt: skip
 
@@ -222,7 +230,9 @@ def lint_grammar(text: str, limits: Thresholds) -> list[Finding]:
 # Structural tags
 
 
-def lint_structural_tag(text: str, limits: Thresholds, engines: Iterable[str]) -> list[Finding]:
+def lint_structural_tag(
+    text: str, limits: Thresholds, engines: Iterable[str], *, versions: backends.Versions | None = None
+) -> list[Finding]:
     """Each JSON Schema inside the tag linted, its pointers prefixed by where it sits (e.g.
     `/structures/0/schema/properties/x`). The search and the lints share one time budget; past it,
     one `too_complex` finding."""
@@ -242,7 +252,7 @@ def lint_structural_tag(text: str, limits: Thresholds, engines: Iterable[str]) -
             inner = dataclasses.replace(limits, budget=Budget(limits.budget.max_nodes, left))
             out.extend(
                 dataclasses.replace(finding, pointer=prefix + finding.pointer)
-                for finding in lint(schema, inner, engines)
+                for finding in lint(schema, inner, engines, versions=versions)
             )
     except TooComplex as err:
         out.append(

@@ -1,7 +1,9 @@
 """The backend rules checked against the real engines on every run: each keyword the rules say
 xgrammar does not enforce is compiled by xgrammar, which then accepts a must-reject instance; each
-keyword the rules say llguidance refuses fails llguidance's compile. And the linter detects each
-keyword in its own example, so rule and table cannot drift apart."""
+keyword the rules say llguidance refuses fails llguidance's compile; each JSON Schema the rules say
+an xgrammar version refuses fails that version's compile (and compiles on the others). And the
+linter, given the installed versions, detects each keyword in its own example where the entry holds
+on them, so rule and table cannot drift apart."""
 
 from __future__ import annotations
 
@@ -31,17 +33,49 @@ def engines(tokenizer_json: Path) -> Engines:
     return Engines(str(tokenizer_json), ["xgrammar", "llguidance"])
 
 
+@pytest.fixture(scope="module")
+def vllm_engines(tokenizer_json: Path) -> Engines:
+    """xgrammar as vLLM compiles: any whitespace, the cache on (0.2.7/0.2.8 fail some compiles only
+    then)."""
+    return Engines(str(tokenizer_json), ["xgrammar"], vllm_defaults=True)
+
+
+INSTALLED = backends.Versions(
+    xgrammar=metadata.version("xgrammar"), llguidance=metadata.version("llguidance")
+)
+XGRAMMAR_TABLE = backends.xgrammar_table_version(INSTALLED.xgrammar)
+
+
 def _keywords(schema: dict[str, Any], rule: str) -> set[str]:
-    """The keywords a rule names (between backticks) on a schema."""
-    return {finding.message.split("`")[1] for finding in lint(schema) if finding.rule == rule}
+    """The keywords a rule names (between backticks) on a schema, for the installed versions."""
+    found = lint(schema, versions=INSTALLED)
+    return {finding.message.split("`")[1] for finding in found if finding.rule == rule}
+
+
+def test_the_installed_versions_are_known() -> None:
+    assert INSTALLED.xgrammar in backends.XGRAMMAR_VERSIONS
+    assert INSTALLED.llguidance in backends.LLGUIDANCE_VERSIONS
 
 
 @pytest.mark.parametrize("keyword", sorted(backends.XGRAMMAR_UNENFORCED))
-def test_xgrammar_does_not_enforce(engines: Engines, keyword: str) -> None:
+def test_xgrammar_does_not_enforce(vllm_engines: Engines, keyword: str) -> None:
+    """Compiled as vLLM does (any whitespace): with compact separators 0.2.7/0.2.8 emit ", " inside
+    unconstrained values, so a compact instance there is rejected for its formatting alone."""
     behaviour = backends.XGRAMMAR_UNENFORCED[keyword]
-    assert engines.compile(json.dumps(behaviour.example))[0].ok
-    assert engines.xgrammar_accepts(behaviour.example, behaviour.must_reject) == "unenforced"
-    assert keyword in _keywords(behaviour.example, "xgrammar_unenforced")
+    assert vllm_engines.compile(json.dumps(behaviour.example))[0].ok
+    holds = behaviour.holds_on(XGRAMMAR_TABLE)
+    verdict = vllm_engines.xgrammar_accepts(behaviour.example, behaviour.must_reject)
+    assert verdict == ("unenforced" if holds else "enforced")
+    assert (keyword in _keywords(behaviour.example, "xgrammar_unenforced")) == holds
+
+
+@pytest.mark.parametrize("keyword", sorted(backends.XGRAMMAR_REFUSED))
+def test_xgrammar_refuses_on_the_versions_listed(vllm_engines: Engines, keyword: str) -> None:
+    behaviour = backends.XGRAMMAR_REFUSED[keyword]
+    holds = behaviour.holds_on(XGRAMMAR_TABLE)
+    (xgrammar,) = vllm_engines.compile(json.dumps(behaviour.example))
+    assert xgrammar.ok != holds, xgrammar
+    assert (keyword in _keywords(behaviour.example, "xgrammar_refused")) == holds
 
 
 @pytest.mark.parametrize("keyword", sorted(backends.LLGUIDANCE_REFUSED))

@@ -12,7 +12,8 @@ from exporter import wire
 from exporter.collectors.probe.families import analysis_families
 from exporter.collectors.probe.listener import classify
 from exporter.collectors.probe.store import OTHER, ProbeStore
-from tests.support.probelink import Link
+from exporter.probe.shipper import Shipper
+from tests.support.probelink import IDENTITY, Link
 
 
 def series_totals(store: ProbeStore) -> tuple[int, int, int]:
@@ -208,3 +209,20 @@ def test_two_serialisations_of_one_schema_are_a_finding() -> None:
     families = {f.name: f for f in analysis_families(view.analysis, view.serialisations)}
     samples = {(s.labels["rule"], s.value) for s in families["guided_decoding_schema_lint_findings"].samples}
     assert ("unstable_serialization", 2) in samples
+
+
+def test_a_spec_is_linted_with_the_tables_of_the_engine_that_reported_it() -> None:
+    """xgrammar 0.2.8 fails to compile a pattern repeat past 128 (0.2.9 does not): an engine that
+    reports 0.2.8 gets the error, one that reports 0.2.9 or nothing does not."""
+    spec = '{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{8,500}$"}}}'
+    refused = {}
+    for reported in ({"xgrammar": "0.2.8"}, {"xgrammar": "0.2.9"}, {}):
+        store = ProbeStore()
+        link = Link(store)
+        link.shipper = Shipper(link.rec, "/nonexistent", {**IDENTITY, "backends": reported})
+        link.compile(spec, 0.01)
+        link.ship(fresh=True)
+        store.analysis.run(deadline=float("inf"))
+        (counts,) = store.view().analysis.findings.values()
+        refused[reported.get("xgrammar", "")] = counts.get(("xgrammar_refused", "error"), 0)
+    assert refused == {"0.2.8": 1, "0.2.9": 0, "": 0}

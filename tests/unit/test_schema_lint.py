@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from exporter.schema import backends
 from exporter.schema.lint import Thresholds, count, lint, parse_and_lint
 from exporter.schema.regex import analyse
 from exporter.schema.walk import Budget
@@ -155,3 +156,88 @@ def test_too_complex_is_a_finding() -> None:
     assert [f.rule for f in parse_and_lint(json.dumps({"x": "y" * 100}) + " " * (17 * 2**20))] == [
         "too_complex"
     ]
+
+
+@pytest.mark.parametrize(
+    ("reported", "table"),
+    [
+        ("0.2.8", "0.2.8"),  # known: itself
+        ("0.2.10", "0.2.9"),  # newer than all known: the newest (numbers, not strings: 10 > 9)
+        ("0.2.8.post1", "0.2.8"),  # between known ones: the newest not newer than it
+        ("0.2.6", "0.2.9"),  # older than all known: the newest
+        ("", "0.2.9"),  # not reported
+        ("garbage", "0.2.9"),
+    ],
+)
+def test_the_table_version_for_a_reported_version(reported: str, table: str) -> None:
+    assert backends.xgrammar_table_version(reported) == table
+
+
+def test_llguidance_table_versions() -> None:
+    assert backends.llguidance_table_version("1.7.9") == "1.7.6"
+    assert backends.llguidance_table_version("1.8.0") == "1.7.6"
+    assert backends.llguidance_table_version("1.9.1") == "1.9.1"
+    assert backends.versions_of({"xgrammar": "0.2.7"}) == backends.Versions(
+        "0.2.7", backends.LLGUIDANCE_VERIFIED
+    )
+
+
+def test_version_specific_entries_fire_only_on_their_versions() -> None:
+    """0.2.7/0.2.8 fail a compile that 0.2.9 passes: an error there, nothing on 0.2.9; the finding
+    names the version whose table it used."""
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{8,500}$"}}}
+    old = [
+        f for f in lint(schema, versions=backends.Versions(xgrammar="0.2.8")) if f.rule == "xgrammar_refused"
+    ]
+    assert [(f.severity, f.pointer) for f in old] == [("error", "/properties/code/pattern")]
+    assert "verified on xgrammar 0.2.8" in old[0].message
+    assert not [f for f in lint(schema) if f.rule == "xgrammar_refused"]
+    newer = lint({"not": {}}, versions=backends.Versions(xgrammar="0.3.1"))
+    assert any("verified on xgrammar 0.2.9" in f.message for f in newer)
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword", "pointer"),
+    [
+        ({"type": "number", "multipleOf": 0.01}, "number multipleOf", "/multipleOf"),
+        (
+            {"type": "integer", "maximum": 9, "multipleOf": 3},
+            "multipleOf beside a one-sided range",
+            "/multipleOf",
+        ),
+        ({"type": "integer", "multipleOf": 1025}, "integer multipleOf over 1024", "/multipleOf"),
+        ({"type": "string", "pattern": "^[a-z]+$", "maxLength": 8}, "maxLength beside pattern", "/maxLength"),
+        ({"type": "string", "format": "uuid", "minLength": 1}, "minLength beside format", "/minLength"),
+        (
+            {"properties": {"a": {"$ref": "#/$defs/a", "enum": [1]}}},
+            "assertions beside $ref",
+            "/properties/a/$ref",
+        ),
+        ({"type": "object", "required": ["a"]}, "required name not in properties", "/required"),
+        ({"type": "string", "pattern": "^\\d+$x?"}, "pattern anchor in the middle", "/pattern"),
+        ({"properties": {"a": {"maxLength": 3}}}, "maxLength without type", "/properties/a/maxLength"),
+        ({"type": "string", "enum": ["a", None]}, "enum outside type", "/type"),
+        ({"properties": {"a": {"$ref": "#node"}}}, "$ref to an anchor", "/properties/a/$ref"),
+    ],
+)
+def test_new_xgrammar_gaps_are_detected(schema: dict[str, Any], keyword: str, pointer: str) -> None:
+    found = [(f.message.split("`")[1], f.pointer) for f in lint(schema) if f.rule == "xgrammar_unenforced"]
+    assert (keyword, pointer) in found
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "integer", "multipleOf": 5},  # enforced: an integer step without bounds
+        {"type": "integer", "minimum": 0, "maximum": 99, "multipleOf": 1024},  # or with both
+        {"type": "string", "pattern": "^(?:a$|b$)"},  # anchors at the edges
+        {"type": "string", "format": "uuid", "maxLength": None},  # not a number: no length asked
+        {"type": "array", "items": {}, "minItems": 2},  # typed, or inferred from items
+        {"items": {}, "maxItems": 2},
+        {"type": "object", "propertyNames": {"pattern": "^a"}},  # names are strings
+        {"type": "object", "properties": {"a": {}}, "required": ["a"]},
+        {"$ref": "#/$defs/a", "description": "annotations only"},
+    ],
+)
+def test_what_xgrammar_enforces_stays_quiet(schema: dict[str, Any]) -> None:
+    assert [f.message for f in lint(schema) if f.rule.startswith("xgrammar")] == []

@@ -149,8 +149,9 @@ def test_structural_tags_lint_each_inner_schema_at_its_place() -> None:
         },
     }  # fmt: skip
     assert rules(lint_spec("structural_tag", json.dumps(new), engines=["xgrammar"])) == [
-        ("max_items", "warning", "/format/tags/0/content/json_schema/properties/a/maxItems")
-    ]
+        ("max_items", "warning", "/format/tags/0/content/json_schema/properties/a/maxItems"),
+        ("xgrammar_unenforced", "warning", "/format/tags/0/content/json_schema/properties/a/maxItems"),
+    ]  # an untyped maxItems: xgrammar drops it
     # a property named "schema" inside a found schema is not a second schema
     nested = {"structures": [{"schema": {"properties": {"schema": {"uniqueItems": True}}}}], "triggers": []}
     assert [p for p, _ in inner_schemas(nested)] == ["/structures/0/schema"]

@@ -3,8 +3,9 @@
     counts     lint every schema of schemas/: per category the schemas each rule fires on, and the
                time per schema (p50, p99) and schemas per second (the lint performance target)
     maskbench  for every maskbench schema with must-reject instances: does real xgrammar accept one,
-               and did `xgrammar_unenforced` fire? Precision and recall of the rule (needs xgrammar
-               and --tokenizer; each schema in a worker process, killed after --timeout)
+               and did `xgrammar_unenforced` fire? Precision and recall of the rule, and what the
+               jsonschema validator says of each acceptance no finding explains (tools/bench/maskbench.py:
+               needs xgrammar and --tokenizer, verdicts cached per xgrammar version in .cache/maskbench/)
 
 Prints Markdown tables (docs/schema-analysis.md holds a run).
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import multiprocessing as mp
 import os
 import statistics
 import time
@@ -75,75 +75,6 @@ def counts(data: Path) -> int:
     return 0
 
 
-def _worker(tokenizer: str, inbox: Any, outbox: Any) -> None:
-    from exporter.enginecheck import Engines
-
-    engines = Engines(tokenizer, ["xgrammar"])
-    while True:
-        job = inbox.get()
-        if job is None:
-            return
-        schema, invalid = job
-        try:
-            accepted = any(engines.xgrammar_accepts(schema, inst) == "unenforced" for inst in invalid)
-            outbox.put(("ok", accepted))
-        except Exception as err:
-            outbox.put(("error", str(err)[:100]))
-
-
-def maskbench(data: Path, tokenizer: str, timeout: float) -> int:
-    ctx = mp.get_context("spawn")
-    worker = None
-    inbox: Any = None
-    outbox: Any = None
-    tally: Counter[str] = Counter()
-    keywords: Counter[str] = Counter()
-    missed: Counter[str] = Counter()
-    for doc in read(data / "maskbench"):
-        invalid = [t["data"] for t in doc.get("tests", []) if t.get("valid") is False]
-        if not invalid:
-            continue
-        if worker is None or not worker.is_alive():
-            inbox, outbox = ctx.Queue(), ctx.Queue()
-            worker = ctx.Process(target=_worker, args=(tokenizer, inbox, outbox), daemon=True)
-            worker.start()
-        inbox.put((doc["schema"], invalid))
-        try:
-            status, value = outbox.get(timeout=timeout)
-        except Exception:
-            worker.kill()
-            worker = None
-            tally["timeout"] += 1
-            continue
-        if status == "error":
-            tally["does not compile"] += 1
-            continue
-        fired = [f for f in lint(doc["schema"], engines=["xgrammar"]) if f.rule == "xgrammar_unenforced"]
-        key = ("fired" if fired else "quiet") + ("+accepted" if value else "")
-        tally[key] += 1
-        if fired and value:
-            keywords.update({f.message.split("`")[1] for f in fired})
-        if value and not fired:
-            missed[doc["category"]] += 1
-    if worker is not None:
-        inbox.put(None)
-    tp, fp, fn = tally["fired+accepted"], tally["fired"], tally["quiet+accepted"]
-    print("| xgrammar on must-reject instances | rule fired | rule quiet |")
-    print("| --- | ---: | ---: |")
-    print(f"| accepted at least one (unenforced) | {tp} | {fn} |")
-    print(f"| rejected all | {fp} | {tally['quiet']} |")
-    rates = f"precision {tp / max(1, tp + fp):.2f}, recall {tp / max(1, tp + fn):.2f}"
-    failed = f"not compiled: {tally['does not compile']}, timed out (> {timeout:g} s): {tally['timeout']}"
-    print(f"\n{rates}; {failed}")
-    print("keywords named where xgrammar did accept an invalid instance: " + ", ".join(
-        f"{k} {n}" for k, n in keywords.most_common()))  # fmt: skip
-    print(
-        "unexplained acceptances by category: "
-        + (", ".join(f"{k} {n}" for k, n in missed.most_common()) or "none")
-    )
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -152,15 +83,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA, help=f"JSONSchemaBench folder (default {DATA})")
     parser.add_argument("--tokenizer", default=os.environ.get("GDX_TOKENIZER_JSON", ""))
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per maskbench schema")
+    parser.add_argument("--engines-path", default="", help="maskbench: folder(s) first on the worker's path")
+    parser.add_argument("--cached", action="store_true", help="maskbench: cached verdicts only, no compiles")
+    parser.add_argument("--sample", type=int, default=1, help="maskbench: 1 in N schemas by digest")
     args = parser.parse_args(argv)
     from tools.bench.machine import header
 
     print(header("tools.bench.schemas", argv), flush=True)
     if args.what == "counts":
         return counts(args.data)
-    if not args.tokenizer:
-        parser.error("maskbench needs --tokenizer (or GDX_TOKENIZER_JSON)")
-    return maskbench(args.data, args.tokenizer, args.timeout)
+    from tools.bench import maskbench
+
+    return maskbench.run(args.data, args.tokenizer, args.timeout, args.engines_path, args.cached, args.sample)
 
 
 if __name__ == "__main__":

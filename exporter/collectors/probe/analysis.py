@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from exporter.collectors.probe.rollup import FamilyUsage
-from exporter.schema import family, identity, injection, lint, spec, variants
+from exporter.schema import backends, family, identity, injection, lint, spec, variants
 from exporter.schema.lint import Thresholds
 
 log = logging.getLogger("gdx.collector.probe.analysis")
@@ -99,6 +99,7 @@ class QueuedText:
     kind: str
     text: str
     title: str = ""
+    versions: backends.Versions | None = None  # the reporting engine's backends (None: the newest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,15 +146,26 @@ class SchemaAnalysis:
         self.analysed = 0
         self.seconds = 0.0
 
-    def submit(self, schema_hash: str, shape: str, kind: str, text: str | None, title: str = "") -> None:
-        """Queues a schema's text for analysis unless it is known (called on the event loop: cheap)."""
+    def submit(
+        self,
+        schema_hash: str,
+        shape: str,
+        kind: str,
+        text: str | None,
+        title: str = "",
+        *,
+        versions: backends.Versions | None = None,
+    ) -> None:
+        """Queues a schema's text for analysis unless it is known (called on the event loop: cheap).
+        `versions`: the backend versions of the engine reporting it, whose tables its lint uses; a
+        spec is linted once, so the first engine to report it decides."""
         with self._lock:
             if schema_hash in self._done or schema_hash in self.pending or text is None:
                 return
             if self.pending_bytes + len(text) > MAX_PENDING_BYTES or len(self.pending) >= MAX_PENDING:
                 self.skipped += 1
                 return
-            self.pending[schema_hash] = QueuedText(shape, kind, text, title)
+            self.pending[schema_hash] = QueuedText(shape, kind, text, title, versions)
             self.pending_bytes += len(text)
 
     def seen(self, schema_hash: str, shape: str, now: float) -> None:
@@ -182,7 +194,7 @@ class SchemaAnalysis:
                 schema_hash, queued = self.pending.popitem(last=False)
                 self.pending_bytes -= len(queued.text)
             started = time.monotonic()
-            result = analyse(queued.shape, queued.kind, queued.text, self.thresholds)
+            result = analyse(queued.shape, queued.kind, queued.text, self.thresholds, queued.versions)
             structure = redact(queued.kind, queued.text)
             with self._lock:
                 self._redacted[schema_hash] = structure
@@ -366,14 +378,16 @@ def redact(kind: str, text: str) -> str:
     return shape if len(shape) <= REDACTED_CHARS else shape[:REDACTED_CHARS] + "...<truncated>"
 
 
-def analyse(shape: str, kind: str, text: str, thresholds: Thresholds) -> SchemaResult:
+def analyse(
+    shape: str, kind: str, text: str, thresholds: Thresholds, versions: backends.Versions | None = None
+) -> SchemaResult:
     """Pure: the findings, literal digests and family fingerprint of one spec text (never raises).
-    The text is parsed once for all of them."""
+    The text is parsed once for all of them. `versions`: whose backend tables apply."""
     budget = thresholds.budget
     if kind not in JSON_KINDS:
         parsed = identity.parse_spec(text) if kind == "structural_tag" else None
         try:
-            counts = lint.count(spec.lint_spec(kind, text, thresholds))
+            counts = lint.count(spec.lint_spec(kind, text, thresholds, versions=versions))
         except Exception as err:  # a bug in a rule must not stop the others' specs
             log.warning("spec analysis failed on a %s spec (shape %s): %s", kind, shape, type(err).__name__)
             counts = {("too_complex", "error"): 1}
@@ -383,7 +397,7 @@ def analyse(shape: str, kind: str, text: str, thresholds: Thresholds) -> SchemaR
     except (ValueError, RecursionError):
         return SchemaResult(shape, {("too_complex", "error"): 1}, {}, family.fingerprint(text, None, budget))
     try:
-        found_lint = lint.lint(schema, thresholds)
+        found_lint = lint.lint(schema, thresholds, versions=versions)
         digests = variants.literals(schema, budget)
     except Exception as err:  # a bug in a rule must not stop the others' schemas
         log.warning("schema analysis failed on a schema (shape %s): %s", shape, type(err).__name__)

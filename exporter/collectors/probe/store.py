@@ -29,7 +29,7 @@ from exporter.collectors.probe.analysis import AnalysisView, FamilyView, SchemaA
 from exporter.collectors.probe.ranking import LINGER, Ranking
 from exporter.collectors.probe.rollup import FamilyRollup, RollupView
 from exporter.collectors.probe.series import NO_CALLS, SeriesAccumulator, SeriesTotals, add, delta, subtract
-from exporter.schema import identity
+from exporter.schema import backends, identity
 
 log = logging.getLogger("gdx.collector.probe")
 OTHER = "other"
@@ -182,7 +182,11 @@ class ProbeStore:
                     self.seen.move_to_end(info.schema_hash)
                 self.info.setdefault(info.schema_hash, info)
                 # analysed once, off the loop; the store keeps no schema text
-                self.analysis.submit(info.schema_hash, info.shape_hash, info.kind, item.text, item.title)
+                # linted with the backend tables of the engine that first reports it
+                versions = backends.versions_of(engine.hello.backends)
+                self.analysis.submit(
+                    info.schema_hash, info.shape_hash, info.kind, item.text, item.title, versions=versions
+                )
 
     def snapshot(self, engine: EngineState, msg: wire.Snapshot, now: float) -> None:
         with self._lock:
