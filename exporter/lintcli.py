@@ -14,13 +14,16 @@ import json
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Any
 
 from exporter import config
 from exporter.enginecheck import Engines
 from exporter.lintreport import FamilyReport, Report, SchemaReport, analyse
+from exporter.prove.engine import XgrammarEngine
+from exporter.prove.search import Prover, Settings
 from exporter.requestlog import KINDS, InputError, read_inputs, spec_text
-from exporter.schema import identity
+from exporter.schema import backends, identity
 from exporter.schema.lint import RULES, SEVERITIES, Finding
 
 # The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
@@ -36,6 +39,7 @@ OLD_SPELLINGS = {
     "--budget-nodes": "lint.budget-nodes",
 }
 SHOWN_HASHES = 3  # schema hashes listed on a "same for the other variants" line
+SHOWN_CHARS = 300  # of a counterexample in the text output (--format json has it whole)
 
 
 def hash_main(args: argparse.Namespace) -> int:
@@ -53,10 +57,14 @@ def hash_main(args: argparse.Namespace) -> int:
 
 
 def lint_main(args: argparse.Namespace) -> int:
-    engines = ["xgrammar", "llguidance"] if args.engine == "all" else [args.engine]
     try:
         thresholds = config.lint_thresholds_from(vars(args))
-    except config.ConfigError as err:
+        engines, versions = engine_versions(args.engine or ["all"], bool(args.tokenizer))
+        if args.prove and not (args.tokenizer and "xgrammar" in engines):
+            raise FlagError("--prove needs --tokenizer and the xgrammar engine")
+        if not args.prove_seconds > 0:
+            raise FlagError(f"--prove.seconds {args.prove_seconds:g}: must be above 0")
+    except (config.ConfigError, FlagError) as err:
         print(f"gdx lint: {err}", file=sys.stderr)
         return 2
     try:
@@ -64,20 +72,73 @@ def lint_main(args: argparse.Namespace) -> int:
     except InputError as err:
         print(f"gdx lint: {err}", file=sys.stderr)
         return 2
-    checker = None
+    checker = prover = None
     if args.tokenizer:
         try:
             checker = Engines(args.tokenizer, engines)
+            if args.prove:
+                import jsonschema  # type: ignore[import-untyped]  # noqa: F401 - the reference of a proof
+
+                settings = Settings(seconds=args.prove_seconds, explore=min(1.0, args.prove_seconds))
+                prover = Prover(XgrammarEngine(args.tokenizer), settings)
         except (OSError, ImportError, ValueError) as err:
-            print(f"gdx lint: cannot load the engines with {args.tokenizer}: {err}", file=sys.stderr)
+            hint = " (install the `prove` extra)" if isinstance(err, ImportError) else ""
+            print(f"gdx lint: cannot load the engines with {args.tokenizer}: {err}{hint}", file=sys.stderr)
             return 2
-    report = analyse(inputs, thresholds, engines, checker)
+    report = analyse(inputs, thresholds, engines, checker, prover, versions)
+    held = {name: getattr(versions, name) for name in engines}
     if args.format == "json":
-        json.dump(report.doc(), sys.stdout, indent=2)
+        json.dump({**report.doc(), "engines": held}, sys.stdout, indent=2)
         print()
     else:
         print_text(report)
+        print("findings hold for " + ", ".join(f"{name} {version}" for name, version in held.items()))
     return 1 if any(finding.severity == "error" for finding in report.findings()) else 0
+
+
+class FlagError(ValueError):
+    """Flags that do not go together; exit 2 with the message."""
+
+
+def engine_versions(values: Sequence[str], compiling: bool) -> tuple[list[str], backends.Versions]:
+    """The engines asked for and the table version of each: the one given (`xgrammar==0.2.8`), else
+    the installed one, else the newest known. A version no table was verified on uses the closest
+    older one, and says so; compiling with another version than the installed one cannot be done."""
+    names: list[str] = []
+    chosen: dict[str, str] = {}
+    for value in values:
+        name, _, version = value.partition("==")
+        for engine in ("xgrammar", "llguidance") if name == "all" else (name,):
+            if engine not in ("xgrammar", "llguidance"):
+                raise FlagError(f"--engine {value}: not xgrammar, llguidance or all")
+            if engine not in names:
+                names.append(engine)
+            installed = _installed(engine)
+            if version and compiling and installed and version != installed:
+                raise FlagError(
+                    f"--engine {value}: --tokenizer compiles with the installed {engine} {installed}; "
+                    f"install {engine}=={version} or drop --tokenizer to get the {version} table alone"
+                )
+            chosen[engine] = version or chosen.get(engine) or installed or ""
+    known = {"xgrammar": backends.XGRAMMAR_VERSIONS, "llguidance": backends.LLGUIDANCE_VERSIONS}
+    resolved = {}
+    for engine, version in chosen.items():
+        table = backends.table_version(known[engine], version) if version else known[engine][-1]
+        if version and table != version:
+            print(
+                f"gdx lint: {engine} {version} is not a verified version ({', '.join(known[engine])}): "
+                f"its findings use the {table} table",
+                file=sys.stderr,
+            )
+        resolved[engine] = table
+    return names, backends.Versions(**resolved)
+
+
+def _installed(engine: str) -> str:
+    try:
+        return metadata.version(engine)
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 def print_text(report: Report) -> None:
@@ -149,6 +210,15 @@ def _print_finding(finding: Finding, indent: str) -> None:
     print(f"{indent}{finding.severity:<8} {finding.rule:<22} {finding.pointer or '/'}")
     print(f"{indent}         {finding.message}")
     print(f"{indent}         fix: {finding.fix}")
+    proof = finding.proof
+    if proof is not None and proof.status == "proven":
+        shown = proof.instance if len(proof.instance) <= SHOWN_CHARS else proof.instance[:SHOWN_CHARS] + "..."
+        print(
+            f"{indent}         proven on {proof.engine}: it accepts {shown} ({_count(proof.tokens, 'token')})"
+        )
+        print(f"{indent}         the validator: {proof.violation}")
+    elif proof is not None:
+        print(f"{indent}         not proven on {proof.engine}: {proof.how}")
 
 
 def _duration(seconds: float) -> str:
@@ -214,7 +284,8 @@ def add_parsers(commands: Any) -> None:
     lint_parser.add_argument(
         "--format", choices=("text", "json"), default="text",
         help="output format (default text); json: {families: [{family, name, kind, requests, variants, "
-        "seconds, varies, findings, schemas: [...]}], summary}",
+        "seconds, varies, findings, schemas: [...]}], summary, engines: {name: version its findings hold "
+        "for}}; with --prove each xgrammar finding has a proof",
     )  # fmt: skip
     lint_parser.add_argument(
         "--kind", choices=KINDS, default="auto",
@@ -226,14 +297,31 @@ def add_parsers(commands: Any) -> None:
         "when it is also valid JSON text",
     )  # fmt: skip
     lint_parser.add_argument(
-        "--engine", choices=("xgrammar", "llguidance", "all"), default="all",
-        help="backend whose gaps to report (and, with --tokenizer, to compile with); default all",
+        "--engine", action="append", metavar="NAME[==VERSION]",
+        help="backend whose gaps to report (and, with --tokenizer, to compile with): xgrammar, llguidance "
+        "or all (default), repeatable; NAME==VERSION (xgrammar==0.2.8: what vLLM 0.33 pins) reports "
+        "that version's table, else the installed version's, else the newest verified "
+        f"(xgrammar {', '.join(backends.XGRAMMAR_VERSIONS)}; llguidance "
+        f"{', '.join(backends.LLGUIDANCE_VERSIONS)}). The output says which versions its findings hold for",
+    )  # fmt: skip
+    lint_parser.add_argument(
+        "--prove", action="store_true",
+        help="with --tokenizer: for each xgrammar finding, search for a counterexample (an instance the "
+        "compiled grammar accepts token by token and the jsonschema validator rejects at the finding's "
+        "pointer) and print it; a finding with none drops to info; a gap no keyword names becomes a "
+        "finding of its own. Needs the `prove` extra (jsonschema with its format checkers)",
+    )  # fmt: skip
+    lint_parser.add_argument(
+        "--prove.seconds", dest="prove_seconds", type=float, default=10.0, metavar="SECONDS",
+        help="search budget per schema after its compile (default 10)",
     )  # fmt: skip
     lint_parser.add_argument(
         "--tokenizer", metavar="PATH",
         help="a tokenizer.json: also compile each distinct JSON Schema once with the real engine(s), report "
-        "the time and whether it compiles, probe the keywords it uses with must-reject instances, and "
-        "count a family's compile seconds (dynamic_schema is an error from --lint.dynamic-seconds)",
+        "the time and whether it compiles, probe the keywords it uses with must-reject instances, report "
+        "what the engines themselves say (xgrammar's compile log, llguidance's error and warnings) as "
+        "findings, and count a family's compile seconds (dynamic_schema is an error from "
+        "--lint.dynamic-seconds)",
     )  # fmt: skip
     limits = lint_parser.add_argument_group(
         "limits",

