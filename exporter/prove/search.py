@@ -184,26 +184,33 @@ def prove(
         return now >= (explore_until or deadline) or now - search.progress >= settings.patience
 
     samples = stuck = 0
-    while not over() and stuck < MAX_STUCK:
-        sample = engine.sample(compiled, rng)
-        if sample is None:
-            stuck += 1
-            continue
-        stuck = 0
-        samples += 1
-        instance = json.loads(sample)
-        search.consider(instance, "sampling")
-        for candidate in candidates.mutations(instance, literals, rng):
-            if over():
-                break
-            search.consider(candidate, "mutation")
+    failure = ""
+    try:
+        while not over() and stuck < MAX_STUCK:
+            sample = engine.sample(compiled, rng)
+            if sample is None:
+                stuck += 1
+                continue
+            stuck = 0
+            samples += 1
+            instance = json.loads(sample)
+            search.consider(instance, "sampling")
+            for candidate in candidates.mutations(instance, literals, rng):
+                if over():
+                    break
+                search.consider(candidate, "mutation")
+    except (
+        Exception,
+        RecursionError,
+    ) as err:  # the engine's matcher or a deep value: stop, keep what is proven
+        failure = f"the search failed: {type(err).__name__}: {str(err)[:160]}"
     elapsed = time.perf_counter() - started
     why = "no counterexample found" + (
         f" (searched {time.perf_counter() - started:.1f} s)"
         if stuck < MAX_STUCK
         else ": the grammar's values are too long to sample"
     )
-    missing = Proof("unproven", engine_name, how=why)
+    missing = Proof("unproven", engine_name, how=failure or why)
     done = tuple(_settle(t, search.proofs.get(i) or missing) for i, t in enumerate(targets))
     discovered = tuple(_discovered(violation, proof) for violation, proof in search.found.values())
     return Outcome(done, discovered, compiled.seconds, elapsed, samples, search.candidates)
