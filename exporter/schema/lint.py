@@ -153,7 +153,8 @@ def xgrammar_unenforced(
     if node.pointer.endswith("/propertyNames"):  # names are strings: xgrammar enforces these
         schema = {"type": "string", **schema}
     for keyword, key in backends.xgrammar_gaps(schema, facts, version, root):
-        if keyword.startswith("format ") and schema.get("format") not in backends.SPEC_FORMATS:
+        named = schema.get("format")
+        if keyword.startswith("format ") and isinstance(named, str) and named not in backends.SPEC_FORMATS:
             yield Finding(  # nothing enforces a format the spec does not define: not xgrammar's gap
                 "xgrammar_unenforced", "info", f"{node.pointer}/{escape(key)}",
                 f"xgrammar compiles `{keyword}` and ignores it, as JSON Schema validators ignore a format "
