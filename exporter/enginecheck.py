@@ -77,15 +77,7 @@ class Engines:
             from transformers import PreTrainedTokenizerFast
 
             tokenizer = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)  # type: ignore[no-untyped-call]
-            end_ids = [
-                tokenizer.convert_tokens_to_ids(token)
-                for token in ("<|eot_id|>", "<|end_of_text|>", "</s>", "<|endoftext|>")
-            ]
-            self._stop = [
-                token_id
-                for token_id in end_ids
-                if isinstance(token_id, int) and token_id >= 0 and token_id != tokenizer.unk_token_id
-            ][:1]
+            self._stop = end_of_text(tokenizer)[:1]
             self._xgrammar_tokenizer = xgrammar.TokenizerInfo.from_huggingface(
                 tokenizer, vocab_size=len(tokenizer), stop_token_ids=self._stop or None
             )
@@ -194,6 +186,16 @@ def stderr_captured() -> Iterator[list[str]]:
             os.close(saved)
             sink.seek(0)
             written.append(sink.read().decode("utf-8", "replace"))
+
+
+STOP_NAMES = ("<|eot_id|>", "<|end_of_text|>", "</s>", "<|endoftext|>")
+
+
+def end_of_text(tokenizer: Any) -> list[int]:
+    """The ids of the end-of-text tokens this tokenizer has, the likeliest first: fed after an
+    instance, they tell whether the grammar lets the output end there."""
+    ids = [tokenizer.convert_tokens_to_ids(name) for name in STOP_NAMES]
+    return [i for i in ids if isinstance(i, int) and i >= 0 and i != tokenizer.unk_token_id]
 
 
 def forward(text: str) -> None:

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from exporter import enginecheck
+
 MAX_SAMPLE_CHARS = 2000  # a walk that has not finished by then is dropped (objects of 20 fields fit)
 APPETITES = (1.0, 1.0, 3.0, 8.0)  # most walks short, some long enough to fill the optional fields
-STOP_NAMES = ("<|eot_id|>", "<|end_of_text|>", "</s>", "<|endoftext|>")
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,11 @@ class XgrammarEngine:
 
         self.version = metadata.version("xgrammar")
         self._tokenizer = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)  # type: ignore[no-untyped-call]
-        ids = [self._tokenizer.convert_tokens_to_ids(name) for name in STOP_NAMES]
-        unknown = self._tokenizer.unk_token_id
-        stops = [i for i in ids if isinstance(i, int) and i >= 0 and i != unknown]
+        stops = enginecheck.end_of_text(self._tokenizer)
         if not stops:
-            raise ValueError(f"{tokenizer_json}: no end-of-text token among {', '.join(STOP_NAMES)}")
+            raise ValueError(
+                f"{tokenizer_json}: no end-of-text token among {', '.join(enginecheck.STOP_NAMES)}"
+            )
         self.stop = stops[0]
         self._info = xgrammar.TokenizerInfo.from_huggingface(
             self._tokenizer, vocab_size=len(self._tokenizer), stop_token_ids=[self.stop]
@@ -52,7 +53,6 @@ class XgrammarEngine:
     def compile(self, schema_text: str) -> Compiled:
         import xgrammar
 
-        from exporter import enginecheck
         from exporter.schema import enginelogs
 
         compiler = xgrammar.GrammarCompiler(self._info, max_threads=8, cache_enabled=False)

@@ -21,7 +21,7 @@ from exporter.prove import candidates
 from exporter.prove.engine import Compiled, XgrammarEngine
 from exporter.prove.validator import Validator, Violation, dumps
 from exporter.schema.lint import Finding, Proof
-from exporter.schema.walk import unescape
+from exporter.schema.walk import resolve
 
 RULE = "xgrammar_unenforced"
 UNIONS = frozenset({"anyOf", "oneOf", "allOf"})
@@ -220,16 +220,8 @@ def _format_at(schema: Any, pointer: str) -> str:
     """The format a finding at `.../format` is about (read from the schema, not the message)."""
     if not pointer.endswith("/format"):
         return ""
-    node: Any = schema
-    for part in pointer.split("/")[1:]:
-        part = unescape(part)
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return ""
-    return node if isinstance(node, str) else ""
+    found = resolve(schema, "#" + pointer)
+    return found[1] if found is not None and isinstance(found[1], str) else ""
 
 
 def _settle(finding: Finding, proof: Proof) -> Finding:
