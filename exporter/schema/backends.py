@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from exporter.schema import regex
+from exporter.schema import compiled, regex
 from exporter.schema.walk import resolve
 
 # The versions each table was measured on (tests/integration/test_engine_versions.py re-runs the
@@ -341,13 +341,15 @@ def xgrammar_gaps(
 
 def _xgrammar_gaps(schema: dict[str, Any], lookaround: bool, root: Any = None) -> list[tuple[str, str]]:
     out = _simple_keywords(schema)
-    for union in ("anyOf", "oneOf", "allOf"):
-        if union in schema and "properties" in schema:
-            out.append((f"properties beside {union}", union))
+    several = isinstance(schema.get("allOf"), list) and len(schema["allOf"]) > 1
+    reading = compiled.form(schema)
+    dropped = reading in ("anyOf", "oneOf", "allOf") and not (reading == "allOf" and several)
+    if dropped and _siblings_observable(schema, reading, root):
+        out.append((f"properties beside {reading}", reading))
     branches = schema.get("oneOf")
-    if isinstance(branches, list) and not provably_disjoint([_deref(b, root) for b in branches]):
+    if isinstance(branches, list) and not exclusive(branches, root):
         out.append(("oneOf exclusivity", "oneOf"))
-    if isinstance(schema.get("allOf"), list) and len(schema["allOf"]) > 1:
+    if several:
         out.append(("allOf with several branches", "allOf"))
     if lookaround:
         out.append(("pattern lookaround", "pattern"))
@@ -372,9 +374,52 @@ def _xgrammar_gaps(schema: dict[str, Any], lookaround: bool, root: Any = None) -
         out.append(("patternProperties lookaround", "patternProperties"))
     required, properties = schema.get("required"), schema.get("properties")
     names = set(properties) if isinstance(properties, dict) else set()
-    if isinstance(required, list) and any(isinstance(name, str) and name not in names for name in required):
+    if (
+        isinstance(required, list)
+        and any(isinstance(name, str) and name not in names for name in required)
+        and "object" in compiled.types(root, schema)  # `required` asks nothing of an array
+    ):
         out.append(("required name not in properties", "required"))
     return out
+
+
+def _siblings_observable(schema: dict[str, Any], union: str, root: Any) -> bool:
+    """Whether the `properties` xgrammar drops beside a union could be broken by what the union's
+    branches emit: a property that asks something, under a name a branch's object can have, where
+    that branch does not already pin the value to constants the property accepts."""
+    properties = schema.get("properties")
+    branches = schema.get(union)
+    if not isinstance(properties, dict) or not isinstance(branches, list):
+        return False
+    document = root if root is not None else schema
+    for branch in branches:
+        names = compiled.keys(document, branch)
+        target = _deref(branch, document)
+        own = target.get("properties") if isinstance(target, dict) else None
+        for name, sub in properties.items():
+            if not compiled.constrains(sub) or (names is not None and name not in names):
+                continue
+            pinned = own.get(name) if isinstance(own, dict) else None
+            values = _constants(_deref(pinned, document))
+            if values is None or any(compiled.refuses(document, sub, value) for value in values):
+                return True
+    return False
+
+
+def _constants(schema: Any) -> list[Any] | None:
+    if isinstance(schema, dict) and "const" in schema:
+        return [schema["const"]]
+    values = schema.get("enum") if isinstance(schema, dict) else None
+    return values if isinstance(values, list) and values else None
+
+
+def exclusive(branches: list[Any], root: Any) -> bool:
+    """Whether at most one branch can match what the compiled anyOf emits: xgrammar's own proof,
+    or every pair of branches apart (compiled.disjoint)."""
+    if provably_disjoint([_deref(b, root) for b in branches]):
+        return True
+    document = root if root is not None else {}
+    return all(compiled.disjoint(document, a, b) for i, a in enumerate(branches) for b in branches[i + 1 :])
 
 
 def _types(schema: dict[str, Any]) -> set[str] | None:
@@ -405,10 +450,33 @@ def _numbers_and_lengths(schema: dict[str, Any]) -> list[tuple[str, str]]:
     beside = [name for name in ("pattern", "format") if isinstance(schema.get(name), str)]
     if beside == ["format"] and schema["format"] not in XGRAMMAR_FORMATS:
         beside = []  # an unknown format is dropped itself, and the length then holds
+    width = _pattern_width(schema.get("pattern")) if beside == ["pattern"] or "pattern" in beside else None
     for key in ("minLength", "maxLength"):
-        if _number(schema.get(key)) and beside:
+        if _number(schema.get(key)) and beside and not _implied(key, schema[key], width):
             out.append((f"{key} beside {beside[0]}", key))
     return out
+
+
+def _pattern_width(pattern: Any) -> tuple[int, int] | None:
+    """The shortest and longest match of a pattern (Python's parser; None: unreadable)."""
+    if not isinstance(pattern, str):
+        return None
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+
+        low, high = _parser.parse(pattern).getwidth()
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return None
+    return int(low), int(high)
+
+
+def _implied(key: str, bound: float, width: tuple[int, int] | None) -> bool:
+    """A length the pattern already forces: every match is at least `low` long, and xgrammar
+    matches the whole string against the pattern, so none is longer than `high`."""
+    if width is None:
+        return key == "minLength" and bound <= 0
+    low, high = width
+    return bound <= low if key == "minLength" else bound >= high
 
 
 def _untyped(schema: dict[str, Any]) -> list[tuple[str, str]]:

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from exporter.schema import backends
+from exporter.schema import backends, compiled
 from exporter.schema.lint import Finding
-from exporter.schema.walk import Budget, Node, TooComplex, escape, walk
+from exporter.schema.walk import Budget, Node, TooComplex, escape, resolve, walk
 
 # "[20:24:23] /project/cpp/json_schema_converter.cc:829: Warning: " (the level is absent on some lines)
 LOG_PREFIX = re.compile(r"^\[\d{1,2}:\d{2}:\d{2}\] [^\s:][^:\n]*:\d+: (?:(?:Warning|Error|Info): )?")
@@ -83,15 +83,34 @@ def parse(text: str) -> tuple[tuple[str, ...], str]:
 def findings(schema: Any, compiles: Iterable[Compiled], budget: Budget) -> list[Reported]:
     """The findings of each engine's own diagnostics about `schema` (unsorted)."""
     nodes = _nodes(schema, budget)
+    live = compiled.live(schema) if isinstance(schema, dict) else None
     out: list[Reported] = []
-    for compiled in compiles:
-        if compiled.engine == "xgrammar":
-            out.extend(xgrammar_findings(nodes, compiled.version, compiled.warnings))
-        elif compiled.engine == "llguidance":
-            if not compiled.ok:
-                out.extend(llguidance_refusals(nodes, compiled.version, compiled.error))
-            out.extend(llguidance_warnings(nodes, compiled.version, compiled.warnings))
+    for result in compiles:
+        if result.engine == "xgrammar":
+            said = xgrammar_findings(nodes, result.version, result.warnings)
+            out.extend(r for r in said if observable(r.finding, schema, live))
+        elif result.engine == "llguidance":
+            if not result.ok:
+                out.extend(llguidance_refusals(nodes, result.version, result.error))
+            out.extend(llguidance_warnings(nodes, result.version, result.warnings))
     return out
+
+
+def observable(finding: Finding, schema: Any, live: frozenset[str] | None) -> bool:
+    """Whether what xgrammar logged can change what it emits, as the table decides: not where the
+    parser never reaches (`live`), not a oneOf whose branches exclude each other anyway (xgrammar's
+    own proof is narrower than the table's, exporter/schema/compiled.py)."""
+    word = keyword(finding)
+    if not word or live is None:
+        return True
+    node = finding.pointer.rpartition("/")[0]
+    if node not in live:
+        return False
+    if word == "oneOf exclusivity":
+        found = resolve(schema, f"#{node}")
+        branches = found[1].get("oneOf") if found and isinstance(found[1], dict) else None
+        return not (isinstance(branches, list) and backends.exclusive(branches, schema))
+    return True
 
 
 def xgrammar_findings(nodes: Sequence[Node], version: str, messages: Iterable[str]) -> list[Reported]:

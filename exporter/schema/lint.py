@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from exporter.schema import backends, regex
+from exporter.schema import backends, compiled, regex
 from exporter.schema.walk import Budget, Cycle, Node, TooComplex, escape, walk
 
 SEVERITIES = ("error", "warning", "info")
@@ -142,11 +142,25 @@ def max_items(node: Node, limits: Thresholds) -> Iterable[Finding]:
             )  # fmt: skip
 
 
+WHAT_IT_DOES = {  # where dropping the keyword reaches further than the keyword
+    "allOf with several branches": ": this whole subschema accepts any JSON value",
+    "oneOf exclusivity": ": a value matching several branches passes",
+}
+
+
 def xgrammar_unenforced(
-    node: Node, limits: Thresholds, versions: backends.Versions = backends.NEWEST, root: Any = None
+    node: Node,
+    limits: Thresholds,
+    versions: backends.Versions = backends.NEWEST,
+    root: Any = None,
+    live: frozenset[str] | None = None,
 ) -> Iterable[Finding]:
     """What xgrammar drops (a warning) and, on the versions that do, what fails its compile (an
-    error, rule `xgrammar_refused`), from the table of the version reported (or the closest known)."""
+    error, rule `xgrammar_refused`), from the table of the version reported (or the closest known).
+    Only where xgrammar compiles (`live`, exporter/schema/compiled.py): under a `not`, beside a
+    union, in a definition nothing compiled refers to, a dropped keyword changes nothing."""
+    if live is not None and node.pointer not in live:
+        return
     version = backends.xgrammar_table_version(versions.xgrammar)
     facts = _lookaround(node)
     schema = node.schema
@@ -164,7 +178,8 @@ def xgrammar_unenforced(
             continue
         yield Finding(
             "xgrammar_unenforced", "warning", f"{node.pointer}/{escape(key)}",
-            f"xgrammar compiles `{keyword}` and does not enforce it (verified on xgrammar {version})",
+            f"xgrammar compiles `{keyword}` and does not enforce it{WHAT_IT_DOES.get(keyword, '')} "
+            f"(verified on xgrammar {version})",
             "validate the output after decoding, or use llguidance where it refuses instead",
         )  # fmt: skip
     for keyword, key in backends.xgrammar_refusals(schema, version):
@@ -311,7 +326,8 @@ def _with_versions(name: str, rule: Rule, versions: backends.Versions, root: Any
     """The backend rules read the tables of the engine versions linted for (and xgrammar's, the
     document: its `$ref`s and its draft)."""
     if name == "xgrammar_unenforced":
-        return functools.partial(xgrammar_unenforced, versions=versions, root=root)
+        live = compiled.live(root) if isinstance(root, dict) else None
+        return functools.partial(xgrammar_unenforced, versions=versions, root=root, live=live)
     if name == "llguidance_refused":
         return functools.partial(llguidance_refused, versions=versions)
     return rule

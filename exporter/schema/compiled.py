@@ -1,0 +1,428 @@
+"""What xgrammar compiles of a JSON Schema, as its schema parser reads one. Pure functions.
+
+xgrammar (0.2.7 to 0.2.9, `json_schema_converter.cc`) reads a subschema by the first of these it
+finds: `$ref` (only the target), `const`, `enum`, `anyOf`, `oneOf`, `allOf` (one branch: that branch;
+several: any JSON value at all), `type`, then an object or array implied by its keywords, else any
+value. Objects are closed unless `additionalProperties` or `patternProperties` open them (vLLM
+compiles in strict mode). What the parser never reaches is not compiled: a dropped keyword there
+changes nothing the engine emits, so a finding there is noise. The table (backends.py) asks this
+module where a finding can be observed; the prover (exporter/prove/) then shows it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from exporter.schema.walk import escape, resolve
+
+JSON_TYPES = frozenset({"object", "array", "string", "number", "boolean", "null"})
+OBJECT_KEYS = ("properties", "additionalProperties", "unevaluatedProperties")
+ARRAY_KEYS = ("items", "prefixItems", "unevaluatedItems")
+ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated",
+                         "readOnly", "writeOnly", "$id", "id", "$schema", "$anchor"})  # fmt: skip
+MAX_PLACES = 100_000  # the walk is bounded whatever the document
+MAX_DEPTH = 6  # how deep the disjointness proof descends into properties and $refs
+
+
+def form(schema: Any) -> str:
+    """The one reading xgrammar's parser gives a subschema (the first keyword that decides)."""
+    if not isinstance(schema, dict):
+        return "any"
+    for key in ("$ref", "const", "enum", "anyOf", "oneOf", "allOf"):
+        if key in schema:
+            return key
+    if "type" in schema:
+        return "type"
+    if any(key in schema for key in OBJECT_KEYS):
+        return "object"
+    if any(key in schema for key in ARRAY_KEYS):
+        return "array"
+    return "any"
+
+
+def _kinds(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a typed or implied object/array reading produces (integer counts as number)."""
+    reading = form(schema)
+    if reading == "object":
+        return {"object"}
+    if reading == "array":
+        return {"array"}
+    kind = schema.get("type")
+    names = (
+        [kind]
+        if isinstance(kind, str)
+        else [k for k in kind if isinstance(k, str)]
+        if isinstance(kind, list)
+        else []
+    )
+    return {"number" if name == "integer" else name for name in names} & JSON_TYPES
+
+
+def children(root: Any, pointer: str, schema: Any) -> Iterator[tuple[str, Any]]:
+    """(pointer, subschema) of what the parser goes on to compile under this subschema."""
+    if not isinstance(schema, dict):
+        return
+    reading = form(schema)
+    if reading == "$ref":
+        found = resolve(root, schema["$ref"])
+        if found is not None:
+            yield found
+    elif reading in ("anyOf", "oneOf", "allOf"):
+        branches = schema[reading]
+        if isinstance(branches, list) and (reading != "allOf" or len(branches) == 1):
+            yield from ((f"{pointer}/{reading}/{i}", branch) for i, branch in enumerate(branches))
+    elif reading in ("type", "object", "array"):
+        kinds = _kinds(schema)
+        if "object" in kinds:
+            yield from _object_children(pointer, schema)
+        if "array" in kinds:
+            yield from _array_children(pointer, schema)
+
+
+def _object_children(pointer: str, schema: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    for key in ("properties", "patternProperties"):
+        value = schema.get(key)
+        if isinstance(value, dict):
+            yield from ((f"{pointer}/{key}/{escape(str(name))}", child) for name, child in value.items())
+    if "propertyNames" in schema:
+        yield f"{pointer}/propertyNames", schema["propertyNames"]
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield f"{pointer}/additionalProperties", schema["additionalProperties"]
+    elif "additionalProperties" not in schema and isinstance(schema.get("unevaluatedProperties"), dict):
+        yield f"{pointer}/unevaluatedProperties", schema["unevaluatedProperties"]
+
+
+def _array_children(pointer: str, schema: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    prefix = schema.get("prefixItems")
+    if isinstance(prefix, list):
+        yield from ((f"{pointer}/prefixItems/{i}", item) for i, item in enumerate(prefix))
+    if isinstance(schema.get("items"), dict):
+        yield f"{pointer}/items", schema["items"]
+    elif "items" not in schema and isinstance(schema.get("unevaluatedItems"), dict):
+        yield f"{pointer}/unevaluatedItems", schema["unevaluatedItems"]
+
+
+def live(root: Any) -> frozenset[str]:
+    """Pointers of the subschemas xgrammar compiles, from the root through `$ref`s. A definition
+    no compiled place refers to, and whatever sits under `not`, `if`, `then`, `else`, `contains`,
+    the siblings of a union or a `$ref`, or the branches of a several-branch `allOf`, is absent."""
+    out: set[str] = set()
+    stack: list[tuple[str, Any]] = [("", root)]
+    while stack and len(out) < MAX_PLACES:
+        pointer, schema = stack.pop()
+        if pointer in out:
+            continue
+        out.add(pointer)
+        stack.extend(children(root, pointer, schema))
+    return frozenset(out)
+
+
+def _deref(root: Any, schema: Any, hops: int = MAX_DEPTH) -> Any:
+    """The subschema a `$ref` chain ends at (xgrammar compiles the target only)."""
+    while hops and isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
+        found = resolve(root, schema["$ref"])
+        if found is None:
+            return schema
+        schema, hops = found[1], hops - 1
+    return schema
+
+
+def types(root: Any, schema: Any, depth: int = MAX_DEPTH) -> frozenset[str]:
+    """The JSON types the compiled grammar can emit here (integer counted as number)."""
+    schema = _deref(root, schema)
+    reading = form(schema)
+    if depth <= 0 or reading == "any" or not isinstance(schema, dict):
+        return JSON_TYPES if schema is not False else frozenset()
+    if reading == "const":
+        return frozenset(_value_types(schema["const"]))
+    if reading == "enum":
+        values = schema["enum"] if isinstance(schema["enum"], list) else []
+        return frozenset(kind for value in values for kind in _value_types(value))
+    if reading in ("anyOf", "oneOf", "allOf"):
+        branches = schema[reading] if isinstance(schema[reading], list) else []
+        if reading == "allOf" and len(branches) != 1:
+            return JSON_TYPES
+        return frozenset(kind for branch in branches for kind in types(root, branch, depth - 1))
+    kinds = _kinds(schema)
+    return frozenset(kinds) if kinds else JSON_TYPES
+
+
+def _value_types(value: Any) -> set[str]:
+    if isinstance(value, bool):
+        return {"boolean"}
+    if isinstance(value, (int, float)):
+        return {"number"}
+    names: dict[type, str] = {str: "string", list: "array", dict: "object", type(None): "null"}
+    return {name for kind, name in names.items() if isinstance(value, kind)}
+
+
+def keys(root: Any, schema: Any, depth: int = MAX_DEPTH) -> frozenset[str] | None:
+    """The property names the compiled grammar can emit in an object here (None: any name)."""
+    schema = _deref(root, schema)
+    reading = form(schema)
+    if depth <= 0 or reading == "any" or not isinstance(schema, dict):
+        return None
+    if reading in ("const", "enum"):
+        values = (
+            [schema["const"]]
+            if reading == "const"
+            else schema["enum"]
+            if isinstance(schema["enum"], list)
+            else []
+        )
+        return frozenset(name for value in values if isinstance(value, dict) for name in value)
+    if reading in ("anyOf", "oneOf", "allOf"):
+        branches = schema[reading] if isinstance(schema[reading], list) else []
+        if reading == "allOf" and len(branches) != 1:
+            return None
+        found: set[str] = set()
+        for branch in branches:
+            names = keys(root, branch, depth - 1)
+            if names is None:
+                return None
+            found |= names
+        return frozenset(found)
+    if "object" not in _kinds(schema):
+        return frozenset()
+    if _open(schema):
+        return None
+    properties = schema.get("properties")
+    return frozenset(properties) if isinstance(properties, dict) else frozenset()
+
+
+def _open(schema: dict[str, Any]) -> bool:
+    """An object that admits names beyond `properties` (strict mode closes the rest)."""
+    extra = schema.get("additionalProperties", schema.get("unevaluatedProperties", False))
+    return extra is not False or isinstance(schema.get("patternProperties"), dict)
+
+
+def constrains(schema: Any) -> bool:
+    """Whether a subschema asks anything of a value (`{}`, `true` and annotations ask nothing)."""
+    if schema is True or schema == {}:
+        return False
+    return not isinstance(schema, dict) or not set(schema) <= ANNOTATIONS
+
+
+def disjoint(root: Any, left: Any, right: Any, depth: int = MAX_DEPTH) -> bool:
+    """Whether no value the compiled grammar emits for one `oneOf` branch can also match the other
+    (so falling back to anyOf changes nothing): types apart, every constant of one refused by the
+    other, a name one requires that the other's closed object cannot have, a common required
+    property whose values are apart, ranges apart, or patterns that start apart."""
+    left, right = _deref(root, left), _deref(root, right)
+    if depth <= 0 or not isinstance(left, dict) or not isinstance(right, dict):
+        return False
+    if not types(root, left) & types(root, right):
+        return True
+    for one, other in ((left, right), (right, left)):
+        values = _finite(one)
+        if values is not None and all(refuses(root, other, value) for value in values):
+            return True
+    if _required_apart(root, left, right) or _ranges_apart(left, right) or _patterns_apart(left, right):
+        return True
+    common = set(_required(left)) & set(_required(right))
+    for name in common:
+        a, b = _property(left, name), _property(right, name)
+        if a is not None and b is not None and disjoint(root, a, b, depth - 1):
+            return True
+    return False
+
+
+def _finite(schema: dict[str, Any]) -> list[Any] | None:
+    if "const" in schema:
+        return [schema["const"]]
+    values = schema.get("enum")
+    return values if isinstance(values, list) and values else None
+
+
+def _required(schema: dict[str, Any]) -> list[str]:
+    names = schema.get("required")
+    return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+
+
+def _property(schema: dict[str, Any], name: str) -> Any:
+    properties = schema.get("properties")
+    return properties.get(name) if isinstance(properties, dict) else None
+
+
+def _required_apart(root: Any, left: dict[str, Any], right: dict[str, Any]) -> bool:
+    """Each side requires a name the other's compiled (closed) object cannot emit."""
+    if form(left) not in ("type", "object") or form(right) not in ("type", "object"):
+        return False
+    for one, other in ((left, right), (right, left)):
+        names = keys(root, one)
+        if names is None or set(_required(other)) <= names:
+            return False
+    return True
+
+
+BOUNDS: dict[str, tuple[str, str | None, str, str | None]] = {
+    "number": ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"),
+    "string": ("minLength", None, "maxLength", None),
+    "array": ("minItems", None, "maxItems", None),
+    "object": ("minProperties", None, "maxProperties", None),
+}
+
+
+def _ranges_apart(left: dict[str, Any], right: dict[str, Any]) -> bool:
+    """Both of one kind with intervals that do not meet (`maxItems: 1` beside `minItems: 2`)."""
+    kinds = _kinds(left)
+    if (
+        len(kinds) != 1
+        or kinds != _kinds(right)
+        or form(left) not in ("type", "object", "array")
+        or form(right) not in ("type", "object", "array")
+    ):
+        return False
+    bounds = BOUNDS.get(next(iter(kinds)))
+    if bounds is None:
+        return False
+    low_key, low_open, high_key, high_open = bounds
+
+    def interval(schema: dict[str, Any]) -> tuple[float, bool, float, bool]:
+        low, high, lo_x, hi_x = float("-inf"), float("inf"), False, False
+        if _number(schema.get(low_key)):
+            low = schema[low_key]
+        if low_open and _number(schema.get(low_open)) and schema[low_open] >= low:
+            low, lo_x = schema[low_open], True
+        if _number(schema.get(high_key)):
+            high = schema[high_key]
+        if high_open and _number(schema.get(high_open)) and schema[high_open] <= high:
+            high, hi_x = schema[high_open], True
+        return low, lo_x, high, hi_x
+
+    a_low, a_lx, a_high, a_hx = interval(left)
+    b_low, b_lx, b_high, b_hx = interval(right)
+    return (
+        a_high < b_low
+        or b_high < a_low
+        or (a_high == b_low and (a_hx or b_lx))
+        or (b_high == a_low and (b_hx or a_lx))
+    )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _patterns_apart(left: dict[str, Any], right: dict[str, Any]) -> bool:
+    """Two string patterns anchored at the start whose first characters cannot be the same."""
+    if _kinds(left) != {"string"} or _kinds(right) != {"string"}:
+        return False
+    a, b = _first_chars(left.get("pattern")), _first_chars(right.get("pattern"))
+    return a is not None and b is not None and not a & b
+
+
+def _first_chars(pattern: Any) -> set[str] | None:
+    """The characters a `^`-anchored pattern's match can start with (None: unknown or any)."""
+    if not isinstance(pattern, str):
+        return None
+    try:
+        from re import _parser  # type: ignore[attr-defined]
+
+        parsed = list(_parser.parse(pattern))
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return None
+    if len(parsed) < 2 or str(parsed[0][0]) != "AT" or str(parsed[0][1]) != "AT_BEGINNING":
+        return None
+    return _starts(parsed[1:])
+
+
+def _starts(items: list[Any]) -> set[str] | None:
+    if not items:
+        return None
+    op, value = items[0]
+    name = str(op)
+    if name == "LITERAL":
+        return {chr(value)}
+    if name == "IN":
+        out: set[str] = set()
+        for kind, item in value:
+            if str(kind) == "LITERAL":
+                out.add(chr(item))
+            elif str(kind) == "RANGE" and item[1] - item[0] < 256:
+                out.update(chr(c) for c in range(item[0], item[1] + 1))
+            else:
+                return None
+        return out
+    if name == "SUBPATTERN":
+        return _starts(list(value[-1]))
+    if name == "BRANCH":
+        found: set[str] = set()
+        for branch in value[1]:
+            chars = _starts(list(branch))
+            if chars is None:
+                return None
+            found |= chars
+        return found
+    if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and value[0] >= 1:
+        return _starts(list(value[2]))
+    return None
+
+
+def refuses(root: Any, schema: Any, value: Any, depth: int = MAX_DEPTH) -> bool:
+    """Whether a subschema surely refuses this value (False when unsure): the types, constants,
+    required names, properties, bounds and pattern a validator would check."""
+    schema = _deref(root, schema)
+    if depth <= 0 or not isinstance(schema, dict):
+        return schema is False
+    if "const" in schema and schema["const"] != value:
+        return True
+    if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
+        return True
+    for union in ("anyOf", "oneOf"):
+        branches = schema.get(union)
+        if (
+            isinstance(branches, list)
+            and branches
+            and all(refuses(root, b, value, depth - 1) for b in branches)
+        ):
+            return True
+    branches = schema.get("allOf")
+    if isinstance(branches, list) and any(refuses(root, b, value, depth - 1) for b in branches):
+        return True
+    declared = _kinds(schema) if "type" in schema else set()
+    if declared and not _value_types(value) & declared:
+        return True
+    raw = _raw_types(schema)
+    if "integer" in raw and "number" not in raw and isinstance(value, float) and not value.is_integer():
+        return True
+    if isinstance(value, str):
+        pattern = schema.get("pattern")
+        if isinstance(pattern, str):
+            try:
+                if re.search(pattern, value) is None:
+                    return True
+            except (re.error, RecursionError, OverflowError):
+                pass
+        if _number(schema.get("minLength")) and len(value) < schema["minLength"]:
+            return True
+        if _number(schema.get("maxLength")) and len(value) > schema["maxLength"]:
+            return True
+    if _number(value):
+        if _number(schema.get("minimum")) and value < schema["minimum"]:
+            return True
+        if _number(schema.get("maximum")) and value > schema["maximum"]:
+            return True
+    if isinstance(value, dict):
+        if any(name not in value for name in _required(schema)):
+            return True
+        properties = schema.get("properties")
+        if isinstance(properties, dict) and any(
+            name in properties and refuses(root, properties[name], item, depth - 1)
+            for name, item in value.items()
+        ):
+            return True
+    return False
+
+
+def _raw_types(schema: dict[str, Any]) -> set[str]:
+    kind = schema.get("type")
+    return (
+        {kind}
+        if isinstance(kind, str)
+        else {k for k in kind if isinstance(k, str)}
+        if isinstance(kind, list)
+        else set()
+    )
