@@ -17,8 +17,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from exporter.schema.walk import escape, resolve
+
 MAX_POOL = 64  # literals taken from the schema
+MAX_REPEAT_EXAMPLE = 256  # a pattern's `{24}` is spelled out 24 times; beyond this, once
 SECOND_STEPS = 40  # candidates per sample given a second edit
+MAX_SPOTS = 60  # places edited per instance: each edit copies the whole instance
 MAX_STRING = 300
 LITERAL_KEYS = ("const", "default")
 LIST_KEYS = ("enum", "examples")
@@ -103,6 +107,8 @@ def _example(parsed: Any, budget: list[int]) -> str:
             parts.append(chr(value))
         elif name == "ANY":
             parts.append("a")
+        elif name == "NOT_LITERAL":  # `[^/]`
+            parts.append("a" if value != ord("a") else "b")
         elif name == "IN":
             parts.append(_in_example(value))
         elif name == "BRANCH":
@@ -111,11 +117,17 @@ def _example(parsed: Any, budget: list[int]) -> str:
             parts.append(_example(value[-1], budget))
         elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
             low, _, sub = value
-            parts.append(_example(sub, budget) * min(max(low, 1), 8))
+            parts.append(_example(sub, budget) * (low if 0 < low <= MAX_REPEAT_EXAMPLE else 1))
     return "".join(parts)
 
 
 def _in_example(items: Any) -> str:
+    """A character of a class; of a negated class (`[^/]`), one it does not exclude."""
+    if any(str(op) == "NEGATE" for op, _ in items):
+        for char in "a0A_-. x":
+            if not any(_in_item(op, value, char) for op, value in items):
+                return char
+        return "a"
     for op, value in items:
         name = str(op)
         if name == "LITERAL":
@@ -125,6 +137,19 @@ def _in_example(items: Any) -> str:
         if name == "CATEGORY":
             return {"CATEGORY_DIGIT": "0", "CATEGORY_SPACE": " "}.get(str(value), "a")
     return "a"
+
+
+def _in_item(op: Any, value: Any, char: str) -> bool:
+    name = str(op)
+    if name == "LITERAL":
+        return chr(value) == char
+    if name == "RANGE":
+        return bool(value[0] <= ord(char) <= value[1])
+    if name == "CATEGORY":
+        tests = {"CATEGORY_DIGIT": str.isdigit, "CATEGORY_SPACE": str.isspace, "CATEGORY_WORD": str.isalnum}
+        test = tests.get(str(value))
+        return bool(test(char) or (str(value) == "CATEGORY_WORD" and char == "_")) if test else False
+    return False
 
 
 def _lookarounds(parsed: Any, out: list[str], budget: list[int]) -> None:
@@ -209,9 +234,13 @@ def mutations(instance: Any, literals: list[Any], rng: random.Random, limit: int
     literal or a generic one, or an object given a schema string as a key (a `patternProperties`
     lookahead is about keys), shuffled so that each sample tries different ones; at most `limit`."""
     spots = places(instance)
+    if len(spots) > MAX_SPOTS:  # a large instance: a different handful of places each time
+        spots = rng.sample(spots, MAX_SPOTS)
     out: list[Any] = []
     for path, value in spots:
         out.extend(replace(instance, path, edited) for edited in edits(value))
+        if len(out) >= limit:
+            break
     swaps = [(path, new) for path, _ in spots for new in (*literals, *GENERIC)]
     names = [literal for literal in literals if isinstance(literal, str) and literal]
     for path, value in spots:
@@ -227,3 +256,213 @@ def mutations(instance: Any, literals: list[Any], rng: random.Random, limit: int
             second = list(edits(value)) or list(GENERIC)
             out.append(replace(first, path, rng.choice(second)))
     return out
+
+
+FORMAT_EXAMPLES = {
+    "date": "2023-01-15", "date-time": "2023-01-15T10:00:00Z", "time": "10:00:00Z",
+    "email": "a@example.com", "idn-email": "a@example.com", "hostname": "example.com",
+    "idn-hostname": "example.com", "ipv4": "192.0.2.1", "ipv6": "2001:db8::1", "uri": "http://example.com/a",
+    "uri-reference": "http://example.com/a", "iri": "http://example.com/a",
+    "iri-reference": "http://example.com/a", "uuid": "123e4567-e89b-12d3-a456-426614174000",
+    "duration": "P1D", "json-pointer": "/a", "regex": "a+",
+}  # fmt: skip
+MAX_EXEMPLAR_NODES = 400
+MAX_EXEMPLAR_DEPTH = 12
+MAX_EXEMPLAR_PROPERTIES = 64
+
+
+def exemplar(schema: Any, branch: int = 0) -> Any:
+    """An instance the schema describes with *every* property filled, not only the required ones
+    (the grammar's random walks rarely reach a date three optional objects down): the `branch`-th
+    choice of each union and enum. A starting point for mutations, not necessarily valid."""
+    return Exemplar(schema, branch).instance
+
+
+class Exemplar:
+    """exemplar() and, for each subschema it went through (by JSON pointer), the places in the
+    instance it made: where to edit to break what a finding at that subschema names."""
+
+    def __init__(self, schema: Any, branch: int = 0, aim: str = "") -> None:
+        self.root = schema
+        self.branch = branch
+        self.aim = aim  # a subschema to reach: the union branch that leads there is taken
+        self.budget = MAX_EXEMPLAR_NODES
+        self.where: dict[str, list[Path]] = {}
+        self.instance = self._make(schema, "", (), 0)
+
+    def places(self, pointer: str, limit: int = 3) -> list[Path]:
+        return self.where.get(pointer, [])[:limit]
+
+    def _make(self, schema: Any, pointer: str, path: Path, depth: int) -> Any:
+        self.budget -= 1
+        self.where.setdefault(pointer, []).append(path)
+        hops = 8
+        while isinstance(schema, dict) and isinstance(schema.get("$ref"), str) and hops:
+            found = resolve(self.root, schema["$ref"])
+            if found is None:
+                schema = {}
+                break
+            pointer, schema, hops = found[0], found[1], hops - 1
+            self.where.setdefault(pointer, []).append(path)
+        if not isinstance(schema, dict) or depth > 2 * MAX_EXEMPLAR_DEPTH:
+            return None if schema is False else "a"
+        branch = self.branch
+        if "const" in schema:
+            return copy.deepcopy(schema["const"])
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            return copy.deepcopy(schema["enum"][branch % len(schema["enum"])])
+        for union in ("anyOf", "oneOf"):
+            options = schema.get(union)
+            if isinstance(options, list) and options:
+                pick = self._toward(options, f"{pointer}/{union}")
+                return self._make(options[pick], f"{pointer}/{union}/{pick}", path, depth + 1)
+        parts = schema.get("allOf")
+        if isinstance(parts, list) and parts:
+            each = [self._make(part, f"{pointer}/allOf/{i}", path, depth + 1) for i, part in enumerate(parts)]
+            if all(isinstance(part, dict) for part in each):
+                return {key: value for part in each for key, value in part.items()}
+            return each[0]
+        made = self._typed(schema, pointer, path, depth)
+        if branch % 2 == 0:  # what a dropped `if` or `not` is about: its condition met
+            for key in ("if", "not"):
+                if isinstance(schema.get(key), dict):
+                    about = self._make(schema[key], f"{pointer}/{key}", path, depth + 1)
+                    if isinstance(made, dict) and isinstance(about, dict):
+                        made = {**made, **about}
+                    elif type(made) is type(about) and not isinstance(made, (dict, list)):
+                        made = about  # `not: {const: "admin"}` beside `type: string`: "admin"
+        return made
+
+    def _toward(self, options: list[Any], pointer: str) -> int:
+        """The branch that leads to the aim; else the variant's."""
+        for i, option in enumerate(options):
+            if self._leads(option, f"{pointer}/{i}"):
+                return i
+        return self.branch % len(options)
+
+    def _leads(self, schema: Any, pointer: str) -> bool:
+        """Whether the aim lies under this place, or under its `$ref`'s target."""
+        if not self.aim:
+            return False
+        places = [pointer]
+        if isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
+            found = resolve(self.root, schema["$ref"])
+            places += [found[0]] if found is not None else []
+        return any(self.aim == p or self.aim.startswith(p + "/") for p in places)
+
+    def _lean(self, depth: int) -> bool:
+        """Past the budget or the depth: only what the schema requires (a recursive definition
+        then ends in empty arrays and required fields, not in placeholders)."""
+        return self.budget < 0 or depth > MAX_EXEMPLAR_DEPTH
+
+    def _typed(self, schema: dict[str, Any], pointer: str, path: Path, depth: int) -> Any:
+        kind = schema.get("type")
+        kinds = (
+            [kind]
+            if isinstance(kind, str)
+            else [k for k in kind if isinstance(k, str)]
+            if isinstance(kind, list)
+            else []
+        )
+        if not kinds:
+            implied = "object" if "properties" in schema or "additionalProperties" in schema else None
+            implied = implied or ("array" if "items" in schema or "prefixItems" in schema else None)
+            kinds = [implied] if implied else ["string"]
+        useful = [k for k in kinds if k != "null"] or kinds
+        name = useful[self.branch % len(useful)]
+        if name == "object":
+            return self._object(schema, pointer, path, depth)
+        if name == "array":
+            return self._array(schema, pointer, path, depth)
+        if name in ("integer", "number"):
+            low, high = schema.get("minimum"), schema.get("maximum")
+            value = low if isinstance(low, (int, float)) and not isinstance(low, bool) else 1
+            if isinstance(high, (int, float)) and not isinstance(high, bool) and value > high:
+                value = high
+            return int(value) if name == "integer" and value == int(value) else value
+        if name == "boolean":
+            return True
+        if name == "null":
+            return None
+        return _string(schema)
+
+    def _object(self, schema: dict[str, Any], pointer: str, path: Path, depth: int) -> dict[str, Any]:
+        found = schema.get("properties")
+        properties: dict[str, Any] = found if isinstance(found, dict) else {}
+        if self._lean(depth):  # large enough: the required properties only from here on
+            listed = schema.get("required")
+            wanted: list[Any] = listed if isinstance(listed, list) else []
+            properties = {
+                key: sub
+                for key, sub in properties.items()
+                if key in wanted or self._leads(sub, f"{pointer}/properties/{escape(key)}")
+            }
+        listing = list(properties.items())[:MAX_EXEMPLAR_PROPERTIES]
+        if self.branch % 2:  # the budget runs out elsewhere: the last properties filled first
+            listing.reverse()
+        filled = {
+            key: self._make(sub, f"{pointer}/properties/{escape(key)}", (*path, key), depth + 1)
+            for key, sub in listing
+        }
+        made: dict[str, Any] = {key: filled[key] for key in properties if key in filled}  # xgrammar's order
+        named = schema.get("patternProperties") if not self._lean(depth) else None  # one entry a pattern
+        for pattern, sub in list(named.items() if isinstance(named, dict) else ())[:4]:
+            key = next(iter(pattern_literals(pattern)), "") or "a"
+            where = f"{pointer}/patternProperties/{escape(pattern)}"
+            made.setdefault(key, self._make(sub, where, (*path, key), depth + 1))
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict) and not self._lean(depth):
+            made.setdefault(
+                "zz", self._make(extra, f"{pointer}/additionalProperties", (*path, "zz"), depth + 1)
+            )
+        return made
+
+    def _array(self, schema: dict[str, Any], pointer: str, path: Path, depth: int) -> list[Any]:
+        listed = schema.get("prefixItems")
+        prefix: list[Any] = listed if isinstance(listed, list) else []
+        out = [
+            self._make(sub, f"{pointer}/prefixItems/{i}", (*path, i), depth + 1)
+            for i, sub in enumerate(prefix)
+        ]
+        items = schema.get("items")
+        if isinstance(items, dict):
+            low = schema.get("minItems")
+            low = int(low) if isinstance(low, int) and not isinstance(low, bool) else 0
+            count = min(low, 4) if self._lean(depth) else max(1, min(low, 4))
+            out.extend(
+                self._make(items, f"{pointer}/items", (*path, len(out)), depth + 1) for _ in range(count)
+            )
+        return out
+
+
+def targeted(made: Exemplar, pointer: str, literals: list[Any]) -> list[Any]:
+    """Edits of the values the subschema at `pointer` made: each value edited, swapped for a
+    schema literal or a generic value of every type (a several-branch `allOf` takes anything)."""
+    out: list[Any] = []
+    for path in made.places(pointer):
+        try:
+            value = _at(made.instance, path)
+        except (KeyError, IndexError, TypeError):
+            continue
+        out.extend(replace(made.instance, path, new) for new in (*edits(value), *literals[:16], *GENERIC))
+    return out
+
+
+def _at(instance: Any, path: Path) -> Any:
+    for key in path:
+        instance = instance[key]
+    return instance
+
+
+def _string(schema: dict[str, Any]) -> str:
+    named = schema.get("format")
+    if isinstance(named, str) and named in FORMAT_EXAMPLES:
+        return FORMAT_EXAMPLES[named]
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        found = pattern_literals(pattern)
+        if found:
+            return found[0]
+    low = schema.get("minLength")
+    length = int(low) if isinstance(low, int) and not isinstance(low, bool) and 0 < low <= MAX_STRING else 1
+    return "a" * length

@@ -26,6 +26,7 @@ from exporter.schema.walk import resolve
 RULE = "xgrammar_unenforced"
 UNIONS = frozenset({"anyOf", "oneOf", "allOf"})
 OBJECT_KEYS = ("patternProperties", "additionalProperties", "unevaluatedProperties", "propertyNames")
+EXEMPLARS = 3  # the first, second and third choice of every union and enum
 MAX_STUCK = 20  # walks in a row that did not finish: the grammar's strings are too long to sample
 
 
@@ -58,7 +59,8 @@ def keyword(finding: Finding) -> str:
 def covers(finding: Finding, violation: Violation) -> bool:
     """Whether a validator error proves this finding: it sits where the dropped keyword acts, in the
     document or on the validator's way there (a `$ref` under an `allOf` branch leads elsewhere)."""
-    return any(_covers(finding, violation, place) for place in (violation.pointer, violation.route) if place)
+    places = (violation.pointer, violation.route, *violation.trail)
+    return any(_covers(finding, violation, place) for place in places if place)
 
 
 def _covers(finding: Finding, violation: Violation, place: str) -> bool:
@@ -72,6 +74,8 @@ def _covers(finding: Finding, violation: Violation, place: str) -> bool:
     if "patternProperties" in name:  # a key the pattern should refuse falls to additionalProperties
         node = pointer.partition("/patternProperties")[0]
         return any(_within(place, f"{node}/{key}") for key in OBJECT_KEYS)
+    if name == "allOf with several branches":  # the whole subschema compiles to any JSON value
+        return _within(place, node)
     if name == "$ref to an anchor":  # the target is never reached: all it asks is dropped
         return place.startswith(node + "/")
     if name.endswith("beside $ref"):  # the target is compiled, the $ref's siblings are dropped
@@ -186,6 +190,26 @@ def prove(
     samples = stuck = 0
     failure = ""
     try:
+        # First the schema's own examples, edited where each finding points: precise and cheap,
+        # bounded by the budget alone. Then their random mutations and the walks, with patience.
+        def spent() -> bool:
+            return time.perf_counter() >= deadline or search.settled()
+
+        made_ones = [candidates.Exemplar(schema, variant) for variant in range(EXEMPLARS)]
+        reached = {pointer for made in made_ones for pointer in made.where}
+        for index, target in enumerate(targets):  # a union branch none of them took
+            node = target.pointer.rpartition("/")[0]
+            if index not in search.proofs and node not in reached:
+                made_ones.append(candidates.Exemplar(schema, 0, aim=node))
+                reached.update(made_ones[-1].where)
+        for made in made_ones:
+            _edit_where_pointed(search, made, literals, spent)
+        search.progress = time.perf_counter()
+        for made in made_ones[:EXEMPLARS]:
+            for candidate in candidates.mutations(made.instance, literals, rng):
+                if over():
+                    break
+                search.consider(candidate, "mutation of the schema's example")
         while not over() and stuck < MAX_STUCK:
             sample = engine.sample(compiled, rng)
             if sample is None:
@@ -214,6 +238,17 @@ def prove(
     done = tuple(_settle(t, search.proofs.get(i) or missing) for i, t in enumerate(targets))
     discovered = tuple(_discovered(violation, proof) for violation, proof in search.found.values())
     return Outcome(done, discovered, compiled.seconds, elapsed, samples, search.candidates)
+
+
+def _edit_where_pointed(search: _Search, made: candidates.Exemplar, literals: list[Any], over: Any) -> None:
+    """The schema's example, then edits of it at the place each open finding points to."""
+    search.consider(made.instance, "the schema's example")
+    for index, target in enumerate(search.targets):
+        node = target.pointer.rpartition("/")[0]
+        for candidate in candidates.targeted(made, node, literals):
+            if over() or index in search.proofs:
+                break
+            search.consider(candidate, "edit of the schema's example where the finding points")
 
 
 def _format_at(schema: Any, pointer: str) -> str:

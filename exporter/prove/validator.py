@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.schema import backends
-from exporter.schema.walk import escape
+from exporter.schema.walk import escape, resolve
 
 MAX_ERRORS = 16  # per instance: the first ones are enough to place the violation
 
@@ -26,6 +26,7 @@ class Violation:
     message: str
     several: bool = False  # a oneOf that more than one branch matched (exclusivity, not "none")
     route: str = ""  # the way the validator came, through `$ref`s: /properties/a/allOf/0/$ref/type
+    trail: tuple[str, ...] = ()  # the document pointers of the subschemas that way passed through
 
 
 class Validator:
@@ -37,6 +38,7 @@ class Validator:
 
         cls = validators.validator_for(schema, default=_undeclared_draft(schema, jsonschema))
         self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+        self._root = schema
         self.draft = cls.__name__.removesuffix("Validator")
         self._pointers: dict[int, str] = {}
         _index(schema, "", self._pointers)
@@ -80,7 +82,37 @@ class Validator:
             pointer = f"{parent}/{escape(keyword)}"
         several = keyword == "oneOf" and not error.context
         route = "".join(f"/{escape(str(part))}" for part in error.absolute_schema_path)
-        return Violation(pointer, keyword, _short(error.message), several, route)
+        trail = _trail(self._root, list(error.absolute_schema_path))
+        return Violation(pointer, keyword, _short(error.message), several, route, trail)
+
+
+def _trail(root: Any, path: list[Any]) -> tuple[str, ...]:
+    """The document pointers along a validator's schema path, `$ref`s followed where the path goes
+    on past one (jsonschema leaves them out of the path): a `$ref`'s target is a place of its own."""
+    node, at, out = root, "", [""]
+    for part in path:
+        hops = 8
+        while (
+            isinstance(node, dict)
+            and isinstance(node.get("$ref"), str)
+            and hops
+            and (part == "$ref" or part not in node)
+        ):
+            found = resolve(root, node["$ref"])
+            if found is None:
+                return tuple(out)
+            (at, node), hops = found, hops - 1
+            out.append(at)
+        if part == "$ref":
+            continue
+        if isinstance(node, dict) and part in node:
+            node, at = node[part], f"{at}/{escape(str(part))}"
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node, at = node[part], f"{at}/{part}"
+        else:
+            break
+        out.append(at)
+    return tuple(out)
 
 
 def _undeclared_draft(schema: Any, jsonschema: Any) -> Any:

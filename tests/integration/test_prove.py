@@ -140,3 +140,47 @@ def test_gdx_lint_prove_prints_and_exports_the_counterexample(tmp_path: Path, to
     assert len(instance) != len({json.dumps(item) for item in instance})  # a duplicate item
     text = subprocess.run([*base, str(path)], capture_output=True, text=True, timeout=300)
     assert "proven on xgrammar" in text.stdout and finding["proof"]["instance"] in text.stdout
+
+
+# What exporter/schema/compiled.py assumes of xgrammar's parser, on the installed version (and on
+# every pinned one through test_engine_versions.py): (schema, instance, accepted).
+MODEL_PREMISES = [
+    ({"allOf": [{"type": "integer"}, {"minimum": 0}]}, '"any value"', True),  # several branches: any
+    ({"allOf": [{"type": "integer"}, {"minimum": 0}]}, '{"zz":[1]}', True),
+    ({"allOf": [{"type": "integer"}]}, '"x"', False),  # one branch: that branch
+    ({"anyOf": [{"required": ["a"]}]}, "[1]", True),  # a branch without type: any value
+    ({"type": "object", "properties": {"a": {"type": "integer"}}}, '{"a":1,"b":2}', False),  # closed
+    ({"type": "object", "properties": {"a": {}}, "additionalProperties": True}, '{"b":2}', True),
+    ({"type": "string", "pattern": "ab"}, '"xabx"', False),  # the pattern matches the whole string
+    (
+        {"type": "object", "properties": {"a": {"type": "string"}}, "anyOf": [{"type": "object"}]},
+        '{"a":5}',
+        True,
+    ),
+    ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n", "maximum": 1}, "5", True),  # $ref wins
+    ({"type": "integer", "enum": ["a"]}, '"a"', True),  # enum before type
+]
+
+
+@pytest.mark.parametrize(("schema", "instance", "accepted"), MODEL_PREMISES)
+def test_the_model_of_the_compile_holds_on_the_engine(
+    engine: XgrammarEngine, schema: Any, instance: str, accepted: bool
+) -> None:
+    assert engine.accepts(engine.compile(json.dumps(schema)), instance) is accepted
+
+
+def test_a_date_deep_in_optional_objects_is_proven(engine: XgrammarEngine, recheck: Any) -> None:
+    """The walks rarely fill six optional objects; the schema's own example fills them all."""
+    leaf = {"type": "object", "properties": {"when": {"type": "string", "format": "date"}}}
+    schema: dict[str, Any] = {"type": "object", "properties": {"x": {"type": "integer"}, "a": leaf}}
+    for name in ("b", "c", "d", "e", "f", "g"):
+        schema = {
+            "type": "object",
+            "properties": {"x": {"type": "string"}, "y": {"type": "number"}, name: schema},
+        }
+    target = _finding(schema, "format date day of month")
+    (proved,) = prove(json.dumps(schema), [target], engine, Settings(seconds=3.0, patience=3.0)).findings
+    assert proved.proof is not None and proved.proof.status == "proven", proved.proof
+    assert "-02-30" in proved.proof.instance or "-04-31" in proved.proof.instance
+    assert proved.proof.how == "edit of the schema's example where the finding points"  # before any walk
+    assert proved.proof.violation in recheck(schema, proved.proof.instance)

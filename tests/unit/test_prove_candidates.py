@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from exporter.prove import candidates
 from exporter.prove.search import covers
 from exporter.prove.validator import Violation
@@ -84,3 +86,94 @@ def test_lint_resolves_refs_reads_the_draft_and_leaves_undefined_formats_at_info
     )
     assert named({"type": "string", "format": "semver"}) == {"format semver": "info"}
     assert named({"type": "string", "format": "iri"}) == {"format iri": "warning"}
+
+
+def test_the_schemas_example_fills_every_property() -> None:
+    schema = {
+        "$defs": {"when": {"type": "string", "format": "date"}},
+        "type": "object",
+        "required": ["id"],
+        "properties": {
+            "id": {"type": "integer", "minimum": 3},
+            "kind": {"enum": ["a", "b"]},
+            "tags": {"type": "array", "items": {"type": "string", "pattern": "^t[0-9]$"}, "minItems": 2},
+            "deep": {"type": "object", "properties": {"at": {"$ref": "#/$defs/when"}, "n": {"type": "null"}}},
+            "either": {"oneOf": [{"type": "boolean"}, {"type": "string", "minLength": 3}]},
+        },
+    }
+    first, second = candidates.exemplar(schema, 0), candidates.exemplar(schema, 1)
+    assert first == {
+        "id": 3,
+        "kind": "a",
+        "tags": ["t0", "t0"],
+        "deep": {"at": "2023-01-15", "n": None},
+        "either": True,
+    }
+    assert (second["kind"], second["either"]) == ("b", "aaa")
+
+
+def test_the_schemas_example_is_bounded_on_recursion() -> None:
+    schema = {
+        "$defs": {"n": {"type": "object", "properties": {"next": {"$ref": "#/$defs/n"}}}},
+        "$ref": "#/$defs/n",
+    }
+    made = candidates.exemplar(schema)
+    depth = 0
+    while isinstance(made, dict):
+        made, depth = made.get("next"), depth + 1
+    assert 5 < depth <= candidates.MAX_EXEMPLAR_DEPTH + 2
+
+
+def test_the_schemas_example_meets_a_dropped_if_or_not() -> None:
+    """Even choices meet the condition a dropped `if` or `not` is about; odd ones do not."""
+    named = {"type": "string", "not": {"const": "admin"}}
+    assert (candidates.exemplar(named, 0), candidates.exemplar(named, 1)) == ("admin", "a")
+    schema = {
+        "type": "object",
+        "properties": {"t": {"type": "string"}, "z": {"type": "integer"}},
+        "if": {"properties": {"t": {"const": "x"}}},
+        "then": {"required": ["z"]},
+    }
+    assert candidates.exemplar(schema, 0) == {"t": "x", "z": 1}
+    assert candidates.exemplar(schema, 1) == {"t": "a", "z": 1}
+
+
+def test_a_violation_carries_the_document_places_its_way_passed() -> None:
+    """jsonschema's path leaves `$ref`s out; the trail follows them, so a finding at a definition
+    is matched by an error met on the way through it."""
+    from exporter.prove.validator import Validator
+
+    schema = {
+        "definitions": {"meter": {"type": "object"}, "w1": {"allOf": [{"$ref": "#/definitions/meter"}, {}]}},
+        "properties": {"meters": {"type": "array", "items": {"$ref": "#/definitions/w1"}}},
+    }
+    (violation,) = Validator(schema).violations({"meters": [0]})
+    assert violation.pointer == "/definitions/meter/type"
+    assert "/definitions/w1/allOf/0" in violation.trail and "/properties/meters/items" in violation.trail
+
+
+def test_targeted_edits_change_only_the_place_a_finding_points_to() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "format": "date"}, "b": {"type": "integer"}},
+    }
+    made = candidates.Exemplar(schema)
+    assert made.places("/properties/a") == [("a",)]
+    edited = candidates.targeted(made, "/properties/a", [])
+    assert {"a": "2023-02-30", "b": 1} in edited
+    assert all(candidate["b"] == 1 for candidate in edited)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "example"),
+    [
+        ("^/dev/[^/]+(/[^/]+)*$", "/dev/a/a"),  # a negated class gives a character it allows
+        ("^[^a-z0-9]x$", "Ax"),
+        ("^[A-F\\d]{24}$", "A" * 24),  # an exact count is spelled out
+    ],
+)
+def test_a_patterns_example_matches_it(pattern: str, example: str) -> None:
+    import re
+
+    assert candidates.pattern_literals(pattern)[0] == example
+    assert re.search(pattern, example)

@@ -74,7 +74,8 @@ def _worker(tokenizer: str, engines_path: str, seconds: float, inbox: Any, outbo
             "table": len(table),
             "proven": sum(1 for f in outcome.findings if f.proof and f.proof.status == "proven"),
             "verdicts": [
-                (f.message.split("`")[1], before.severity, bool(f.proof and f.proof.status == "proven"))
+                (f.message.split("`")[1], before.severity, bool(f.proof and f.proof.status == "proven"),
+                 f.pointer)
                 for before, f in zip(table, outcome.findings, strict=True)
             ],
             "discovered": [f.message.split("`")[1] for f in outcome.discovered],
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="--prove.seconds (default 10)")
     parser.add_argument("--sample", type=int, default=1, help="only schemas whose digest is 0 modulo this")
     parser.add_argument("--limit", type=int, default=0, help="stop after this many schemas")
+    parser.add_argument("--dump", type=Path, help="write each schema's verdicts here (JSON lines)")
     args = parser.parse_args(argv)
     from exporter.schema.lint import lint
     from tools.bench.machine import header
@@ -180,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {number}/{len(jobs)}", flush=True)
     if worker is not None:
         inbox.put(None)
+    if args.dump:
+        args.dump.write_text("".join(json.dumps(r) + "\n" for r in results))
     _report(version, results, timeouts, args)
     return 0
 
