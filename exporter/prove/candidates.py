@@ -15,13 +15,14 @@ import json
 import random
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 from exporter.schema.walk import escape, resolve
 
 MAX_POOL = 64  # literals taken from the schema
 MAX_REPEAT_EXAMPLE = 256  # a pattern's `{24}` is spelled out 24 times; beyond this, once
 SECOND_STEPS = 40  # candidates per sample given a second edit
+MAX_BOUND = 20_000  # longest string made to pass a maxLength
 MAX_SPOTS = 60  # places edited per instance: each edit copies the whole instance
 MAX_STRING = 300
 LITERAL_KEYS = ("const", "default")
@@ -226,6 +227,7 @@ def edits(value: Any) -> Iterator[Any]:
         yield -value
         yield value * 1000
         yield value + 0.5
+        yield value + 0.001  # off a decimal step (multipleOf 0.01)
         yield 0
 
 
@@ -438,14 +440,39 @@ class Exemplar:
 def targeted(made: Exemplar, pointer: str, literals: list[Any]) -> list[Any]:
     """Edits of the values the subschema at `pointer` made: each value edited, swapped for a
     schema literal or a generic value of every type (a several-branch `allOf` takes anything)."""
+    found = resolve(made.root, "#" + pointer)
+    schema = found[1] if found is not None and isinstance(found[1], dict) else {}
     out: list[Any] = []
     for path in made.places(pointer):
         try:
             value = _at(made.instance, path)
         except (KeyError, IndexError, TypeError):
             continue
-        out.extend(replace(made.instance, path, new) for new in (*edits(value), *literals[:16], *GENERIC))
+        news = (*past_bounds(schema, value), *edits(value), *literals[:16], *GENERIC)
+        out.extend(replace(made.instance, path, new) for new in news)
     return out
+
+
+def past_bounds(schema: dict[str, Any], value: Any) -> list[Any]:
+    """The value just past what its own subschema bounds: one character over `maxLength` (the
+    first character repeated, which most patterns still match), one under `minLength`, a number
+    off its `multipleOf` step."""
+    out: list[Any] = []
+    high, low, step = schema.get("maxLength"), schema.get("minLength"), schema.get("multipleOf")
+    if isinstance(value, str):
+        if _count(high) and len(value) <= high < MAX_BOUND:
+            out.append((value[:1] or "a") * (int(high) + 1 - len(value)) + value)
+        if _count(low) and 0 < low <= len(value):
+            out.append(value[: int(low) - 1])
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and _count(step, 0):
+        out.extend((value + step / 2, value + step * 0.3))
+    return out
+
+
+def _count(value: Any, least: float = 0) -> TypeGuard[float]:
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and value >= least and value == value
+    )
 
 
 def _at(instance: Any, path: Path) -> Any:

@@ -341,6 +341,8 @@ def xgrammar_gaps(
 
 def _xgrammar_gaps(schema: dict[str, Any], lookaround: bool, root: Any = None) -> list[tuple[str, str]]:
     out = _simple_keywords(schema)
+    if _one_item_at_most(schema):  # strict mode: no `items`, no items; a duplicate needs two
+        out = [found for found in out if found[0] != "uniqueItems"]
     several = isinstance(schema.get("allOf"), list) and len(schema["allOf"]) > 1
     reading = compiled.form(schema)
     dropped = reading in ("anyOf", "oneOf", "allOf") and not (reading == "allOf" and several)
@@ -386,7 +388,7 @@ def _xgrammar_gaps(schema: dict[str, Any], lookaround: bool, root: Any = None) -
 def _siblings_observable(schema: dict[str, Any], union: str, root: Any) -> bool:
     """Whether the `properties` xgrammar drops beside a union could be broken by what the union's
     branches emit: a property that asks something, under a name a branch's object can have, where
-    that branch does not already pin the value to constants the property accepts."""
+    that branch does not already pin the value to a few the property accepts (compiled.finite)."""
     properties = schema.get("properties")
     branches = schema.get(union)
     if not isinstance(properties, dict) or not isinstance(branches, list):
@@ -400,17 +402,10 @@ def _siblings_observable(schema: dict[str, Any], union: str, root: Any) -> bool:
             if not compiled.constrains(sub) or (names is not None and name not in names):
                 continue
             pinned = own.get(name) if isinstance(own, dict) else None
-            values = _constants(_deref(pinned, document))
+            values = compiled.finite(document, pinned) if pinned is not None else None
             if values is None or any(compiled.refuses(document, sub, value) for value in values):
                 return True
     return False
-
-
-def _constants(schema: Any) -> list[Any] | None:
-    if isinstance(schema, dict) and "const" in schema:
-        return [schema["const"]]
-    values = schema.get("enum") if isinstance(schema, dict) else None
-    return values if isinstance(values, list) and values else None
 
 
 def exclusive(branches: list[Any], root: Any) -> bool:
@@ -547,6 +542,15 @@ def _xgrammar_refusals(schema: dict[str, Any]) -> list[tuple[str, str]]:
     if any(facts.largest_count > REPEAT_LIMIT for facts in _name_facts(schema)):
         out.append((f"patternProperties repeat over {REPEAT_LIMIT}", "patternProperties"))
     return out
+
+
+def _one_item_at_most(schema: dict[str, Any]) -> bool:
+    """An array xgrammar compiles (typed or implied; an untyped schema is any value, arrays of any
+    length included) that holds at most one item."""
+    if compiled.form(schema) not in ("type", "array"):
+        return False
+    high = schema.get("maxItems")
+    return _listed_items(schema) <= 1 or (_number(high) and high <= 1)
 
 
 def _listed_items(schema: dict[str, Any]) -> float:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 from exporter.schema.walk import escape, resolve
 
@@ -198,6 +198,32 @@ def _open(schema: dict[str, Any]) -> bool:
     return extra is not False or isinstance(schema.get("patternProperties"), dict)
 
 
+def finite(root: Any, schema: Any) -> list[Any] | None:
+    """Every value the compiled grammar can emit here, when there are few (None: many): the
+    constants, `true`/`false`, `null`, and `{}` for an object strict mode closes with no names."""
+    schema = _deref(root, schema)
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return [schema["const"]]
+    values = schema.get("enum")
+    if isinstance(values, list):
+        return values or None
+    if form(schema) not in ("type", "object"):
+        return None
+    out: list[Any] = []
+    for kind in _kinds(schema):
+        if kind == "null":
+            out.append(None)
+        elif kind == "boolean":
+            out.extend((True, False))
+        elif kind == "object" and keys(root, schema) == frozenset():
+            out.append({})
+        else:
+            return None
+    return out or None
+
+
 def constrains(schema: Any) -> bool:
     """Whether a subschema asks anything of a value (`{}`, `true` and annotations ask nothing)."""
     if schema is True or schema == {}:
@@ -221,6 +247,10 @@ def disjoint(root: Any, left: Any, right: Any, depth: int = MAX_DEPTH) -> bool:
             return True
     if _required_apart(root, left, right) or _ranges_apart(left, right) or _patterns_apart(left, right):
         return True
+    for one, other in ((left, right), (right, left)):  # more names required than the other allows
+        most = other.get("maxProperties")
+        if _number(most) and len(set(_required(one))) > most and types(root, one) <= {"object"}:
+            return True
     common = set(_required(left)) & set(_required(right))
     for name in common:
         a, b = _property(left, name), _property(right, name)
@@ -302,7 +332,7 @@ def _ranges_apart(left: dict[str, Any], right: dict[str, Any]) -> bool:
     )
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -59,7 +59,7 @@ def test_lint_exit_codes_and_text(tmp_path: Path) -> None:
         and "/properties/code/pattern" in out.stdout
     )
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"type": "array", "uniqueItems": True}))
+    bad.write_text(json.dumps({"type": "array", "items": {}, "uniqueItems": True}))
     assert gdx("lint", str(bad)).returncode == 1  # llguidance refuses it: an error
     assert gdx("lint", "--engine", "xgrammar", str(bad)).returncode == 0  # only a warning for xgrammar
     broken = tmp_path / "broken.json"

@@ -311,3 +311,13 @@ def test_findings_keep_the_keyword_where_lintreport_reads_it() -> None:
     assert words == {"oneOf exclusivity", "pattern anchor in the middle"}
     refused = enginelogs.llguidance_refusals(nodes, "1.9.1", "oneOf constraints are not `supported`")
     assert [_keyword(r.finding) for r in refused] == ["oneOf"]
+
+
+def test_what_xgrammar_logs_counts_only_where_it_can_show() -> None:
+    """xgrammar's own disjointness proof is narrower than the table's: a fallback to anyOf over
+    branches that exclude each other anyway, or under a `not`, changes nothing it emits."""
+    apart = {"oneOf": [{"type": "string", "pattern": "^#"}, {"enum": ["red", "blue"]}]}
+    overlapping = {"oneOf": [{"type": "integer"}, {"type": "number"}]}
+    schema = {"type": "object", "properties": {"a": apart, "b": overlapping, "c": {"not": overlapping}}}
+    said = enginelogs.findings(schema, [Compile("xgrammar", "0.2.8", True, warnings=(ONEOF,))], Budget())
+    assert [r.finding.pointer for r in said] == ["/properties/b/oneOf"]

@@ -177,3 +177,10 @@ def test_a_patterns_example_matches_it(pattern: str, example: str) -> None:
 
     assert candidates.pattern_literals(pattern)[0] == example
     assert re.search(pattern, example)
+
+
+def test_past_bounds_steps_just_outside_the_subschema() -> None:
+    assert candidates.past_bounds({"maxLength": 5}, "ab") == ["aaaaab"]
+    assert candidates.past_bounds({"minLength": 3}, "abcd") == ["ab"]
+    assert candidates.past_bounds({"multipleOf": 0.1}, 1) == [1.05, 1.03]
+    assert candidates.past_bounds({"maxLength": 1.5}, "ab") == []  # already past

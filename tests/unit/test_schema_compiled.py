@@ -148,3 +148,34 @@ def test_refuses_is_sure_or_silent() -> None:
     assert compiled.refuses(schema, schema, "x")
     assert not compiled.refuses(schema, schema, {"a": 2, "b": "anything"})
     assert not compiled.refuses({}, {"pattern": "(unclosed"}, "x")  # unreadable: not sure
+
+
+def test_a_branch_that_closes_a_property_to_an_empty_object_pins_it() -> None:
+    """Strict mode compiles `{"type": "object"}` to `{}` only: a sibling that accepts `{}` is moot."""
+    branch = {"type": "object", "properties": {"options": {"type": "object"}, "n": {"type": "number"}}}
+    sibling = {"options": {"type": "object", "properties": {"a": {"type": "string"}}}}
+    assert compiled.finite({}, branch["properties"]["options"]) == [{}]
+    assert _unenforced({"allOf": [branch], "properties": sibling}) == []
+    assert _unenforced({"allOf": [branch], "properties": {"options": {"required": ["a"]}}}) == [
+        ("/allOf", "properties beside allOf")
+    ]
+
+
+def test_uniqueitems_only_where_two_items_can_be_emitted() -> None:
+    assert _unenforced({"type": "array", "uniqueItems": True}) == []  # strict mode: `[]` only
+    assert _unenforced({"type": "array", "items": {}, "maxItems": 1, "uniqueItems": True}) == []
+    assert _unenforced({"type": "array", "items": {"type": "string"}, "uniqueItems": True}) == [
+        ("/uniqueItems", "uniqueItems")
+    ]
+
+
+def test_more_names_required_than_the_other_branch_allows_is_apart() -> None:
+    repository = {"type": "object", "properties": {"type": {}, "url": {}}, "required": ["type", "url"]}
+    single = {"type": "object", "additionalProperties": {"enum": [False]}, "maxProperties": 1}
+    assert compiled.disjoint({}, repository, single)
+    assert not compiled.disjoint({}, {**repository, "required": ["type"]}, single)
+
+
+def test_uniqueitems_on_an_untyped_schema_shows() -> None:
+    """No `type`: xgrammar compiles any value, arrays of any length with duplicates included."""
+    assert _unenforced({"uniqueItems": True}) == [("/uniqueItems", "uniqueItems")]

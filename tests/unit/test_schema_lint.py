@@ -113,7 +113,10 @@ def test_literals_are_never_walked_as_schemas() -> None:
 
 
 def test_backend_rules_name_the_keyword_and_engine_filter() -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "array", "uniqueItems": True}}}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+    }
     findings = lint(schema)
     assert [(f.rule, f.pointer) for f in findings] == [
         ("llguidance_refused", "/properties/a/uniqueItems"),

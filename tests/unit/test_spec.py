@@ -119,7 +119,7 @@ def test_structural_tags_lint_each_inner_schema_at_its_place() -> None:
             },
             {
                 "begin": "<function=tags>",
-                "schema": {"type": "array", "uniqueItems": True},
+                "schema": {"type": "array", "items": {}, "uniqueItems": True},
                 "end": "</function>",
             },
         ],
