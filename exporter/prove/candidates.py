@@ -231,18 +231,21 @@ def edits(value: Any) -> Iterator[Any]:
         yield 0
 
 
-def mutations(instance: Any, literals: list[Any], rng: random.Random, limit: int = 400) -> list[Any]:
+def mutations(instance: Any, literals: list[Any], rng: random.Random, limit: int = 400) -> Iterator[Any]:
     """Instances one edit away: edits of every value first, then every value replaced by a schema
     literal or a generic one, or an object given a schema string as a key (a `patternProperties`
-    lookahead is about keys), shuffled so that each sample tries different ones; at most `limit`."""
+    lookahead is about keys), shuffled so that each sample tries different ones; at most `limit`,
+    then a few two edits away. Lazy: each copies the whole instance, and the search has a budget."""
     spots = places(instance)
     if len(spots) > MAX_SPOTS:  # a large instance: a different handful of places each time
         spots = rng.sample(spots, MAX_SPOTS)
     out: list[Any] = []
     for path, value in spots:
-        out.extend(replace(instance, path, edited) for edited in edits(value))
-        if len(out) >= limit:
-            break
+        for edited in edits(value):
+            if len(out) >= limit:
+                break
+            out.append(replace(instance, path, edited))
+            yield out[-1]
     swaps = [(path, new) for path, _ in spots for new in (*literals, *GENERIC)]
     names = [literal for literal in literals if isinstance(literal, str) and literal]
     for path, value in spots:
@@ -250,14 +253,14 @@ def mutations(instance: Any, literals: list[Any], rng: random.Random, limit: int
             filler = next(iter(value.values()), 0)
             swaps.extend((path, {**value, name: filler}) for name in names)
     rng.shuffle(swaps)
-    out.extend(replace(instance, path, new) for path, new in swaps[: max(0, limit - len(out))])
-    out = out[:limit]
+    for path, new in swaps[: max(0, limit - len(out))]:
+        out.append(replace(instance, path, new))
+        yield out[-1]
     if out:  # a few two steps away: a value set *and* a property dropped (`if`/`then`, `not`)
         for first in rng.sample(out, min(len(out), SECOND_STEPS)):
             path, value = rng.choice(places(first))
             second = list(edits(value)) or list(GENERIC)
-            out.append(replace(first, path, rng.choice(second)))
-    return out
+            yield replace(first, path, rng.choice(second))
 
 
 FORMAT_EXAMPLES = {
@@ -317,12 +320,14 @@ class Exemplar:
             options = schema.get(union)
             if isinstance(options, list) and options:
                 pick = self._toward(options, f"{pointer}/{union}")
-                return self._make(options[pick], f"{pointer}/{union}/{pick}", path, depth + 1)
+                chosen = self._make(options[pick], f"{pointer}/{union}/{pick}", path, depth + 1)
+                return self._siblings(schema, pointer, path, depth, chosen)
         parts = schema.get("allOf")
         if isinstance(parts, list) and parts:
             each = [self._make(part, f"{pointer}/allOf/{i}", path, depth + 1) for i, part in enumerate(parts)]
             if all(isinstance(part, dict) for part in each):
-                return {key: value for part in each for key, value in part.items()}
+                merged = {key: value for part in each for key, value in part.items()}
+                return self._siblings(schema, pointer, path, depth, merged)
             return each[0]
         made = self._typed(schema, pointer, path, depth)
         if branch % 2 == 0:  # what a dropped `if` or `not` is about: its condition met
@@ -333,6 +338,21 @@ class Exemplar:
                         made = {**made, **about}
                     elif type(made) is type(about) and not isinstance(made, (dict, list)):
                         made = about  # `not: {const: "admin"}` beside `type: string`: "admin"
+        return made
+
+    def _siblings(self, schema: dict[str, Any], pointer: str, path: Path, depth: int, made: Any) -> Any:
+        """The `properties` beside a union, which xgrammar drops: their values too (a branch's own
+        value kept where it has one), so that edits can break what they ask."""
+        properties = schema.get("properties")
+        if not isinstance(made, dict) or not isinstance(properties, dict) or self._lean(depth):
+            return made
+        for key, sub in list(properties.items())[:MAX_EXEMPLAR_PROPERTIES]:
+            place = f"{pointer}/properties/{escape(key)}"
+            value = self._make(sub, place, (*path, key), depth + 1)
+            if isinstance(made.get(key), dict) and isinstance(value, dict):
+                made[key] = {**value, **made[key]}  # the branch's own fields win
+            elif key not in made:
+                made[key] = value
         return made
 
     def _toward(self, options: list[Any], pointer: str) -> int:
@@ -437,20 +457,19 @@ class Exemplar:
         return out
 
 
-def targeted(made: Exemplar, pointer: str, literals: list[Any]) -> list[Any]:
+def targeted(made: Exemplar, pointer: str, literals: list[Any]) -> Iterator[Any]:
     """Edits of the values the subschema at `pointer` made: each value edited, swapped for a
-    schema literal or a generic value of every type (a several-branch `allOf` takes anything)."""
+    schema literal or a generic value of every type (a several-branch `allOf` takes anything).
+    Lazy: each candidate copies the whole instance, and the search stops on its budget."""
     found = resolve(made.root, "#" + pointer)
     schema = found[1] if found is not None and isinstance(found[1], dict) else {}
-    out: list[Any] = []
     for path in made.places(pointer):
         try:
             value = _at(made.instance, path)
         except (KeyError, IndexError, TypeError):
             continue
-        news = (*past_bounds(schema, value), *edits(value), *literals[:16], *GENERIC)
-        out.extend(replace(made.instance, path, new) for new in news)
-    return out
+        for new in (*past_bounds(schema, value), *edits(value), *literals[:16], *GENERIC):
+            yield replace(made.instance, path, new)
 
 
 def past_bounds(schema: dict[str, Any], value: Any) -> list[Any]:

@@ -26,6 +26,7 @@ from exporter.schema.walk import resolve
 RULE = "xgrammar_unenforced"
 UNIONS = frozenset({"anyOf", "oneOf", "allOf"})
 OBJECT_KEYS = ("patternProperties", "additionalProperties", "unevaluatedProperties", "propertyNames")
+MAX_SIBLING_PLACES = 40  # places edited under the properties beside a union
 EXEMPLARS = 3  # the first, second and third choice of every union and enum
 MAX_STUCK = 20  # walks in a row that did not finish: the grammar's strings are too long to sample
 
@@ -244,11 +245,25 @@ def _edit_where_pointed(search: _Search, made: candidates.Exemplar, literals: li
     """The schema's example, then edits of it at the place each open finding points to."""
     search.consider(made.instance, "the schema's example")
     for index, target in enumerate(search.targets):
-        node = target.pointer.rpartition("/")[0]
-        for candidate in candidates.targeted(made, node, literals):
-            if over() or index in search.proofs:
+        for place in _places(made, target):
+            if over():
+                return
+            if index in search.proofs:
                 break
-            search.consider(candidate, "edit of the schema's example where the finding points")
+            for candidate in candidates.targeted(made, place, literals):
+                search.consider(candidate, "edit of the schema's example where the finding points")
+                if over() or index in search.proofs:
+                    break
+
+
+def _places(made: candidates.Exemplar, target: Finding) -> list[str]:
+    """The subschemas whose values a finding is about: its own, and for `properties beside` a
+    union, every place under those properties that the example filled."""
+    node = target.pointer.rpartition("/")[0]
+    if not keyword(target).startswith("properties beside"):
+        return [node]
+    under = [pointer for pointer in made.where if pointer.startswith(f"{node}/properties/")]
+    return [node, *under[:MAX_SIBLING_PLACES]]
 
 
 def _format_at(schema: Any, pointer: str) -> str:

@@ -547,7 +547,7 @@ def _xgrammar_refusals(schema: dict[str, Any]) -> list[tuple[str, str]]:
 def _one_item_at_most(schema: dict[str, Any]) -> bool:
     """An array xgrammar compiles (typed or implied; an untyped schema is any value, arrays of any
     length included) that holds at most one item."""
-    if compiled.form(schema) not in ("type", "array"):
+    if compiled.form(schema) not in ("type", "array") or compiled.bare(schema):
         return False
     high = schema.get("maxItems")
     return _listed_items(schema) <= 1 or (_number(high) and high <= 1)

@@ -4,9 +4,11 @@ xgrammar (0.2.7 to 0.2.9, `json_schema_converter.cc`) reads a subschema by the f
 finds: `$ref` (only the target), `const`, `enum`, `anyOf`, `oneOf`, `allOf` (one branch: that branch;
 several: any JSON value at all), `type`, then an object or array implied by its keywords, else any
 value. Objects are closed unless `additionalProperties` or `patternProperties` open them (vLLM
-compiles in strict mode). What the parser never reaches is not compiled: a dropped keyword there
-changes nothing the engine emits, so a finding there is noise. The table (backends.py) asks this
-module where a finding can be observed; the prover (exporter/prove/) then shows it.
+compiles in strict mode), and so are arrays without `items`, except a bare `{"type": "object"}` or
+`{"type": "array"}`, which takes any object or array. What the parser never reaches is not
+compiled: a dropped keyword there changes nothing the engine emits, so a finding there is noise.
+The table (backends.py) asks this module where a finding can be observed; the prover
+(exporter/prove/) then shows it.
 """
 
 from __future__ import annotations
@@ -193,9 +195,15 @@ def keys(root: Any, schema: Any, depth: int = MAX_DEPTH) -> frozenset[str] | Non
 
 
 def _open(schema: dict[str, Any]) -> bool:
-    """An object that admits names beyond `properties` (strict mode closes the rest)."""
+    """An object that admits names beyond `properties`: strict mode closes the rest, except on a
+    bare `{"type": "object"}` (nothing but annotations beside `type`), which is any object."""
     extra = schema.get("additionalProperties", schema.get("unevaluatedProperties", False))
-    return extra is not False or isinstance(schema.get("patternProperties"), dict)
+    return extra is not False or isinstance(schema.get("patternProperties"), dict) or bare(schema)
+
+
+def bare(schema: dict[str, Any]) -> bool:
+    """`type` and annotations only: xgrammar compiles any object (or any array) of that type."""
+    return "type" in schema and set(schema) - ANNOTATIONS <= {"type"}
 
 
 def finite(root: Any, schema: Any) -> list[Any] | None:

@@ -159,6 +159,10 @@ MODEL_PREMISES = [
     ),
     ({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n", "maximum": 1}, "5", True),  # $ref wins
     ({"type": "integer", "enum": ["a"]}, '"a"', True),  # enum before type
+    ({"type": "object", "description": "bare"}, '{"a":[1]}', True),  # a bare object: any object
+    ({"type": "array", "title": "bare"}, '[1,"x"]', True),  # a bare array: any array
+    ({"type": "array", "uniqueItems": True}, "[1,1]", False),  # not bare: closed, `[]` only
+    ({"type": "object", "maxProperties": 3}, '{"a":1}', False),
 ]
 
 

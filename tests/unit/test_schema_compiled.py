@@ -151,11 +151,15 @@ def test_refuses_is_sure_or_silent() -> None:
 
 
 def test_a_branch_that_closes_a_property_to_an_empty_object_pins_it() -> None:
-    """Strict mode compiles `{"type": "object"}` to `{}` only: a sibling that accepts `{}` is moot."""
+    """Strict mode compiles `{"type": "object", "properties": {}}` to `{}` only: a sibling that
+    accepts `{}` is moot; a bare `{"type": "object"}` is any object."""
     branch = {"type": "object", "properties": {"options": {"type": "object"}, "n": {"type": "number"}}}
     sibling = {"options": {"type": "object", "properties": {"a": {"type": "string"}}}}
-    assert compiled.finite({}, branch["properties"]["options"]) == [{}]
-    assert _unenforced({"allOf": [branch], "properties": sibling}) == []
+    assert compiled.finite({}, {"type": "object", "properties": {}}) == [{}]
+    assert compiled.finite({}, branch["properties"]["options"]) is None  # bare: any object
+    closed = {"type": "object", "properties": {"options": {"type": "object", "properties": {}}}}
+    assert _unenforced({"allOf": [closed], "properties": sibling}) == []
+    assert _unenforced({"allOf": [branch], "properties": sibling}) == [("/allOf", "properties beside allOf")]
     assert _unenforced({"allOf": [branch], "properties": {"options": {"required": ["a"]}}}) == [
         ("/allOf", "properties beside allOf")
     ]
