@@ -346,6 +346,8 @@ class Exemplar:
         properties = schema.get("properties")
         if not isinstance(made, dict) or not isinstance(properties, dict) or self._lean(depth):
             return made
+        if self.branch % 2:  # odd variants keep the branch's value alone: what a closed branch emits
+            return made
         for key, sub in list(properties.items())[:MAX_EXEMPLAR_PROPERTIES]:
             place = f"{pointer}/properties/{escape(key)}"
             value = self._make(sub, place, (*path, key), depth + 1)
