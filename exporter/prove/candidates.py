@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, TypeGuard
 
+from exporter.schema.compiled import declared
 from exporter.schema.walk import escape, resolve
 
 MAX_POOL = 64  # literals taken from the schema
@@ -380,14 +381,7 @@ class Exemplar:
         return self.budget < 0 or depth > MAX_EXEMPLAR_DEPTH
 
     def _typed(self, schema: dict[str, Any], pointer: str, path: Path, depth: int) -> Any:
-        kind = schema.get("type")
-        kinds = (
-            [kind]
-            if isinstance(kind, str)
-            else [k for k in kind if isinstance(k, str)]
-            if isinstance(kind, list)
-            else []
-        )
+        kinds = declared(schema)
         if not kinds:
             implied = "object" if "properties" in schema or "additionalProperties" in schema else None
             implied = implied or ("array" if "items" in schema or "prefixItems" in schema else None)

@@ -51,15 +51,15 @@ def _kinds(schema: dict[str, Any]) -> set[str]:
         return {"object"}
     if reading == "array":
         return {"array"}
+    return {"number" if name == "integer" else name for name in declared(schema)} & JSON_TYPES
+
+
+def declared(schema: dict[str, Any]) -> list[str]:
+    """The type names `type` lists, in order (a string or a list; anything else: none)."""
     kind = schema.get("type")
-    names = (
-        [kind]
-        if isinstance(kind, str)
-        else [k for k in kind if isinstance(k, str)]
-        if isinstance(kind, list)
-        else []
-    )
-    return {"number" if name == "integer" else name for name in names} & JSON_TYPES
+    if isinstance(kind, str):
+        return [kind]
+    return [k for k in kind if isinstance(k, str)] if isinstance(kind, list) else []
 
 
 def children(root: Any, pointer: str, schema: Any) -> Iterator[tuple[str, Any]]:
@@ -420,10 +420,10 @@ def refuses(root: Any, schema: Any, value: Any, depth: int = MAX_DEPTH) -> bool:
     branches = schema.get("allOf")
     if isinstance(branches, list) and any(refuses(root, b, value, depth - 1) for b in branches):
         return True
-    declared = _kinds(schema) if "type" in schema else set()
-    if declared and not _value_types(value) & declared:
+    kinds = _kinds(schema) if "type" in schema else set()
+    if kinds and not _value_types(value) & kinds:
         return True
-    raw = _raw_types(schema)
+    raw = set(declared(schema))
     if "integer" in raw and "number" not in raw and isinstance(value, float) and not value.is_integer():
         return True
     if isinstance(value, str):
@@ -453,14 +453,3 @@ def refuses(root: Any, schema: Any, value: Any, depth: int = MAX_DEPTH) -> bool:
         ):
             return True
     return False
-
-
-def _raw_types(schema: dict[str, Any]) -> set[str]:
-    kind = schema.get("type")
-    return (
-        {kind}
-        if isinstance(kind, str)
-        else {k for k in kind if isinstance(k, str)}
-        if isinstance(kind, list)
-        else set()
-    )
