@@ -9,8 +9,8 @@ every tracked schema; the others only those that changed, plus the ids evicted i
     hello    {v, kind, instance, pid, pod, engine, engine_kind, engine_version, backends{name: version},
               probe_version}
     schemas  {v, kind, schemas: [{id, hash, shape, kind, backend, title, text|null, bytes, truncated}]}
-    snapshot {v, kind, seq, full, backends: {name: {requests, hits, errors{reason: n}, compile, wait,
-              mask (histograms: {buckets: [n...], sum}), in_progress, oldest_seconds}},
+    snapshot {v, kind, seq, full, backends: {name: {requests, hits, errors{reason: n}, compile, miss,
+              wait, mask (histograms: {buckets: [n...], sum}), in_progress, oldest_seconds}},
               schemas: [{id, requests, hits, errors, buckets, sum}], other: {backend: same without id},
               evicted: [id], cpu: {user, system}, probe: {name: n}}
 
@@ -114,6 +114,7 @@ class BackendTotals:
     mask: Histogram  # MASK_BUCKETS
     in_progress: int
     oldest_seconds: float
+    miss: Histogram | None = None  # COMPILE_BUCKETS, the calls that missed; None from older probes
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +239,7 @@ def _backend(doc: Any) -> BackendTotals:
         mask=_histogram(doc.get("mask"), MASK_BUCKETS, "backend.mask"),
         in_progress=_count(doc.get("in_progress", 0), "backend.in_progress"),
         oldest_seconds=_seconds(doc.get("oldest_seconds", 0), "backend.oldest_seconds"),
+        miss=None if doc.get("miss") is None else _histogram(doc["miss"], COMPILE_BUCKETS, "backend.miss"),
     )
 
 

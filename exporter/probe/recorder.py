@@ -127,13 +127,14 @@ class SpecMetadata:
 class BackendStats:
     """Engine-level totals of one backend: compile counts and the compile, wait and mask histograms."""
 
-    __slots__ = ("compile", "errors", "hits", "mask", "requests", "wait")
+    __slots__ = ("compile", "errors", "hits", "mask", "miss", "requests", "wait")
 
     def __init__(self) -> None:
         self.requests = 0
         self.hits = 0
         self.errors: dict[str, int] = {}
         self.compile = Histogram(COMPILE_BUCKETS)
+        self.miss = Histogram(COMPILE_BUCKETS)  # the calls that compiled: how slow a real compile is
         self.wait = Histogram(COMPILE_BUCKETS)
         self.mask = Histogram(MASK_BUCKETS)
 
@@ -144,6 +145,7 @@ class BackendStats:
             "hits": self.hits,
             "errors": dict(self.errors),
             "compile": self.compile.to_wire(),
+            "miss": self.miss.to_wire(),
             "wait": self.wait.to_wire(),
             "mask": self.mask.to_wire(),
             "in_progress": 0,
@@ -305,6 +307,8 @@ class Recorder:
             stats.errors[error] = stats.errors.get(error, 0) + 1
         counts.histogram.observe(elapsed)
         stats.compile.observe(elapsed)
+        if not hit:
+            stats.miss.observe(elapsed)
         if isinstance(counts, TrackedSpec):
             self._changed.add(counts)
 

@@ -123,6 +123,11 @@ def test_static_schema_and_per_tenant_enums_on_real_xgrammar(
     assert sample(m, "guided_decoding_schema_requests_total", schema_hash=static_hash) == 50
     assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=static_hash) == 49
     assert sample(m, "guided_decoding_compile_cache_hits_total", pod="engine-pod", backend="xgrammar") == 49
+    # the miss-only histogram holds the 52 real compiles, not the 49 hits
+    assert sample(m, "guided_decoding_compile_miss_seconds_count", pod="engine-pod", backend="xgrammar") == 52
+    assert sample(m, "guided_decoding_compile_seconds_count", pod="engine-pod", backend="xgrammar") == 101
+    (info,) = [dict(ls) for (n, ls) in m if n == "guided_decoding_probe_info"]
+    assert info["cache"] == "true"
 
     hashes = {schema_hash(v) for v in variants}
     assert len(hashes) == 50
@@ -166,6 +171,9 @@ def test_llguidance_never_hits_and_reports_refused_keywords(
     m = scrape(daemon.url)
     assert sample(m, "guided_decoding_compile_cache_hits_total", backend="llguidance") == 0
     assert sample(m, "guided_decoding_compile_errors_total", backend="llguidance", reason="unsupported") == 1
+    assert sample(m, "guided_decoding_compile_miss_seconds_count", backend="llguidance") == 6
+    # no cache to hit: the cache alerts skip it
+    assert [dict(ls)["cache"] for (n, ls) in m if n == "guided_decoding_probe_info"] == ["false"]
     from exporter.schema.identity import schema_hash
 
     # identified by the user's schema, not by llguidance's wrapped grammar string
@@ -290,6 +298,7 @@ def test_sglang_grammar_backend(tokenizer_json: Path, tmp_path: Path, daemon_fac
     assert sample(m, "guided_decoding_schema_requests_total", pod="sglang-0") == 13
     info = [dict(ls) for (n, ls) in m if n == "guided_decoding_probe_info"]
     assert [i["engine_kind"] for i in info] == ["sglang"]
+    assert [i["cache"] for i in info] == ["true"]  # SGLang's own cache, whatever the backend
 
 
 def test_a_running_compile_is_visible_while_it_runs(

@@ -38,6 +38,8 @@ def test_counts_per_schema_and_backend() -> None:
     assert (b["requests"], b["hits"], b["errors"]) == (6, 4, {"invalid_schema": 1})
     assert sum(b["compile"]["buckets"]) == 6 and abs(b["compile"]["sum"] - 0.03204) < 1e-9
     assert rows[1]["buckets"] == [4, 0, 0, 1, 0, 0, 0]  # 10 us x4 in le=0.001, 30 ms in le=0.1
+    # the miss-only histogram: the 30 ms compile and the failed one, not the four hits
+    assert sum(b["miss"]["buckets"]) == 2 and abs(b["miss"]["sum"] - 0.032) < 1e-9
 
 
 def test_incremental_snapshots_carry_only_changed_rows() -> None:

@@ -95,6 +95,14 @@ def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
     yield from processes.families()
 
 
+def has_grammar_cache(engine_kind: str, backend: str) -> bool:
+    """Whether repeats of a spec can be served from a cache on this engine and backend. SGLang caches
+    compiled grammars itself, for every backend; elsewhere llguidance builds each grammar anew (vLLM's
+    guidance backend and direct `LLMatcher` use keep no cache), so every call is a miss and a low hit
+    ratio says nothing about the schemas. The cache alerts read this as `probe_info{cache}`."""
+    return engine_kind == "sglang" or backend != "llguidance"
+
+
 class BackendFamilies:
     """Per pod, engine and grammar backend: the compile, wait and mask-fill families and the probe's info."""
 
@@ -102,6 +110,11 @@ class BackendFamilies:
         self.compile_seconds = HistogramMetricFamily(
             PREFIX + "compile_seconds",
             "Wall time of each grammar compile call, cache hits included.",
+            labels=ENGINE_LABELS,
+        )
+        self.miss_seconds = HistogramMetricFamily(
+            PREFIX + "compile_miss_seconds",
+            "Wall time of the compile calls that missed the grammar cache: how slow a real compile is.",
             labels=ENGINE_LABELS,
         )
         self.requests = CounterMetricFamily(
@@ -138,12 +151,16 @@ class BackendFamilies:
         self.info = InfoMetricFamily(
             PREFIX + "probe",
             "The probe in each engine process.",
-            labels=[*ENGINE_LABELS, "engine_kind", "engine_version", "backend_version", "probe_version"],
+            labels=[
+                *ENGINE_LABELS, "engine_kind", "engine_version", "backend_version", "probe_version", "cache",
+            ],
         )
 
     def add(self, hello: wire.Hello, backend: str, totals: wire.BackendTotals) -> None:
         labels = [hello.pod, hello.engine, backend]
         histogram(self.compile_seconds, labels, wire.COMPILE_BUCKETS, totals.compile)
+        if totals.miss is not None:
+            histogram(self.miss_seconds, labels, wire.COMPILE_BUCKETS, totals.miss)
         histogram(self.wait, labels, wire.COMPILE_BUCKETS, totals.wait)
         histogram(self.mask, labels, wire.MASK_BUCKETS, totals.mask)
         self.requests.add_metric(labels, totals.requests)
@@ -159,12 +176,13 @@ class BackendFamilies:
                 "engine_version": hello.engine_version,
                 "backend_version": hello.backends.get(backend, ""),
                 "probe_version": hello.probe_version,
+                "cache": "true" if has_grammar_cache(hello.engine_kind, backend) else "false",
             },
         )
 
     def families(self) -> tuple[Metric, ...]:
         return (
-            self.compile_seconds, self.requests, self.hits, self.errors, self.running, self.oldest,
+            self.compile_seconds, self.miss_seconds, self.requests, self.hits, self.errors, self.running, self.oldest,
             self.wait, self.mask, self.info,
         )  # fmt: skip
 
