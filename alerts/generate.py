@@ -39,15 +39,62 @@ class Params:
     cpu_busy: float = 0.9
     gpu_idle_below: float = 0.5
     stuck_seconds: float = 60
-    min_rate: float = 0.05  # compiles per second: below this, percentiles are noise (about 3 a minute)
+    min_rate: float = 0.05  # calls per second: below this, percentiles and ratios are noise
+    # The page's guard in absolute terms: compiles above the line per second. A quiet pod's P95 is its
+    # maximum (15 calls in 5 minutes): one slow new schema would page without it.
+    min_slow_rate: float = 0.1  # also the cache alert's: misses per second, real work
     window: str = "5m"
     long_for: str = "10m"
     short_for: str = "5m"
+    starvation_for: str = "15m"  # longer than the page's `for`: the page fires first and inhibits it
+    keep_firing_for: str = "10m"  # a page that flaps at the guard's edge stays one incident
     info_for: str = "30m"
-    exporter_job: str = "guided-decoding-exporter"
+    vanished_within: str = "1h"  # an exporter scraped this recently and gone now is a blind node
+    exporter_job: str = "guided-decoding-exporter"  # the monitors' jobLabel: the pods' app.kubernetes.io/name
     runbook_base: str = RUNBOOK_BASE
     dashboard_url: str = DASHBOARD_URL
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Records:
+    """The recording rules' names, `level:metric:operations`: the level lists the labels each keeps.
+    The dashboard reads the same names (dashboards/generate.py), so a red panel is a firing alert."""
+
+    compile_p95: str
+    miss_p95: str
+    requests: str
+    slow: str
+    hit_ratio: str
+    wait_p95: str
+    schema_slow_share: str
+    schema_mean: str
+    schema_requests: str
+    cpu_busy: str
+    gpu_utilization: str
+
+
+ENGINE_LEVEL = "instance, pod, backend"
+SCHEMA_LEVEL = "instance, pod, backend, schema_hash"
+
+
+def records(p: Params | None = None) -> Records:
+    p = p or Params()
+    w, ms = p.window, f"{p.compile_p95_seconds * 1000:g}ms"
+    engine, schema = "instance_pod_backend:" + P, "instance_pod_backend_schema_hash:" + P
+    return Records(
+        compile_p95=f"{engine}compile_seconds:p95_rate{w}",
+        miss_p95=f"{engine}compile_miss_seconds:p95_rate{w}",
+        requests=f"{engine}compile_requests:rate{w}",
+        slow=f"{engine}compile_seconds_over_{ms}:rate{w}",
+        hit_ratio=f"{engine}compile_cache_hits:ratio_rate{w}",
+        wait_p95=f"{engine}grammar_wait_seconds:p95_rate{w}",
+        schema_slow_share=f"{schema}schema_compile_seconds_over_{ms}:ratio_rate{w}",
+        schema_mean=f"{schema}schema_compile_seconds:mean_rate{w}",
+        schema_requests=f"{schema}schema_requests:rate{w}",
+        cpu_busy=f"instance:{P}cpu_busy:ratio_rate{w}",
+        gpu_utilization=f"instance:{P}gpu_utilization_ratio:avg",
+    )
 
 
 # Ranked by family (docs/families.md): a service that injects a per-request value spreads its cost
@@ -118,38 +165,50 @@ DYNAMIC_FIX = (
 
 
 def recording(p: Params) -> list[dict[str, Any]]:
-    w = p.window
+    w, r, e, sl = p.window, records(p), ENGINE_LEVEL, SCHEMA_LEVEL
+    line = f"{p.compile_p95_seconds:g}"
+    schemas = 'schema_hash!="other"'
     return [
-        {"record": f"pod:{P}compile_seconds:p95_rate{w}",
-         "expr": f"histogram_quantile(0.95, sum by (instance, pod, le) (rate({P}compile_seconds_bucket[{w}])))"},
-        {"record": f"pod:{P}compile_requests:rate{w}",
-         "expr": f"sum by (instance, pod) (rate({P}compile_requests_total[{w}]))"},
-        {"record": f"pod:{P}compile_cache_hit:ratio_rate{w}",
-         "expr": f"sum by (instance, pod) (rate({P}compile_cache_hits_total[{w}]))"
-                 f" / sum by (instance, pod) (rate({P}compile_requests_total[{w}]))"},
-        {"record": f"pod:{P}grammar_wait_seconds:p95_rate{w}",
-         "expr": f"histogram_quantile(0.95, sum by (instance, pod, le) (rate({P}grammar_wait_seconds_bucket[{w}])))"},
-        {"record": f"schema_hash:{P}schema_compile_seconds:p95_rate{w}",
-         "expr": f"histogram_quantile(0.95, sum by (instance, pod, schema_hash, le)"
-                 f" (rate({P}schema_compile_seconds_bucket{{schema_hash!=\"other\"}}[{w}])))"},
-        {"record": f"schema_hash:{P}schema_compile_seconds_over_5ms:ratio_rate{w}",
-         "expr": f"1 - sum by (instance, pod, schema_hash) (rate({P}schema_compile_seconds_bucket{{le=\"0.005\"}}[{w}]))"
-                 f" / sum by (instance, pod, schema_hash) (rate({P}schema_compile_seconds_count[{w}]))"},
-        {"record": f"schema_hash:{P}schema_requests:rate{w}",
-         "expr": f"sum by (instance, pod, schema_hash) (rate({P}schema_requests_total[{w}]))"},
-        {"record": f"instance:{P}cpu_busy:ratio_rate{w}",
+        {"record": r.compile_p95,
+         "expr": f"histogram_quantile(0.95, sum by ({e}, le) (rate({P}compile_seconds_bucket[{w}])))"},
+        {"record": r.miss_p95,
+         "expr": f"histogram_quantile(0.95, sum by ({e}, le) (rate({P}compile_miss_seconds_bucket[{w}])))"},
+        {"record": r.requests, "expr": f"sum by ({e}) (rate({P}compile_requests_total[{w}]))"},
+        {"record": r.slow,
+         "expr": f"sum by ({e}) (rate({P}compile_seconds_count[{w}]))"
+                 f" - sum by ({e}) (rate({P}compile_seconds_bucket{{le=\"{line}\"}}[{w}]))"},
+        {"record": r.hit_ratio,
+         "expr": f"sum by ({e}) (rate({P}compile_cache_hits_total[{w}])) / sum by ({e}) (rate({P}compile_requests_total[{w}]))"},
+        {"record": r.wait_p95,
+         "expr": f"histogram_quantile(0.95, sum by ({e}, le) (rate({P}grammar_wait_seconds_bucket[{w}])))"},
+        {"record": r.schema_slow_share,
+         "expr": f"1 - sum by ({sl}) (rate({P}schema_compile_seconds_bucket{{{schemas}, le=\"{line}\"}}[{w}]))"
+                 f" / sum by ({sl}) (rate({P}schema_compile_seconds_count{{{schemas}}}[{w}]))"},
+        {"record": r.schema_mean,
+         "expr": f"sum by ({sl}) (rate({P}schema_compile_seconds_sum{{{schemas}}}[{w}]))"
+                 f" / sum by ({sl}) (rate({P}schema_compile_seconds_count{{{schemas}}}[{w}]))"},
+        {"record": r.schema_requests, "expr": f"sum by ({sl}) (rate({P}schema_requests_total{{{schemas}}}[{w}]))"},
+        {"record": r.cpu_busy,
          "expr": f"1 - avg by (instance) (rate({P}cpu_seconds_total{{mode=\"idle\"}}[{w}]))"},
-        {"record": f"instance:{P}gpu_utilization:ratio",
-         "expr": f"avg by (instance) ({P}gpu_utilization_ratio)"},
+        {"record": r.gpu_utilization, "expr": f"avg by (instance) ({P}gpu_utilization_ratio)"},
     ]  # fmt: skip
 
 
 def alert(
-    name: str, expr: str, for_: str, severity: str, summary: str, description: str, p: Params
+    name: str,
+    expr: str,
+    for_: str,
+    severity: str,
+    summary: str,
+    description: str,
+    p: Params,
+    keep_firing_for: str = "",
 ) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": f"GuidedDecoding{name}", "expr": expr}
     if for_:
         rule["for"] = for_
+    if keep_firing_for:
+        rule["keep_firing_for"] = keep_firing_for
     rule["labels"] = {"severity": severity}
     rule["annotations"] = {
         "summary": summary,
@@ -160,37 +219,71 @@ def alert(
     return rule
 
 
+def miss_p95() -> str:
+    """ ", real compiles (cache misses) X at P95" for the alert's pod and backend, when it has misses."""
+    expr = f'{records().miss_p95}{{instance="%s", pod="%s", backend="%s"}} >= 0'
+    return (
+        f"{{{{ range {_q(expr, NODE, '$labels.pod', '$labels.backend')} }}}}; real compiles (cache misses)"
+        " take {{ .Value | humanizeDuration }} at P95{{ end }}"
+    )
+
+
+def schema_mean() -> str:
+    expr = f'{records().schema_mean}{{instance="%s", pod="%s", backend="%s", schema_hash="%s"}}'
+    args = (NODE, "$labels.pod", "$labels.backend", "$labels.schema_hash")
+    return f"{{{{ range {_q(expr, *args)} }}}}, {{{{ .Value | humanizeDuration }}}} on average{{{{ end }}}}"
+
+
+def job_down(p: Params) -> str:
+    """Scraped and failing; gone (a node's exporter scraped within the hour and missing now: evicted,
+    unschedulable; not when the node itself left the cluster, where kube-state-metrics says so); or
+    never scraped anywhere. `instance` is the node's name (the monitors relabel it), so a rollout
+    that replaces the pod is not a vanished exporter."""
+    up = f'up{{job="{p.exporter_job}"}}'
+    vanished = f"(max by (instance) (max_over_time({up}[{p.vanished_within}])) unless on (instance) {up})"
+    nodes = 'label_replace(kube_node_info, "instance", "$1", "node", "(.+)")'
+    return (
+        f"{up} == 0"
+        f" or ({vanished} and on (instance) {nodes})"
+        f" or ({vanished} unless on () count(kube_node_info))"
+        f" or absent({up})"
+    )
+
+
 def alerts(p: Params) -> list[dict[str, Any]]:
-    w = p.window
+    w, r, e = p.window, records(p), ENGINE_LEVEL
     top = top_families()
-    traffic = f"pod:{P}compile_requests:rate{w} > {p.min_rate}"
+    busy = f"{r.requests} > {p.min_rate}"
+    line_ms = f"{p.compile_p95_seconds * 1000:g} ms"
     return [
         alert(
             "CompileP95High",
-            f"pod:{P}compile_seconds:p95_rate{w} > {p.compile_p95_seconds} and on (instance, pod) {traffic}",
+            f"{r.compile_p95} > {p.compile_p95_seconds} and on ({e}) {r.slow} >= {p.min_slow_rate}",
             p.long_for, "critical",
             "Grammar compiles are slow: structured-output requests wait for the CPU before their first token.",
-            f"Compile P95 on pod {{{{ $labels.pod }}}} is {{{{ $value | humanizeDuration }}}} (line {p.compile_p95_seconds * 1000:g} ms)"
-            f" over {w}. Top families by recent compile seconds: {top}",
-            p,
+            f"Compile P95 on pod {{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node {{{{ $labels.instance }}}}) is"
+            f" {{{{ $value | humanizeDuration }}}} over {w}, hits included (line {line_ms}){miss_p95()}."
+            f" Top families by recent compile seconds: {top}",
+            p, keep_firing_for=p.keep_firing_for,
         ),
         alert(
             "SchemaCompileSlow",
-            f"schema_hash:{P}schema_compile_seconds:p95_rate{w} > {p.compile_p95_seconds}"
-            f" and on (instance, pod, schema_hash) schema_hash:{P}schema_requests:rate{w} > {p.min_rate}",
+            f"{r.schema_slow_share} > 0.05 and on ({SCHEMA_LEVEL}) {r.schema_requests} > {p.min_rate}",
             p.long_for, "warning",
             "One schema compiles slowly on every use.",
-            "Schema {{ $labels.schema_hash }} on pod {{ $labels.pod }} compiles in {{ $value | humanizeDuration }}"
-            " at P95. `gdx lint` on the schema names the cause; the dashboard's schema table has its findings.",
+            f"Schema {{{{ $labels.schema_hash }}}} on pod {{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node"
+            f" {{{{ $labels.instance }}}}): {{{{ $value | humanizePercentage }}}} of its compile calls take over {line_ms}"
+            f"{schema_mean()}. `gdx lint` on the schema names the cause; the dashboard's schema table has its findings.",
             p,
         ),
         alert(
             "CacheHitRatioLow",
-            f"pod:{P}compile_cache_hit:ratio_rate{w} < {p.hit_ratio} and on (instance, pod) {traffic}",
+            f"{r.hit_ratio} < {p.hit_ratio} and on ({e}) {r.requests} * (1 - {r.hit_ratio}) >= {p.min_slow_rate}"
+            f' and on ({e}) {P}probe_info{{cache="true"}}',
             p.long_for, "warning",
             "The grammar cache rarely hits: schemas change between requests.",
-            f"Cache hit ratio on pod {{{{ $labels.pod }}}} is {{{{ $value | humanizePercentage }}}} (line {p.hit_ratio:g})."
-            f" Top families by recent compile seconds: {top}",
+            f"Cache hit ratio on pod {{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node {{{{ $labels.instance }}}})"
+            f" is {{{{ $value | humanizePercentage }}}} (line {p.hit_ratio:g}). Top families by recent compile seconds: {top}",
             p,
         ),
         alert(
@@ -205,10 +298,10 @@ def alerts(p: Params) -> list[dict[str, Any]]:
         ),
         alert(
             "CPUStarvation",
-            f"instance:{P}cpu_busy:ratio_rate{w} > {p.cpu_busy}"
-            f" and on (instance) instance:{P}gpu_utilization:ratio < {p.gpu_idle_below}"
-            f" and on (instance) sum by (instance) (rate({P}compile_requests_total[{w}])) > {p.min_rate}",
-            p.long_for, "critical",
+            f"{r.cpu_busy} > {p.cpu_busy}"
+            f" and on (instance) {r.gpu_utilization} < {p.gpu_idle_below}"
+            f" and on (instance) sum by (instance) ({r.requests}) > {p.min_rate}",
+            p.starvation_for, "critical",
             "Host CPUs are saturated while GPUs idle and grammars compile.",
             f"Node {{{{ $labels.instance }}}}: CPU busy {{{{ $value | humanizePercentage }}}}, GPUs under {p.gpu_idle_below:g}"
             f" utilised, grammar compiles running. Top families by recent compile seconds: {top}",
@@ -216,47 +309,51 @@ def alerts(p: Params) -> list[dict[str, Any]]:
         ),
         alert(
             "GrammarWaitHigh",
-            f"pod:{P}grammar_wait_seconds:p95_rate{w} > {p.grammar_wait_p95_seconds} and on (instance, pod) {traffic}",
-            p.long_for, "critical",
+            f"{r.wait_p95} > {p.grammar_wait_p95_seconds} and on ({e}) {busy}",
+            p.long_for, "warning",
             "Requests are parked behind grammar compiles.",
-            f"Grammar wait P95 on pod {{{{ $labels.pod }}}} is {{{{ $value | humanizeDuration }}}} (line"
-            f" {p.grammar_wait_p95_seconds * 1000:g} ms): requests queue behind compiles in the pool. Top families: {top}",
+            f"Grammar wait P95 on pod {{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node {{{{ $labels.instance }}}}) is"
+            f" {{{{ $value | humanizeDuration }}}} (line {p.grammar_wait_p95_seconds * 1000:g} ms): requests queue behind"
+            f" compiles in the pool. Top families: {top}",
             p,
         ),
         alert(
             "CompileStuck",
-            f"max by (instance, pod, backend) ({P}compile_oldest_running_seconds) > {p.stuck_seconds}",
+            f"max by ({e}) ({P}compile_oldest_running_seconds) > {p.stuck_seconds}",
             "1m", "critical",
             "A grammar compile has been running for over a minute.",
-            "A {{ $labels.backend }} compile on pod {{ $labels.pod }} has run for {{ $value | humanizeDuration }}:"
-            " compiles cannot be cancelled; the pool worker is lost until it ends. Top families: " + top,
+            "A {{ $labels.backend }} compile on pod {{ $labels.pod }} (node {{ $labels.instance }}) has run for"
+            " {{ $value | humanizeDuration }}: compiles cannot be cancelled; the pool worker is lost until it ends."
+            " Top families: " + top,
             p,
         ),
         alert(
             "UnenforcedKeywords",
             f'sum by (instance, schema_hash) ({P}schema_lint_findings{{rule="xgrammar_unenforced"}}) > 0'
-            f' and on (schema_hash) max by (schema_hash) ({P}schema_info{{backend="xgrammar"}})',
+            f' and on (instance, schema_hash) {P}schema_info{{backend="xgrammar"}}',
             p.info_for, "info",
             "Schemas in use carry keywords the active backend does not enforce.",
-            "Schema {{ $labels.schema_hash }} uses {{ $value }} keyword(s) xgrammar compiles but does not enforce:"
-            " outputs may violate the schema. `gdx lint` lists them.",
+            "Schema {{ $labels.schema_hash }} on node {{ $labels.instance }} uses {{ $value }} keyword(s) xgrammar"
+            " compiles but does not enforce: outputs may violate the schema. `gdx lint` lists them.",
             p,
         ),
         alert(
             "ProbeMissing",
-            f"max by (instance, pod) ({P}target_up) == 1 unless on (pod) max by (pod) ({P}probe_info)",
+            f"max by (instance, pod) ({P}target_up) == 1 unless on (instance, pod) {P}probe_info",
             p.long_for, "warning",
             "An engine is scraped but its probe does not report.",
-            "Pod {{ $labels.pod }} answers /metrics but no probe reports from it: compile metrics are missing."
-            " Check that the image has the probe and the socket directory is mounted.",
+            "Pod {{ $labels.pod }} on node {{ $labels.instance }} answers /metrics but no probe reports from it:"
+            " compile metrics are missing. Check that the image has the probe and the socket directory is mounted.",
             p,
         ),
         alert(
             "ExporterDown",
-            f'up{{job="{p.exporter_job}"}} == 0 or absent(up{{job="{p.exporter_job}"}})',
+            job_down(p),
             p.short_for, "critical",
             "The guided-decoding exporter is down: compile stalls would go unseen.",
-            "Prometheus cannot scrape the exporter {{ $labels.instance }} (job " + p.exporter_job + ").",
+            "{{ if $labels.instance }}The exporter on node {{ $labels.instance }} is down or gone: Prometheus cannot"
+            " scrape it, or its pod no longer runs there.{{ else }}No guided-decoding exporter is scraped at all"
+            f" (job {p.exporter_job}).{{{{ end }}}}",
             p,
         ),
     ]  # fmt: skip

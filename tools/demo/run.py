@@ -343,7 +343,16 @@ def run(
         # rules that the dashboard reads. A page's description is rendered when it fires: 20 s of the
         # injected schema's compiles (2-3 a second) put its family well above the static schema's one
         # compile, so the page names the injected family first in every run.
-        fast = gen.render(gen.Params(window="30s", long_for="20s", short_for="10s", info_for="10s"))
+        fast = gen.render(
+            gen.Params(
+                window="30s",
+                long_for="20s",
+                short_for="10s",
+                info_for="10s",
+                starvation_for="30s",
+                keep_firing_for="30s",
+            )
+        )
         standard = gen.render(gen.Params())["groups"][0]
         fast["groups"].append({**standard, "name": "guided-decoding.rules-5m"})
         rules.write_text(gen.dump(fast))

@@ -71,10 +71,13 @@ class Prometheus(LoopbackServer):
         rule_files: list[Path] | None = None,
         alertmanager: str | None = None,
         extra_args: list[str] | None = None,
+        scrape_config: dict[str, Any] | None = None,
     ) -> None:
+        """`scrape_config` replaces the one static job (e.g. with the relabelings a monitor generates)."""
+        default = {"job_name": job, "static_configs": [{"targets": scrape_targets}]}
         config: dict[str, Any] = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
-            "scrape_configs": [{"job_name": job, "static_configs": [{"targets": scrape_targets}]}],
+            "scrape_configs": [scrape_config or default],
         }
         if rule_files:
             config["rule_files"] = [str(f) for f in rule_files]
