@@ -5,8 +5,11 @@ dashboards/guided-decoding.json; a test fails when the committed JSON differs.
 Rows answer the on-call questions in order: is it stalling, which schemas, why, what does it cost,
 per-step mask time and running compiles, exporter health. Every query filters on the variables
 (datasource, instance = the node's exporter, pod, schema_hash), every counter is under rate(), units
-are base units (ratios 0-1, no percent), thresholds sit where the alerts are, and every panel's
-description says what to do when it is red.
+are base units (ratios 0-1, no percent), and every panel's description says what to do when it is red.
+
+A panel with an alert's line reads that alert's recording rule (alerts/generate.py `records()`, the
+same names and the same window, never `$__rate_interval`) and draws the line from the same
+`Params`: a series over its line is the alert's expression over its line, not a look-alike.
 
     python dashboards/generate.py [--check]
 """
@@ -29,20 +32,33 @@ from grafana_foundation_sdk.models.dashboard import (
     Threshold,
     ThresholdsMode,
     VariableRefresh,
+    VariableSort,
 )
+from grafana_foundation_sdk.models.heatmap import HeatmapColorMode, HeatmapColorScale
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:  # run as a script (`make dashboards`): the rules' generator is a sibling
+    sys.path.insert(0, str(ROOT))
+from alerts import generate as alert_rules  # noqa: E402
+
 OUTPUT = HERE / "guided-decoding.json"
 UID = "guided-decoding"
 DS = DataSourceRef(type_val="prometheus", uid="${datasource}")
 N = 'instance=~"$instance"'
 NP = 'instance=~"$instance", pod=~"$pod"'
+NS = 'instance=~"$instance", schema_hash=~"$schema_hash"'
 NPS = 'instance=~"$instance", pod=~"$pod", schema_hash=~"$schema_hash"'
-RI = "$__rate_interval"
-COMPILE_LINE = 0.005  # GuidedDecodingCompileP95High
-WAIT_LINE = 0.1  # GuidedDecodingGrammarWaitHigh
-HIT_LINE = 0.95  # GuidedDecodingCacheHitRatioLow
-STUCK_LINE = 60  # GuidedDecodingCompileStuck
+RI = "$__rate_interval"  # panels without an alert line only
+PARAMS = alert_rules.Params()
+R = alert_rules.records(PARAMS)
+W = PARAMS.window  # the alerts' window, for the few columns without a recording rule
+ENGINE = "{{pod}} {{backend}}"  # the engine-level rules keep instance, pod, backend
+LINE_MS = f"{PARAMS.compile_p95_seconds * 1000:g} ms"
+SCHEMA_SLOW_SHARE = 0.05  # GuidedDecodingSchemaCompileSlow: `schema_slow_share > 0.05` (a test compares)
+TOP_SCHEMAS = 50  # a node exposes 50 (--probe.max-schemas); the table and variable keep 50 in all
+SCHEMA_RANK = "guided_decoding_schema_recent_compile_seconds"
 
 
 def q(expr: str, legend: str = "", ref: str = "A", instant: bool = False) -> prometheus.Dataquery:
@@ -50,7 +66,7 @@ def q(expr: str, legend: str = "", ref: str = "A", instant: bool = False) -> pro
     if legend:
         query = query.legend_format(legend)
     if instant:
-        query = query.instant().format("table")
+        query = query.instant().format(PromQueryFormat.TABLE)
     return query
 
 
@@ -63,7 +79,8 @@ def thresholds(line: float | None, above_is_bad: bool = True) -> dashboard.Thres
 
 
 def series(title: str, unit: str, description: str, *queries: prometheus.Dataquery,
-           line: float | None = None, above_is_bad: bool = True, span: int = 8) -> timeseries.Panel:  # fmt: skip
+           line: float | None = None, above_is_bad: bool = True, span: int = 8,
+           overrides: dict[str, list[DynamicConfigValue]] | None = None) -> timeseries.Panel:  # fmt: skip
     panel = (
         timeseries.Panel().title(title).unit(unit).description(description).datasource(DS).span(span).height(8)
         .thresholds(thresholds(line, above_is_bad)).min(0)
@@ -74,6 +91,8 @@ def series(title: str, unit: str, description: str, *queries: prometheus.Dataque
         )
     for query in queries:
         panel = panel.with_target(query)
+    for ref, properties in (overrides or {}).items():
+        panel = panel.override_by_query(ref, properties)
     return panel
 
 
@@ -81,34 +100,56 @@ def p95(metric: str, by: str, selector: str) -> str:
     return f"histogram_quantile(0.95, sum by ({by}, le) (rate({metric}_bucket{{{selector}}}[{RI}])))"
 
 
+# An override that draws a context series dashed: the line is not its alert's.
+DASHED = DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]})
+
+
 def stalling() -> list[Any]:
+    p, w = PARAMS, PARAMS.window
+    alerting = 'alertstate="firing", alertname=~"GuidedDecoding.*", severity=~"critical|warning"'
     return [
-        series("Compile P95 (line: 5 ms)", "s",
-               "Wall time of grammar compiles, cache hits included, per pod. Red above the 5 ms line "
-               "(the CompileP95High page): look at the schema table below for the schema at fault.",
-               q(p95("guided_decoding_compile_seconds", "pod", NP), "{{pod}}"), line=COMPILE_LINE),
-        series("Cache hit ratio (0-1, line: 0.95)", "none",
-               "Share of compile calls served from the grammar cache. Low means schemas change between "
-               "requests: the families table ranks the schema built per request and 'Families: what varies' names the field injected.",
-               q(f"sum by (pod) (rate(guided_decoding_compile_cache_hits_total{{{NP}}}[{RI}])) / sum by (pod) (rate(guided_decoding_compile_requests_total{{{NP}}}[{RI}]))", "{{pod}}"),
-               line=HIT_LINE, above_is_bad=False),
+        series(f"Compile P95 (line: {LINE_MS})", "s",
+               f"Wall time of grammar compiles over {w}, cache hits included, per pod and backend: the recording rule "
+               f"the GuidedDecodingCompileP95High page reads. A solid line over the {LINE_MS} line is that page's "
+               "first condition; it pages when it holds for "
+               f"{p.long_for} and 'Slow compiles per second' is over its line too. Dashed: the real compile P95 "
+               "(cache misses only), how slow a compile is when it happens; it is context, the line is not its "
+               "alert. Look at the schema table below for the schema at fault.",
+               q(f"{R.compile_p95}{{{NP}}}", ENGINE),
+               q(f"{R.miss_p95}{{{NP}}}", f"Real compile P95 (cache misses) {ENGINE}", ref="B"),
+               line=p.compile_p95_seconds, overrides={"B": [DASHED]}),
+        series(f"Slow compiles per second (line: {p.min_slow_rate:g})", "ops",
+               f"Compile calls over {LINE_MS} per second over {w}, per pod and backend: the guard of the "
+               f"GuidedDecodingCompileP95High page (it needs >= {p.min_slow_rate:g}/s beside the P95 over its line). "
+               "A quiet pod's P95 is its slowest call; under this line it does not page however high the P95.",
+               q(f"{R.slow}{{{NP}}}", ENGINE), line=p.min_slow_rate),
+        stat.Panel().title("GuidedDecoding alerts firing").unit("none").datasource(DS).span(8).height(8)
+        .description("GuidedDecoding alerts that page or ticket (severity critical or warning) firing now on the "
+                     "selected nodes; info alerts are not counted. Each has a runbook link in its annotations.")
+        .thresholds(thresholds(1)).with_target(
+            q(f"count(ALERTS{{{alerting}, {N}}}) or vector(0)", "firing")),
+        series(f"Cache hit ratio (0-1, line: {p.hit_ratio:g})", "none",
+               f"Share of compile calls served from the grammar cache over {w}, per pod and backend: the recording "
+               f"rule of GuidedDecodingCacheHitRatioLow (under the line for {p.long_for} with at least "
+               f"{p.min_slow_rate:g} misses/s on a backend that caches). Low means schemas change between requests: the families "
+               "table ranks the schema built per request and 'Families: what varies' names the field injected.",
+               q(f"{R.hit_ratio}{{{NP}}}", ENGINE), line=p.hit_ratio, above_is_bad=False, span=6),
+        series(f"Grammar wait P95 (line: {p.grammar_wait_p95_seconds * 1000:g} ms)", "s",
+               f"From submission to a ready grammar over {w}, queueing in the compile pool included, per pod and "
+               "backend: the recording rule of GuidedDecodingGrammarWaitHigh (over the line for "
+               f"{p.long_for} with over {p.min_rate:g} compile calls/s). Red: requests are parked behind compiles; "
+               "find the slow schema below.",
+               q(f"{R.wait_p95}{{{NP}}}", ENGINE), line=p.grammar_wait_p95_seconds, span=6),
         series("New schemas (per second)", "ops",
                "Schema hashes seen for the first time on the node. A steady stream means a schema is built "
                "per request: every one of them compiles from scratch.",
-               q(f"sum by (instance) (rate(guided_decoding_schemas_first_seen_total{{{N}}}[{RI}]))", "{{instance}}")),
-        series("Grammar wait P95 (line: 100 ms)", "s",
-               "From submission to a ready grammar, queueing in the compile pool included. Red: requests "
-               "are parked behind compiles (GrammarWaitHigh); find the slow schema below.",
-               q(p95("guided_decoding_grammar_wait_seconds", "pod", NP), "{{pod}}"), line=WAIT_LINE),
+               q(f"sum by (instance) (rate(guided_decoding_schemas_first_seen_total{{{N}}}[{RI}]))", "{{instance}}"),
+               span=6),
         series("vLLM TTFT and queue time P95", "s",
-               "vLLM's own time to first token and queue time (passed through by the daemon). When they rise "
-               "with compile P95 and grammar wait, compiles are what users feel.",
-               q(p95("vllm:time_to_first_token_seconds", "pod", 'pod=~"$pod"'), "TTFT {{pod}}"),
-               q(p95("vllm:request_queue_time_seconds", "pod", 'pod=~"$pod"'), "queue {{pod}}", ref="B")),
-        stat.Panel().title("GuidedDecoding alerts firing").unit("none").datasource(DS).span(8).height(8)
-        .description("Alerts of this project firing now. Each has a runbook link in its annotations.")
-        .thresholds(thresholds(1)).with_target(
-            q('count(ALERTS{alertstate="firing", alertname=~"GuidedDecoding.*"}) or vector(0)', "firing")),
+               "vLLM's own time to first token and queue time (passed through by the daemon), on the selected "
+               "nodes and pods. When they rise with compile P95 and grammar wait, compiles are what users feel.",
+               q(p95("vllm:time_to_first_token_seconds", "pod", NP), "TTFT {{pod}}"),
+               q(p95("vllm:request_queue_time_seconds", "pod", NP), "queue {{pod}}", ref="B"), span=6),
     ]  # fmt: skip
 
 
@@ -153,63 +194,75 @@ def families() -> Any:
     return panel
 
 
+def top_schemas(selector: str) -> str:
+    """The schema table's and variable's bound: the hashes with the most recent compile seconds."""
+    return f"topk({TOP_SCHEMAS}, max by (schema_hash) ({SCHEMA_RANK}{{{selector}}}))"
+
+
 def schemas() -> list[Any]:
+    top = f"and on (schema_hash) {top_schemas(NS)}"
+    hits = f"sum by (schema_hash) (rate(guided_decoding_schema_cache_hits_total{{{NPS}}}[{W}]))"
+    calls = f"sum by (schema_hash) (rate(guided_decoding_schema_requests_total{{{NPS}}}[{W}]))"
     merged = [
-        q(
-            f'max by (schema_hash, title, family) (guided_decoding_schema_info{{{N}, schema_hash=~"$schema_hash"}})',
-            ref="A",
-            instant=True,
-        ),
-        q(
-            f"sum by (schema_hash) (rate(guided_decoding_schema_compile_seconds_sum{{{NPS}}}[{RI}]))",
-            ref="B",
-            instant=True,
-        ),
-        q(p95("guided_decoding_schema_compile_seconds", "schema_hash", NPS), ref="C", instant=True),
-        q(
-            f"sum by (schema_hash) (rate(guided_decoding_schema_cache_hits_total{{{NPS}}}[{RI}])) / sum by (schema_hash) (rate(guided_decoding_schema_requests_total{{{NPS}}}[{RI}]))",
-            ref="D",
-            instant=True,
-        ),
-        q(
-            f"sum by (schema_hash) (rate(guided_decoding_schema_requests_total{{{NPS}}}[{RI}]))",
-            ref="E",
-            instant=True,
-        ),
-        q(
-            f'max by (schema_hash) (max by (schema_hash, family) (guided_decoding_schema_info{{{N}, schema_hash=~"$schema_hash"}}) * on (family) group_left max by (family) (guided_decoding_family_variants{{{N}}}))',
-            ref="F",
-            instant=True,
-        ),
-        q(
-            f'sum by (schema_hash) (guided_decoding_schema_lint_findings{{{N}, schema_hash=~"$schema_hash"}})',
-            ref="G",
-            instant=True,
-        ),
-        q(
-            f'max by (schema_hash) (guided_decoding_schema_recent_compile_seconds{{{N}, schema_hash=~"$schema_hash"}})',
-            ref="H",
-            instant=True,
-        ),
-    ]
-    names = {"Value #B": "compile s/s", "Value #C": "P95 (s)", "Value #D": "hit ratio", "Value #E": "requests/s",
-             "Value #F": "variants of its family", "Value #G": "lint findings", "Value #H": "recent compile s"}  # fmt: skip
+        q(f"max by (schema_hash, title, family) (guided_decoding_schema_info{{{NS}}}) {top}", ref="A", instant=True),
+        q(f"sum by (schema_hash) (rate(guided_decoding_schema_compile_seconds_sum{{{NPS}}}[{W}])) {top}", ref="B", instant=True),
+        q(f"max by (schema_hash) ({R.schema_slow_share}{{{NPS}}}) {top}", ref="C", instant=True),
+        q(f"max by (schema_hash) ({R.schema_mean}{{{NPS}}}) {top}", ref="D", instant=True),
+        q(f"{hits} / {calls} {top}", ref="E", instant=True),
+        q(f"sum by (schema_hash) ({R.schema_requests}{{{NPS}}}) {top}", ref="F", instant=True),
+        q(f"max by (schema_hash) (max by (schema_hash, family) (guided_decoding_schema_info{{{NS}}}) * on (family) group_left max by (family) (guided_decoding_family_variants{{{N}}})) {top}",
+          ref="G", instant=True),
+        q(f"sum by (schema_hash) (guided_decoding_schema_lint_findings{{{NS}}}) {top}", ref="H", instant=True),
+        q(f"sort_desc({top_schemas(NS)})", ref="I", instant=True),
+    ]  # fmt: skip
+    share = f"share over {LINE_MS}"
+    names = {"Value #B": "compile s/s", "Value #C": share, "Value #D": "mean compile (s)", "Value #E": "hit ratio",
+             "Value #F": "requests/s", "Value #G": "variants of its family", "Value #H": "lint findings",
+             "Value #I": "recent compile s"}  # fmt: skip
+    order = ["schema_hash", "title", "family", "Value #I", "Value #C", "Value #D", "Value #B", "Value #F",
+             "Value #E", "Value #G", "Value #H"]  # fmt: skip
+    # The link keeps the node, pod and data source: `:queryparam` writes `var-NAME=VALUE` once per
+    # selected value (Grafana's format for multi-value variables; "All" travels as `$__all`).
+    keep = "${datasource:queryparam}&${instance:queryparam}&${pod:queryparam}"
+    link = f"/d/{UID}/guided-decoding?var-schema_hash=${{__value.raw}}&{keep}&${{__url_time_range}}"
     panel = (
         table.Panel().title("Top schemas").unit("none").datasource(DS).span(24).height(10)
-        .description("Schema hashes by recent compile seconds, each with its family (empty until the daemon has "
-                     "analysed it). A schema built per request spreads its cost over many hashes: the families table "
-                     "above ranks them together. Lint findings: `gdx lint` on the schema names them with fixes. Click a "
-                     "hash to filter the dashboard on it; `gdx hash FILE` finds your schema here.")
+        .description(f"The {TOP_SCHEMAS} schema hashes with the most recent compile seconds on the selected nodes, "
+                     "each with its family (empty until the daemon has analysed it). A schema built per request spreads "
+                     "its cost over many hashes: the families table above ranks them together. "
+                     f"'{share}': the share of its compile calls over {LINE_MS} in {W}, on its worst pod (the recording "
+                     f"rule of GuidedDecodingSchemaCompileSlow, red over {SCHEMA_SLOW_SHARE:g}; the ticket also needs "
+                     f"over {PARAMS.min_rate:g} requests/s on that pod for {PARAMS.long_for}); 'mean compile (s)': its "
+                     "mean compile call on its worst pod. Lint findings: `gdx lint` on the schema names them with fixes. "
+                     "Click a hash to filter the dashboard on it (node, pod and data source kept); `gdx hash FILE` "
+                     "finds your schema here.")
         .thresholds(thresholds(None)).sort_by([common.TableSortByFieldState().display_name("recent compile s").desc(True)])
         .with_transformation(DataTransformerConfig(id_val="merge", options={}))
         .with_transformation(DataTransformerConfig(id_val="organize", options={
-            "excludeByName": {"Time": True, "Value #A": True}, "renameByName": names}))
+            "excludeByName": {"Time": True, "Value #A": True}, "renameByName": names,
+            "indexByName": {name: i for i, name in enumerate(order)}}))
         .override_by_name("schema_hash", [DynamicConfigValue(id_val="links", value=[{
-            "title": "Filter on this schema", "url": f"/d/{UID}/guided-decoding?var-schema_hash=${{__value.raw}}&${{__url_time_range}}"}])])
+            "title": "Filter on this schema", "url": link}])])
+        .override_by_name(share, [
+            DynamicConfigValue(id_val="thresholds", value={"mode": "absolute", "steps": [
+                {"value": None, "color": "green"}, {"value": SCHEMA_SLOW_SHARE, "color": "red"}]}),
+            DynamicConfigValue(id_val="custom.cellOptions", value={"type": "color-text"})])
     )  # fmt: skip
     for query in merged:
         panel = panel.with_target(query)
     return [families(), panel]
+
+
+# Where xgrammar compiles a schema with keywords it does not enforce, per backend, as the UnenforcedKeywords
+# alert joins them: on (instance, schema_hash), a hash being node-local. Each side is first made one series
+# per (instance, schema_hash[, backend]): findings carry rule and severity, schema_info title, family and
+# kind, so two backends compiling one schema, or one schema on two nodes, can never match many-to-many.
+UNENFORCED = (
+    "sum by (backend) ("
+    f'sum by (instance, schema_hash) (guided_decoding_schema_lint_findings{{{NS}, rule="xgrammar_unenforced"}})'
+    " * on (instance, schema_hash) group_right"
+    f' max by (instance, schema_hash, backend) (guided_decoding_schema_info{{{NS}, backend="xgrammar"}}))'
+)
 
 
 def why() -> list[Any]:
@@ -237,38 +290,48 @@ def why() -> list[Any]:
         .thresholds(thresholds(None))
         .with_target(q(f'sum by (rule, severity) (guided_decoding_schema_lint_findings{{{N}, schema_hash=~"$schema_hash"}})', instant=True)),
         table.Panel().title("Unenforced keywords by backend").unit("none").datasource(DS).span(6).height(8)
-        .description("Keywords in schemas in use that the backend compiling them does not enforce: outputs may "
+        .description("Keywords in schemas in use that xgrammar compiles but does not enforce, where xgrammar is the "
+                     "backend compiling them (the join of GuidedDecodingUnenforcedKeywords, an info alert): outputs may "
                      "violate the schema silently. Validate after decoding or change backend.")
         .thresholds(thresholds(None))
-        .with_target(q(f'sum by (backend) (guided_decoding_schema_lint_findings{{{N}, rule="xgrammar_unenforced"}} * on (schema_hash) group_left (backend) max by (schema_hash, backend) (guided_decoding_schema_info{{{N}}}))', instant=True)),
+        .with_target(q(UNENFORCED, instant=True)),
     ]  # fmt: skip
 
 
 def cost() -> list[Any]:
+    p = PARAMS
     return [
         heatmap.Panel().title("CPU busy per core (0-1)").datasource(DS).span(12).height(8)
-        .description("Each core's busy share. A wall of red while GPUs idle is the CPUStarvation page: compiles "
+        .description("Each core's busy share, one row per node and core (`NODE cpu N`), coloured on a fixed 0-1 "
+                     "scale so a darker cell is a busier core on every node and every zoom. A wall of dark while GPUs "
+                     "idle is what GuidedDecodingCPUStarvation pages on ('Node CPU busy' below is its rule): compiles "
                      "starve the engine loop. Fix the schemas first, then size the pods' CPU.")
-        .calculate(False).with_target(q(f'1 - rate(guided_decoding_cpu_seconds_total{{{N}, mode="idle"}}[{RI}])', "{{cpu}}")),
+        .calculate(False)
+        .color(heatmap.HeatmapColorOptions().mode(HeatmapColorMode.SCHEME).scheme("Oranges").fill("dark-orange")
+               .scale(HeatmapColorScale.LINEAR).exponent(0.5).steps(64).reverse(False).min(0).max(1))
+        .with_target(q(f'1 - rate(guided_decoding_cpu_seconds_total{{{N}, mode="idle"}}[{RI}])', "{{instance}} cpu {{cpu}}")),
         series("GPU utilisation per GPU (0-1)", "none",
                "Share of time a kernel ran, per GPU (NVML). Low while CPUs are busy and compiles run: the GPUs "
-               "wait for the host.", q(f"guided_decoding_gpu_utilization_ratio{{{N}}}", "{{instance}} GPU {{gpu}}"),
-               line=0.5, above_is_bad=False, span=12),
+               "wait for the host. GuidedDecodingCPUStarvation reads the node's average ('Node GPU utilisation').",
+               q(f"guided_decoding_gpu_utilization_ratio{{{N}}}", "{{instance}} GPU {{gpu}}"), span=12),
         series("Engine CPU (cores)", "none",
                "CPU seconds per second of each engine process, from its probe. Compare with the compile rate: "
                "grammar compiles are CPU work on the engine's host.",
                q(f"sum by (pod) (rate(guided_decoding_engine_cpu_seconds_total{{{NP}}}[{RI}]))", "{{pod}}"), span=8),
-        series("Node CPU busy (0-1, line: 0.9)", "none",
-               "The node's average CPU busy share (recording rule). Above 0.9 with GPUs under 0.5 pages CPUStarvation.",
-               q(f"instance:guided_decoding_cpu_busy:ratio_rate5m{{{N}}}", "{{instance}}"), line=0.9, span=8),
-        series("Node GPU idle (0-1, line: 0.5)", "none",
-               "1 - average GPU utilisation on the node (recording rule), beside the CPU: busy CPUs and idle "
-               "GPUs together mean the host is the bottleneck.",
-               q(f"1 - instance:guided_decoding_gpu_utilization:ratio{{{N}}}", "{{instance}}"), line=0.5, span=8),
+        series(f"Node CPU busy (0-1, line: {p.cpu_busy:g})", "none",
+               f"The node's average CPU busy share over {p.window} (the recording rule of GuidedDecodingCPUStarvation). "
+               f"Over {p.cpu_busy:g} while the node's GPUs are under {p.gpu_idle_below:g} utilised and grammars compile, "
+               f"for {p.starvation_for}, pages CPUStarvation.",
+               q(f"{R.cpu_busy}{{{N}}}", "{{instance}}"), line=p.cpu_busy, span=8),
+        series(f"Node GPU utilisation (0-1, line: {p.gpu_idle_below:g})", "none",
+               "The node's average GPU utilisation (the recording rule of GuidedDecodingCPUStarvation), beside the "
+               f"CPU: red under {p.gpu_idle_below:g}. Busy CPUs and idle GPUs together mean the host is the bottleneck.",
+               q(f"{R.gpu_utilization}{{{N}}}", "{{instance}}"), line=p.gpu_idle_below, above_is_bad=False, span=8),
     ]  # fmt: skip
 
 
 def masks() -> list[Any]:
+    stuck = PARAMS.stuck_seconds
     return [
         series("Mask fill P95 per step", "s",
                "Time to fill the batch's token bitmask per engine step. It grows with concurrent structured "
@@ -277,9 +340,11 @@ def masks() -> list[Any]:
         series("Compiles in progress", "none",
                "Compiles running now per pod. Stuck at the pool size (vLLM: (cores+1)/2) means requests queue "
                "behind compiles.", q(f"sum by (pod) (guided_decoding_compile_in_progress{{{NP}}})", "{{pod}}")),
-        series("Oldest running compile (line: 60 s)", "s",
-               "Age of the longest-running compile. Over 60 s pages CompileStuck: compiles cannot be cancelled.",
-               q(f"max by (pod) (guided_decoding_compile_oldest_running_seconds{{{NP}}})", "{{pod}}"), line=STUCK_LINE),
+        series(f"Oldest running compile (line: {stuck:g} s)", "s",
+               "Age of the longest-running compile per pod and backend, the expression of GuidedDecodingCompileStuck: "
+               f"over {stuck:g} s it pages. Compiles cannot be cancelled; the pool worker is lost until it ends.",
+               q(f"max by (instance, pod, backend) (guided_decoding_compile_oldest_running_seconds{{{NP}}})", ENGINE),
+               line=stuck),
     ]  # fmt: skip
 
 
@@ -299,6 +364,10 @@ def health() -> list[Any]:
     ]  # fmt: skip
 
 
+SCHEMA_VARIABLE = f"query_result(sort_desc({top_schemas(N)}))"
+SCHEMA_VARIABLE_REGEX = '/schema_hash="([^"]+)"/'
+
+
 def build() -> dict[str, Any]:
     variables = [
         dashboard.DatasourceVariable("datasource").label("Data source").type("prometheus"),
@@ -308,8 +377,12 @@ def build() -> dict[str, Any]:
         dashboard.QueryVariable("pod").label("Pod").datasource(DS)
         .query('label_values(guided_decoding_compile_requests_total{instance=~"$instance"}, pod)')
         .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED).include_all(True).multi(True).all_value(".*"),
+        # query_result(): an instant query at the range's end, so only the hashes the selected nodes expose
+        # now, the top 50 by recent compile seconds, hottest first (sort off keeps that order); the regex
+        # takes the hash out of Grafana's `{schema_hash="..."} VALUE TIMESTAMP` lines. label_values()
+        # would list every hash any node exposed over the whole range, evicted ones included.
         dashboard.QueryVariable("schema_hash").label("Schema hash").datasource(DS)
-        .query('label_values(guided_decoding_schema_info{instance=~"$instance"}, schema_hash)')
+        .query(SCHEMA_VARIABLE).regex(SCHEMA_VARIABLE_REGEX).sort(VariableSort.DISABLED)
         .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED).include_all(True).multi(True).all_value(".*"),
     ]  # fmt: skip
     board = (

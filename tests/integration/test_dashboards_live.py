@@ -1,20 +1,23 @@
 """Every panel query of the dashboard, executed by a real Prometheus against the real stack: the
 daemon fed by the probe over real xgrammar compiles, scraping the real vLLM page, NVML faked at the
 pynvml boundary (no GPU here), the project's recording rules loaded. Each query must parse and
-return at least one series: no panel shows "No data"."""
+return at least one series: no panel shows "No data". Then the schema queries on two synthetic
+nodes: the unenforced-keywords join and the top-50 bound, evaluated by a real Prometheus."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
+import urllib.error
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import exporter.probe as probe
-from tests.support.dashboards import load, queries
+from tests.support.dashboards import load, queries, substitute, titled, variable
 from tools.harness import ROOT, fake_pynvml
 from tools.harness.processes import DaemonProcess as Daemon
 from tools.harness.processes import PageServer, Prometheus
@@ -85,3 +88,70 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
         for part in reversed(started):
             part.stop()
         page.close()
+
+
+def _node_page(hashes: range, backends: tuple[str, ...], findings: dict[str, int]) -> bytes:
+    """A node's exporter page: schema "s1" compiled by `backends` with its unenforced-keyword findings
+    per severity, and `hashes` ranked by recent compile seconds (h05 = 5 s)."""
+    lines = ["# TYPE guided_decoding_schema_info gauge"]
+    lines += [
+        f'guided_decoding_schema_info{{schema_hash="s1",shape_hash="x",family="f1",kind="json",backend="{b}",'
+        f'title="Order"}} 1'
+        for b in backends
+    ]
+    lines.append("# TYPE guided_decoding_schema_lint_findings gauge")
+    finding = 'guided_decoding_schema_lint_findings{schema_hash="s1",rule="xgrammar_unenforced",severity='
+    lines += [f'{finding}"{s}"}} {n}' for s, n in findings.items()]
+    lines.append("# TYPE guided_decoding_schema_recent_compile_seconds gauge")
+    lines += [f'guided_decoding_schema_recent_compile_seconds{{schema_hash="h{i:02d}"}} {i}' for i in hashes]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_schema_queries_on_two_nodes_with_two_backends(tmp_path: Path) -> None:
+    """Real Prometheus, two nodes: one compiles schema s1 with xgrammar and llguidance (two findings
+    severities), the other with xgrammar; 60 distinct hashes between them. The unenforced-keywords
+    join is one-to-many (the old `on (schema_hash)` join is refused as many-to-many), and the schema
+    variable and table keep the top 50."""
+    pages = [
+        PageServer(_node_page(range(40), ("xgrammar", "llguidance"), {"warning": 2, "info": 1})),
+        PageServer(_node_page(range(20, 60), ("xgrammar",), {"warning": 4})),
+    ]
+    prom = None
+    try:
+        nodes = [p.url.removeprefix("http://").removesuffix("/metrics") for p in pages]
+        prom = Prometheus(tmp_path, nodes)
+        deadline = time.monotonic() + 30
+        while len(prom.query("count by (instance) (guided_decoding_schema_info)")) < 2:
+            assert time.monotonic() < deadline, "Prometheus did not scrape both nodes"
+            time.sleep(0.5)
+        doc = load()
+
+        (target,) = titled(doc, "Unenforced keywords by backend")["targets"]
+        result = prom.query(substitute(target["expr"]))
+        assert {r["metric"]["backend"]: float(r["value"][1]) for r in result} == {"xgrammar": 7.0}
+        one = prom.query(substitute(target["expr"], instance=nodes[0]))
+        assert [float(r["value"][1]) for r in one] == [3.0]
+        old = (
+            'sum by (backend) (guided_decoding_schema_lint_findings{rule="xgrammar_unenforced"}'
+            " * on (schema_hash) group_left (backend)"
+            " max by (schema_hash, backend) (guided_decoding_schema_info))"
+        )
+        with pytest.raises(urllib.error.HTTPError):
+            prom.query(old)
+
+        var = variable(doc, "schema_hash")
+        inner = substitute(var["query"]).removeprefix("query_result(").removesuffix(")")
+        ranked = prom.query(inner)
+        # Grafana's query_result() option text, then the variable's regex: the hashes, hottest first
+        texts = ["{" + ", ".join(f'{k}="{v}"' for k, v in r["metric"].items()) + "}" for r in ranked]
+        hashes = [re.search(var["regex"][1:-1], t).group(1) for t in texts]  # type: ignore[union-attr]
+        assert hashes == [f"h{i:02d}" for i in range(59, 9, -1)]
+        only = prom.query(substitute(var["query"], instance=nodes[0]).removeprefix("query_result(")[:-1])
+        assert len(only) == 40
+        (rank,) = [t for t in titled(doc, "Top schemas")["targets"] if t["expr"].startswith("sort_desc(")]
+        assert len(prom.query(substitute(rank["expr"]))) == 50
+    finally:
+        if prom is not None:
+            prom.stop()
+        for page in pages:
+            page.close()

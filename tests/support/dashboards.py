@@ -24,11 +24,27 @@ def panels(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield panel
 
 
+def substitute(expr: str, **values: str) -> str:
+    """`expr` as Grafana sends it: "All" for every variable unless `values` names one (instance=...)."""
+    for variable, value in SUBSTITUTIONS.items():
+        expr = expr.replace(variable, values.get(variable.removeprefix("$"), value))
+    return expr
+
+
 def queries(doc: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(panel title, query with the variables substituted)."""
     for panel in panels(doc):
         for target in panel["targets"]:
-            expr = target["expr"]
-            for variable, value in SUBSTITUTIONS.items():
-                expr = expr.replace(variable, value)
-            yield panel["title"], expr
+            yield panel["title"], substitute(target["expr"])
+
+
+def variable(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [v for v in doc["templating"]["list"] if v["name"] == name]
+    (one,) = found
+    return one
+
+
+def titled(doc: dict[str, Any], title: str) -> dict[str, Any]:
+    """The one panel whose title starts with `title`."""
+    (found,) = [p for p in panels(doc) if p["title"].startswith(title)]
+    return found
