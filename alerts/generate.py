@@ -37,6 +37,7 @@ class Params:
     grammar_wait_p95_seconds: float = 0.1
     hit_ratio: float = 0.95
     cpu_busy: float = 0.9
+    throttled_share: float = 0.25  # of the engine container's CFS periods, while it compiles
     gpu_idle_below: float = 0.5
     stuck_seconds: float = 60
     min_rate: float = 0.05  # calls per second: below this, percentiles and ratios are noise
@@ -72,6 +73,7 @@ class Records:
     schema_requests: str
     cpu_busy: str
     gpu_utilization: str
+    throttled: str
 
 
 ENGINE_LEVEL = "instance, pod, backend"
@@ -94,6 +96,7 @@ def records(p: Params | None = None) -> Records:
         schema_requests=f"{schema}schema_requests:rate{w}",
         cpu_busy=f"instance:{P}cpu_busy:ratio_rate{w}",
         gpu_utilization=f"instance:{P}gpu_utilization_ratio:avg",
+        throttled=f"instance_pod:{P}engine_cpu_cfs_throttled_periods:ratio_rate{w}",
     )
 
 
@@ -191,6 +194,9 @@ def recording(p: Params) -> list[dict[str, Any]]:
         {"record": r.cpu_busy,
          "expr": f"1 - avg by (instance) (rate({P}cpu_seconds_total{{mode=\"idle\"}}[{w}]))"},
         {"record": r.gpu_utilization, "expr": f"avg by (instance) ({P}gpu_utilization_ratio)"},
+        {"record": r.throttled,
+         "expr": f"sum by (instance, pod) (rate({P}engine_cpu_cfs_throttled_periods_total[{w}]))"
+                 f" / sum by (instance, pod) (rate({P}engine_cpu_cfs_periods_total[{w}]))"},
     ]  # fmt: skip
 
 
@@ -232,6 +238,19 @@ def schema_mean() -> str:
     expr = f'{records().schema_mean}{{instance="%s", pod="%s", backend="%s", schema_hash="%s"}}'
     args = (NODE, "$labels.pod", "$labels.backend", "$labels.schema_hash")
     return f"{{{{ range {_q(expr, *args)} }}}}, {{{{ .Value | humanizeDuration }}}} on average{{{{ end }}}}"
+
+
+def sizing() -> str:
+    """"; CPU quota Q cores; compile pool of W workers; the engine counts C CPUs" for the alert's
+    pod, each part when the probe reports it (a pool sized from the node's CPUs, not the quota)."""
+    pod = 'instance="%s", pod="%s"'
+    args = (NODE, "$labels.pod")
+    parts = (
+        (f"max({P}engine_cpu_quota_cores{{{pod}}} > 0)", "; CPU quota {{ .Value }} cores"),
+        (f"max({P}compile_pool_workers{{{pod}}})", "; compile pool of {{ .Value }} workers"),
+        (f"max({P}engine_cpus{{{pod}}})", "; the engine counts {{ .Value }} CPUs"),
+    )
+    return "".join(f"{{{{ range {_q(expr, *args)} }}}}{text}{{{{ end }}}}" for expr, text in parts)
 
 
 def job_down(p: Params) -> str:
@@ -305,6 +324,17 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             "Host CPUs are saturated while GPUs idle and grammars compile.",
             f"Node {{{{ $labels.instance }}}}: CPU busy {{{{ $value | humanizePercentage }}}}, GPUs under {p.gpu_idle_below:g}"
             f" utilised, grammar compiles running. Top families by recent compile seconds: {top}",
+            p,
+        ),
+        alert(
+            "EngineCPUThrottled",
+            f"{r.throttled} > {p.throttled_share}"
+            f" and on (instance, pod) {r.requests} > {p.min_rate}",
+            p.long_for, "warning",
+            "An engine's container runs out of CPU quota while grammars compile: decode stalls.",
+            f"Pod {{{{ $labels.pod }}}} (node {{{{ $labels.instance }}}}) was CPU-throttled in {{{{ $value | humanizePercentage }}}}"
+            f" of its CFS periods over {w} while it compiled grammars{sizing()}. Each throttled period holds"
+            " the engine loop back until the next, so tokens stall behind compiles. Top families: " + top,
             p,
         ),
         alert(

@@ -150,6 +150,13 @@ def stalling() -> list[Any]:
                "nodes and pods. When they rise with compile P95 and grammar wait, compiles are what users feel.",
                q(p95("vllm:time_to_first_token_seconds", "pod", NP), "TTFT {{pod}}"),
                q(p95("vllm:request_queue_time_seconds", "pod", NP), "queue {{pod}}", ref="B"), span=6),
+        series("vLLM requests waiting, by reason", "none",
+               "vLLM's own waiting requests by reason (vllm:num_requests_waiting_by_reason, passed through): "
+               "'capacity' waits for scheduling room, 'deferred' for a transient constraint, a grammar still "
+               "compiling among them. Beside 'Grammar wait P95': deferred requests rising with grammar wait are "
+               "requests parked behind compiles. When vLLM exports request_deferred_time_seconds{reason=\"grammar\"} "
+               "(PR 46575) it is the engine's own grammar wait (docs/dashboard.md).",
+               q(f"sum by (pod, reason) (vllm:num_requests_waiting_by_reason{{{NP}}})", "{{pod}} {{reason}}"), span=6),
     ]  # fmt: skip
 
 
@@ -323,6 +330,31 @@ def cost() -> list[Any]:
                f"Over {p.cpu_busy:g} while the node's GPUs are under {p.gpu_idle_below:g} utilised and grammars compile, "
                f"for {p.starvation_for}, pages CPUStarvation.",
                q(f"{R.cpu_busy}{{{N}}}", "{{instance}}"), line=p.cpu_busy, span=8),
+        series(f"Engine CPU throttled (share of CFS periods, line: {p.throttled_share:g})", "none",
+               f"Share of the engine container's 100 ms CFS periods over {p.window} in which it used up its CPU quota "
+               "(the recording rule of GuidedDecodingEngineCPUThrottled; the probe reads the container's own cgroup). "
+               f"Over {p.throttled_share:g} while grammars compile: every thread of the container, the engine loop too, "
+               "waits for the next period, so tokens stall behind compiles. Compare with 'Compile pool and CPU quota'.",
+               q(f"{R.throttled}{{{NP}}}", "{{pod}}"), line=p.throttled_share, span=8),
+        series("Compile pool and CPU quota", "none",
+               "Per engine pod: the compile pool's workers (vLLM: (cpu_count + 1) // 2, sized from the CPUs the "
+               "engine counts, the node's, whatever its quota), the workers busy now, the container's CPU quota in "
+               "cores (absent: none) and the CPUs the engine counts. Workers well above the quota: a compile burst "
+               "runs the quota out (see 'Engine CPU throttled').",
+               q(" or ".join(f'label_replace({expr}, "what", "{what}", "", "")' for what, expr in (
+                   ("pool workers", f"max by (pod) (guided_decoding_compile_pool_workers{{{NP}}})"),
+                   ("busy", f"sum by (pod) (guided_decoding_compile_in_progress{{{NP}}})"),
+                   ("quota cores", f"max by (pod) (guided_decoding_engine_cpu_quota_cores{{{NP}}} > 0)"),
+                   ("CPUs counted", f"max by (pod) (guided_decoding_engine_cpus{{{NP}}})"),
+               )), "{{pod}} {{what}}"), span=8),
+        series("Grammar cache: bytes and limit", "bytes",
+               "Bytes each grammar compiler's cache holds, per pod, backend and compiler (vLLM 0.33 has two: "
+               "compiler, full_vocab_compiler), and its limit (vLLM: VLLM_XGRAMMAR_CACHE_MB, 512 MiB). At the limit "
+               "with a falling hit ratio, the cache evicts what comes back: raise it. Growing without end under the "
+               "limit with a low hit ratio: every schema is new (DynamicSchema), a bigger cache will not help.",
+               q(f'label_replace(sum by (pod, backend, compiler) (guided_decoding_grammar_cache_bytes{{{NP}}}), "what", "bytes", "", "")'
+                 f' or label_replace(max by (pod, backend, compiler) (guided_decoding_grammar_cache_limit_bytes{{{NP}}}), "what", "limit", "", "")',
+                 "{{pod}} {{backend}} {{compiler}} {{what}}"), span=8),
         series(f"Node GPU utilisation (0-1, line: {p.gpu_idle_below:g})", "none",
                "The node's average GPU utilisation (the recording rule of GuidedDecodingCPUStarvation), beside the "
                f"CPU: red under {p.gpu_idle_below:g}. Busy CPUs and idle GPUs together mean the host is the bottleneck.",

@@ -12,7 +12,10 @@ every tracked schema; the others only those that changed, plus the ids evicted i
     snapshot {v, kind, seq, full, backends: {name: {requests, hits, errors{reason: n}, compile, miss,
               wait, mask (histograms: {buckets: [n...], sum}), in_progress, oldest_seconds}},
               schemas: [{id, requests, hits, errors, buckets, sum}], other: {backend: same without id},
-              evicted: [id], cpu: {user, system}, probe: {name: n}}
+              evicted: [id], cpu: {user, system}, probe: {name: n},
+              engine: {caches: [{backend, compiler, bytes, limit_bytes}], pool_workers, cpus,
+                       cgroup: {version, periods, throttled_periods, throttled_seconds, quota_cores}}}
+    (`miss` and `engine` are absent from older probes; `cgroup` where the probe found no CPU cgroup)
 
 `validate` turns a decoded message into the typed, immutable records below, so that the daemon
 never reads a protocol field by a string key. Standard library only, no project imports: the
@@ -153,6 +156,39 @@ class Snapshot:
     evicted: tuple[int, ...]
     cpu: CpuSeconds
     probe: Mapping[str, int]  # the probe's own counters (PROBE_COUNTERS); absent ones are 0
+    engine: EngineState | None = None  # None from older probes
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSize:
+    """One grammar compiler's cache: bytes held and its limit (-1: unlimited)."""
+
+    backend: str
+    compiler: str  # the engine's name for it (vLLM: compiler, full_vocab_compiler), else its order
+    bytes: int
+    limit_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupCpu:
+    """The engine container's CFS counters and quota (cores; 0.0 when none)."""
+
+    version: int
+    periods: int
+    throttled_periods: int
+    throttled_seconds: float
+    quota_cores: float
+
+
+@dataclass(frozen=True, slots=True)
+class EngineState:
+    """What the engine is sized with: caches, compile pool workers (0: unknown), the CPUs it counts
+    (os.cpu_count(): the node's, whatever the quota) and its container's CPU cgroup."""
+
+    caches: tuple[CacheSize, ...]
+    pool_workers: int
+    cpus: int
+    cgroup: CgroupCpu | None
 
 
 Message = Hello | SchemasMessage | Snapshot
@@ -289,6 +325,44 @@ def _schemas(doc: dict[str, Any]) -> SchemasMessage:
     return SchemasMessage(tuple([_schema_meta(item) for item in items]))
 
 
+MAX_CACHES = 16
+
+
+def _engine(doc: Any) -> EngineState | None:
+    if doc is None:
+        return None
+    _require(isinstance(doc, dict), "snapshot.engine")
+    caches = doc.get("caches", [])
+    _require(isinstance(caches, list) and len(caches) <= MAX_CACHES, "snapshot.engine.caches")
+    sizes = []
+    for c in caches:
+        _require(isinstance(c, dict), "snapshot.engine.caches item")
+        limit = c.get("limit_bytes", -1)
+        _require(type(limit) is int and -1 <= limit < _MAX_COUNT, "snapshot.engine.caches.limit_bytes")
+        sizes.append(CacheSize(_name(c.get("backend"), "snapshot.engine.caches.backend"),
+                               _name(c.get("compiler"), "snapshot.engine.caches.compiler"),
+                               _count(c.get("bytes"), "snapshot.engine.caches.bytes"), limit))  # fmt: skip
+    group = doc.get("cgroup")
+    cpu = None
+    if group is not None:
+        _require(isinstance(group, dict), "snapshot.engine.cgroup")
+        version = _count(group.get("version"), "snapshot.engine.cgroup.version")
+        _require(version in (1, 2), "snapshot.engine.cgroup.version")
+        cpu = CgroupCpu(
+            version,
+            _count(group.get("periods"), "snapshot.engine.cgroup.periods"),
+            _count(group.get("throttled_periods"), "snapshot.engine.cgroup.throttled_periods"),
+            _seconds(group.get("throttled_seconds"), "snapshot.engine.cgroup.throttled_seconds"),
+            _seconds(group.get("quota_cores"), "snapshot.engine.cgroup.quota_cores"),
+        )
+    return EngineState(
+        tuple(sizes),
+        _count(doc.get("pool_workers", 0), "snapshot.engine.pool_workers"),
+        _count(doc.get("cpus", 0), "snapshot.engine.cpus"),
+        cpu,
+    )
+
+
 def _snapshot(doc: dict[str, Any]) -> Snapshot:
     backends = doc.get("backends")
     if not isinstance(backends, dict) or len(backends) > MAX_BACKENDS:
@@ -318,6 +392,7 @@ def _snapshot(doc: dict[str, Any]) -> Snapshot:
             _seconds(cpu.get("user", 0), "snapshot.cpu"), _seconds(cpu.get("system", 0), "snapshot.cpu")
         ),
         probe={k: _count(v, "snapshot.probe") for k, v in probe.items()},
+        engine=_engine(doc.get("engine")),
     )
 
 

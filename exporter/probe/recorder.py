@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.probe.facts import EngineFacts
 from exporter.probe.identity import SpecIdentity, identify
 from exporter.wire import COMPILE_BUCKETS, MASK_BUCKETS, MAX_TEXT_CHARS, SCHEMA_BUCKETS
 
@@ -179,7 +180,10 @@ class Recorder:
     """Thread-safe cumulative state of one engine process."""
 
     def __init__(
-        self, max_schemas: int = DEFAULT_TRACKED_SPECS, hit_max_seconds: float = DEFAULT_HIT_MAX_SECONDS
+        self,
+        max_schemas: int = DEFAULT_TRACKED_SPECS,
+        hit_max_seconds: float = DEFAULT_HIT_MAX_SECONDS,
+        locate_cgroup: bool = True,
     ) -> None:
         self.max_schemas = max(1, max_schemas)
         self.hit_max_seconds = hit_max_seconds
@@ -197,6 +201,7 @@ class Recorder:
         self.pending: deque[Observation] = deque()
         self.timings: deque[tuple[int, Any, float]] = deque()
         self.backend_name: Callable[[Any], str] = lambda obj: type(obj).__name__
+        self.facts = EngineFacts(locate=locate_cgroup)
 
     # ---- hot path -------------------------------------------------------------------------------
 
@@ -383,6 +388,7 @@ class Recorder:
             "other": other,
             "evicted": evicted,
             "cpu": {"user": cpu.user, "system": cpu.system},
+            "engine": self.facts.to_wire(),
         }
 
     def totals(self) -> dict[str, dict[str, Any]]:

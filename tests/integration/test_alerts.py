@@ -68,7 +68,7 @@ def test_every_alert_is_complete_and_tested() -> None:
     records = [r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r]
     expected = {
         "CompileP95High", "SchemaCompileSlow", "CacheHitRatioLow", "DynamicSchema", "CPUStarvation",
-        "GrammarWaitHigh", "CompileStuck", "UnenforcedKeywords", "ProbeMissing", "ExporterDown",
+        "GrammarWaitHigh", "CompileStuck", "UnenforcedKeywords", "ProbeMissing", "ExporterDown", "EngineCPUThrottled",
     }  # fmt: skip
     assert {a["alert"] for a in alerts} == {f"GuidedDecoding{n}" for n in expected}
     for a in alerts:
@@ -112,7 +112,7 @@ def test_description_queries_stay_on_the_alerts_node() -> None:
     rules = yaml.safe_load((ALERTS / "guided-decoding.rules.yml").read_text())
     alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
     ranked = [a for a in alerts if "Top families" in a["annotations"]["description"]]
-    listing = ("CompileP95High", "CacheHitRatioLow", "CPUStarvation", "GrammarWaitHigh", "CompileStuck")
+    listing = ("CompileP95High", "CacheHitRatioLow", "CPUStarvation", "GrammarWaitHigh", "CompileStuck", "EngineCPUThrottled")
     assert {a["alert"] for a in ranked} == {f"GuidedDecoding{n}" for n in listing}
     calls = 0
     for a in alerts:

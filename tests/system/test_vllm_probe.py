@@ -93,3 +93,15 @@ def test_static_schema_hits_and_per_request_enum_misses(stack: tuple[Any, VllmSe
     ]
     assert sample(m, "guided_decoding_probe_snapshots_total", result="rejected") == 0
     assert sample(m, "guided_decoding_probe_events_total", event="internal_errors") == 0
+    # what the engine is sized with: its compile pool from os.cpu_count(), its xgrammar compiler's
+    # cache (VLLM_XGRAMMAR_CACHE_MB, 512 by default) and the container's CPU cgroup
+    import os
+
+    assert sample(m, "guided_decoding_compile_pool_workers", pod="vllm-test") == max(
+        1, ((os.cpu_count() or 1) + 1) // 2
+    )
+    assert sample(m, "guided_decoding_engine_cpus", pod="vllm-test") == os.cpu_count()
+    cache = {"pod": "vllm-test", "backend": "xgrammar", "compiler": "compiler"}
+    assert sample(m, "guided_decoding_grammar_cache_bytes", **cache) > 0
+    assert sample(m, "guided_decoding_grammar_cache_limit_bytes", **cache) == 512 << 20
+    assert sample(m, "guided_decoding_compile_miss_seconds_count", pod="vllm-test") >= 21

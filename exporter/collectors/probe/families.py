@@ -84,15 +84,17 @@ def store_families(view: StoreView) -> Iterable[Metric]:
 
 def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
     """Engine-level totals, as each engine's probe last reported them."""
-    backends, processes = BackendFamilies(), ProcessFamilies()
+    backends, processes, sizing = BackendFamilies(), ProcessFamilies(), SizingFamilies()
     for engine in engines:
         if engine.snapshot is None:
             continue
         for name in sorted(engine.snapshot.backends):
             backends.add(engine.hello, name, engine.snapshot.backends[name])
         processes.add(engine.hello, engine.snapshot)
+        sizing.add(engine.hello, engine.snapshot.engine)
     yield from backends.families()
     yield from processes.families()
+    yield from sizing.families()
 
 
 def has_grammar_cache(engine_kind: str, backend: str) -> bool:
@@ -152,7 +154,12 @@ class BackendFamilies:
             PREFIX + "probe",
             "The probe in each engine process.",
             labels=[
-                *ENGINE_LABELS, "engine_kind", "engine_version", "backend_version", "probe_version", "cache",
+                *ENGINE_LABELS,
+                "engine_kind",
+                "engine_version",
+                "backend_version",
+                "probe_version",
+                "cache",
             ],
         )
 
@@ -182,8 +189,8 @@ class BackendFamilies:
 
     def families(self) -> tuple[Metric, ...]:
         return (
-            self.compile_seconds, self.miss_seconds, self.requests, self.hits, self.errors, self.running, self.oldest,
-            self.wait, self.mask, self.info,
+            self.compile_seconds, self.miss_seconds, self.requests, self.hits, self.errors, self.running,
+            self.oldest, self.wait, self.mask, self.info,
         )  # fmt: skip
 
 
@@ -210,6 +217,75 @@ class ProcessFamilies:
 
     def families(self) -> tuple[Metric, ...]:
         return self.cpu, self.events
+
+
+class SizingFamilies:
+    """Per engine process, what it is sized with: grammar cache bytes against their limit, the compile
+    pool's workers, the CPUs it counts (its pool is sized from them) against its container's CPU
+    quota, and that container's CFS throttling (from the probe, inside the container)."""
+
+    def __init__(self) -> None:
+        process, cache = ["pod", "engine"], ["pod", "engine", "backend", "compiler"]
+        self.cache = GaugeMetricFamily(
+            PREFIX + "grammar_cache_bytes", "Bytes held by each grammar compiler's cache.", labels=cache
+        )
+        self.limit = GaugeMetricFamily(
+            PREFIX + "grammar_cache_limit_bytes",
+            "Each grammar compiler's cache limit (vLLM: VLLM_XGRAMMAR_CACHE_MB); absent when unlimited.",
+            labels=cache,
+        )
+        self.workers = GaugeMetricFamily(
+            PREFIX + "compile_pool_workers", "Workers of the engine's grammar compile pool.", labels=process
+        )
+        self.cpus = GaugeMetricFamily(
+            PREFIX + "engine_cpus",
+            "CPUs the engine process counts (os.cpu_count(): the node's, whatever its quota).",
+            labels=process,
+        )
+        self.quota = GaugeMetricFamily(
+            PREFIX + "engine_cpu_quota_cores",
+            "The engine container's CFS CPU quota in cores; 0 when it has none.",
+            labels=process,
+        )
+        self.periods = CounterMetricFamily(
+            PREFIX + "engine_cpu_cfs_periods",
+            "CFS periods the engine container had runnable tasks.",
+            labels=process,
+        )
+        self.throttled = CounterMetricFamily(
+            PREFIX + "engine_cpu_cfs_throttled_periods",
+            "CFS periods in which the engine container used up its quota and was held back.",
+            labels=process,
+        )
+        self.throttled_seconds = CounterMetricFamily(
+            PREFIX + "engine_cpu_cfs_throttled_seconds",
+            "Time the engine container's tasks were held back by its CPU quota.",
+            labels=process,
+        )
+
+    def add(self, hello: wire.Hello, state: wire.EngineState | None) -> None:
+        if state is None:
+            return
+        process = [hello.pod, hello.engine]
+        for c in state.caches:
+            self.cache.add_metric([*process, c.backend, c.compiler], c.bytes)
+            if c.limit_bytes >= 0:
+                self.limit.add_metric([*process, c.backend, c.compiler], c.limit_bytes)
+        if state.pool_workers:
+            self.workers.add_metric(process, state.pool_workers)
+        if state.cpus:
+            self.cpus.add_metric(process, state.cpus)
+        if state.cgroup is not None:
+            self.quota.add_metric(process, state.cgroup.quota_cores)
+            self.periods.add_metric(process, state.cgroup.periods)
+            self.throttled.add_metric(process, state.cgroup.throttled_periods)
+            self.throttled_seconds.add_metric(process, state.cgroup.throttled_seconds)
+
+    def families(self) -> tuple[Metric, ...]:
+        return (
+            self.cache, self.limit, self.workers, self.cpus, self.quota, self.periods, self.throttled,
+            self.throttled_seconds,
+        )  # fmt: skip
 
 
 def histogram(

@@ -62,6 +62,8 @@ def wrap_create_grammar(original: Any) -> Any:
         backend = vllm_backend_name(self)
         token = recorder.begin(backend)
         compiler = getattr(self.backend, "compiler", None)
+        if "_gdx_noted" not in self.__dict__:  # once per manager: its compilers and its pool
+            note_manager(recorder, self, backend)
         generation = cache_generation(compiler) if compiler is not None else -1
         started = _perf()
         try:
@@ -86,6 +88,22 @@ def wrap_create_grammar(original: Any) -> Any:
         return result
 
     return wrapper
+
+
+def note_manager(recorder: Recorder, manager: Any, backend: str) -> None:
+    """The manager's grammar compilers (0.33 has two: `compiler` and `full_vocab_compiler`) for their
+    cache sizes, and its compile pool's size ((cpu_count + 1) // 2 workers, whatever the quota)."""
+    try:
+        manager.__dict__["_gdx_noted"] = True
+        for name in ("compiler", "full_vocab_compiler"):
+            found = getattr(manager.backend, name, None)
+            if found is not None and hasattr(found, "get_cache_size_bytes"):
+                recorder.facts.note_compiler(backend, name, found)
+        workers = getattr(getattr(manager, "executor", None), "_max_workers", 0)
+        if type(workers) is int:
+            recorder.facts.pool_workers = workers
+    except Exception:
+        recorder.counters["internal_errors"] += 1
 
 
 def _record_wait(recorder: Recorder, backend: str, request: Any, ended: float) -> None:

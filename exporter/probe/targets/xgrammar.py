@@ -41,7 +41,11 @@ def wrap_compile(original: Any, kind: str) -> Any:
         started = _perf()
         token = next(recorder.tokens)  # inlined Recorder.begin: this runs per request
         recorder.inflight[token] = (started, "xgrammar")
-        generation = self.__dict__.get("_gdx_gen", 0)
+        state = self.__dict__
+        generation = state.get("_gdx_gen", 0)
+        if "_gdx_noted" not in state:  # once per compiler: its cache size is reported
+            state["_gdx_noted"] = True
+            recorder.facts.note_compiler("xgrammar", recorder.facts.compiler_name("xgrammar"), self)
         try:
             result = original(self, *args, **kwargs)
         except BaseException as err:

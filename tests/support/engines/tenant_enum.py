@@ -8,6 +8,7 @@ connected, then reads one command a line on stdin:
 
     static    compile the static invoice schema every PACE seconds (cache hits after the first)
     tenants   compile a new per-tenant schema every PACE seconds (the injection), FIRST_TENANT onwards
+    flood     compile new per-tenant schemas back to back (a compile burst: one core busy)
     idle      compile nothing
     stop      exit (so does the end of stdin: a test that dies takes its pods with it)
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 import exporter.probe as probe
 
-PACE = {"static": 0.1, "tenants": 0.2}
+PACE = {"static": 0.1, "tenants": 0.2, "flood": 0.0}
 
 INVOICE: dict[str, Any] = {
     "title": "Invoice",
@@ -75,7 +76,7 @@ def main() -> None:
             command = line.strip()
             if command == "stop":
                 break
-            if command in ("static", "tenants", "idle"):
+            if command in PACE or command == "idle":
                 mode[0] = command
         stopped.set()
 
@@ -86,7 +87,7 @@ def main() -> None:
         current = mode[0]
         if current == "static":
             compiler.compile_json_schema(static)
-        elif current == "tenants":
+        elif current in ("tenants", "flood"):
             compiler.compile_json_schema(json.dumps(tenant(next(tenants))))
         stopped.wait(PACE.get(current, 0.1))
 
