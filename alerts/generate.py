@@ -48,6 +48,7 @@ class Params:
     long_for: str = "10m"
     short_for: str = "5m"
     starvation_for: str = "15m"  # longer than the page's `for`: the page fires first and inhibits it
+    failures_window: str = "10m"  # GrammarFailures: any in this window opens a ticket
     keep_firing_for: str = "10m"  # a page that flaps at the guard's edge stays one incident
     info_for: str = "30m"
     vanished_within: str = "1h"  # an exporter scraped this recently and gone now is a blind node
@@ -355,6 +356,18 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             "A {{ $labels.backend }} compile on pod {{ $labels.pod }} (node {{ $labels.instance }}) has run for"
             " {{ $value | humanizeDuration }}: compiles cannot be cancelled; the pool worker is lost until it ends."
             " Top families: " + top,
+            p,
+        ),
+        alert(
+            "GrammarFailures",
+            f"sum by ({e}) (increase({P}grammar_rejections_total[{p.failures_window}])) > 0"
+            f' or sum by ({e}) (increase({P}compile_errors_total{{reason=~"internal|timeout"}}[{p.failures_window}])) > 0',
+            "1m", "warning",
+            "Grammars fail inside the engine: requests end with an error.",
+            "Pod {{ $labels.pod }} ({{ $labels.backend }}, node {{ $labels.instance }}): {{ $value | humanize }} grammar"
+            f" failure(s) in the last {p.failures_window}: a compiled grammar refused tokens its own mask allowed or"
+            " raised (the engine ends that request with an error), or a compile failed inside the engine (internal,"
+            " timeout). Client errors (invalid or unsupported schemas) are not counted here.",
             p,
         ),
         alert(

@@ -377,6 +377,15 @@ def masks() -> list[Any]:
                f"over {stuck:g} s it pages. Compiles cannot be cancelled; the pool worker is lost until it ends.",
                q(f"max by (instance, pod, backend) (guided_decoding_compile_oldest_running_seconds{{{NP}}})", ENGINE),
                line=stuck),
+        series("Grammar failures (per second)", "ops",
+               "Inside the engine, per pod, backend and reason: compiled grammars that refused tokens their own mask "
+               "allowed or raised (rejected, error: the engine ends the request with an error) and failed compiles "
+               "(internal and timeout are the engine's; invalid_schema and unsupported the client's). Any of the "
+               "engine's opens GuidedDecodingGrammarFailures.",
+               q(f"sum by (pod, backend, reason) (rate(guided_decoding_grammar_rejections_total{{{NP}}}[{RI}]))",
+                 "{{pod}} {{backend}} {{reason}}"),
+               q(f"sum by (pod, backend, reason) (rate(guided_decoding_compile_errors_total{{{NP}}}[{RI}]))",
+                 "{{pod}} {{backend}} compile {{reason}}", ref="B"), span=24),
     ]  # fmt: skip
 
 

@@ -9,8 +9,9 @@ every tracked schema; the others only those that changed, plus the ids evicted i
     hello    {v, kind, instance, pid, pod, engine, engine_kind, engine_version, backends{name: version},
               probe_version}
     schemas  {v, kind, schemas: [{id, hash, shape, kind, backend, title, text|null, bytes, truncated}]}
-    snapshot {v, kind, seq, full, backends: {name: {requests, hits, errors{reason: n}, compile, miss,
-              wait, mask (histograms: {buckets: [n...], sum}), in_progress, oldest_seconds}},
+    snapshot {v, kind, seq, full, backends: {name: {requests, hits, errors{reason: n},
+              rejections{reason: n}, compile, miss, wait, mask (histograms: {buckets: [n...], sum}),
+              in_progress, oldest_seconds}},
               schemas: [{id, requests, hits, errors, buckets, sum}], other: {backend: same without id},
               evicted: [id], cpu: {user, system}, probe: {name: n},
               engine: {caches: [{backend, compiler, bytes, limit_bytes}], pool_workers, cpus,
@@ -27,7 +28,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 VERSION = 1
@@ -45,6 +46,9 @@ MASK_BUCKETS = (
     0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 )  # fmt: skip
 ERROR_REASONS = ("invalid_schema", "unsupported", "timeout", "internal")
+# A compiled grammar that fails later: it refused tokens its own mask allowed (vLLM ends the request
+# with an error), or advancing it raised.
+REJECTION_REASONS = ("rejected", "error")
 REQUEST_KINDS = ("json", "json_object", "regex", "grammar", "choice", "structural_tag", "other")
 PROBE_COUNTERS = ("internal_errors", "send_failures", "connects", "texts_dropped", "evicted", "dropped")
 MAX_TEXT_CHARS = 256 * 1024
@@ -54,6 +58,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_.:/+-]{1,128}$")
 _HASH = re.compile(r"^[0-9a-f]{12}$")
 _MAX_COUNT = 2**63
 _REASONS = frozenset(ERROR_REASONS)
+_REJECTIONS = frozenset(REJECTION_REASONS)
 _COUNTERS = frozenset(PROBE_COUNTERS)
 _NO_ERRORS: Mapping[str, int] = {}
 
@@ -118,6 +123,7 @@ class BackendTotals:
     in_progress: int
     oldest_seconds: float
     miss: Histogram | None = None  # COMPILE_BUCKETS, the calls that missed; None from older probes
+    rejections: Mapping[str, int] = field(default_factory=dict)  # REJECTION_REASONS -> count
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +270,13 @@ def _spec_row(doc: Any, what: str) -> SpecRow:
     return SpecRow(*_spec_fields(doc, what), _count(doc.get("id"), what))
 
 
+def _rejections(doc: Any) -> Mapping[str, int]:
+    if not doc and isinstance(doc, dict):
+        return _NO_ERRORS
+    _require(isinstance(doc, dict) and _REJECTIONS.issuperset(doc), "backend.rejections", "bad reasons")
+    return {reason: _count(n, "backend.rejections") for reason, n in doc.items()}
+
+
 def _backend(doc: Any) -> BackendTotals:
     _require(isinstance(doc, dict), "snapshot.backends item")
     return BackendTotals(
@@ -276,6 +289,7 @@ def _backend(doc: Any) -> BackendTotals:
         in_progress=_count(doc.get("in_progress", 0), "backend.in_progress"),
         oldest_seconds=_seconds(doc.get("oldest_seconds", 0), "backend.oldest_seconds"),
         miss=None if doc.get("miss") is None else _histogram(doc["miss"], COMPILE_BUCKETS, "backend.miss"),
+        rejections=_rejections(doc.get("rejections", _NO_ERRORS)),
     )
 
 

@@ -128,12 +128,13 @@ class SpecMetadata:
 class BackendStats:
     """Engine-level totals of one backend: compile counts and the compile, wait and mask histograms."""
 
-    __slots__ = ("compile", "errors", "hits", "mask", "miss", "requests", "wait")
+    __slots__ = ("compile", "errors", "hits", "mask", "miss", "rejections", "requests", "wait")
 
     def __init__(self) -> None:
         self.requests = 0
         self.hits = 0
         self.errors: dict[str, int] = {}
+        self.rejections: dict[str, int] = {}  # REJECTION_REASONS -> grammar advances that failed
         self.compile = Histogram(COMPILE_BUCKETS)
         self.miss = Histogram(COMPILE_BUCKETS)  # the calls that compiled: how slow a real compile is
         self.wait = Histogram(COMPILE_BUCKETS)
@@ -147,6 +148,7 @@ class BackendStats:
             "errors": dict(self.errors),
             "compile": self.compile.to_wire(),
             "miss": self.miss.to_wire(),
+            "rejections": dict(self.rejections),
             "wait": self.wait.to_wire(),
             "mask": self.mask.to_wire(),
             "in_progress": 0,
@@ -199,6 +201,7 @@ class Recorder:
         self._evicted: list[int] = []
         self.counters = {"internal_errors": 0, "evicted": 0, "texts_dropped": 0, "dropped": 0}
         self.pending: deque[Observation] = deque()
+        self.rejected: deque[tuple[str, str]] = deque(maxlen=MAX_PENDING)  # (backend, reason), rare
         self.timings: deque[tuple[int, Any, float]] = deque()
         self.backend_name: Callable[[Any], str] = lambda obj: type(obj).__name__
         self.facts = EngineFacts(locate=locate_cgroup)
@@ -234,6 +237,11 @@ class Recorder:
         else:
             pending.append((None, backend, kind, spec, elapsed, hit, error))
 
+    def reject(self, backend: str, reason: str) -> None:
+        """A compiled grammar refused to advance (`rejected`: the engine ends the request) or raised
+        (`error`). Only on that failure path: one lock-free append."""
+        self.rejected.append((backend, reason))
+
     def observe_wait(self, backend: str, seconds: float) -> None:
         if len(self.timings) < MAX_PENDING:
             self.timings.append((WAIT, backend, seconds))
@@ -263,6 +271,11 @@ class Recorder:
                     (stats.wait if which == WAIT else stats.mask).observe(_seconds(seconds))
                 except Exception:
                     self.counters["internal_errors"] += 1
+            rejected = self.rejected
+            while rejected:
+                backend, reason = rejected.popleft()
+                counts = self._stats(backend).rejections
+                counts[reason] = counts.get(reason, 0) + 1
 
     def _stats(self, backend: str) -> BackendStats:
         stats = self._backends.get(backend)

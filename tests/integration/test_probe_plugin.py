@@ -205,6 +205,44 @@ def test_wrappers_pass_everything_through() -> None:
         patching.unwrap_all()
 
 
+def test_grammar_rejections_are_counted_and_everything_passes_through() -> None:
+    """vLLM's `StructuredOutputManager.accept_tokens(request, new_token_ids) -> bool` (0.32 and 0.33):
+    False (the grammar refused a token its mask allowed: the scheduler ends the request) and a raise
+    are counted by backend and reason; the result and the exception cross unchanged."""
+
+    class XgrammarBackend:
+        pass
+
+    class StructuredOutputManager:
+        backend = XgrammarBackend()
+
+        def _create_grammar(self, request: Any) -> str:
+            return "grammar"
+
+        def accept_tokens(self, request: Any, new_token_ids: list[int]) -> bool:
+            if request == "boom":
+                raise RuntimeError("matcher state lost")
+            return all(t < 100 for t in new_token_ids)
+
+    module = types.SimpleNamespace(StructuredOutputManager=StructuredOutputManager)
+    rec = probe.Recorder()
+    targets.ARMED.recorder = rec
+    try:
+        targets.patch_vllm(module)
+        m = StructuredOutputManager()
+        assert m.accept_tokens("r1", [1, 2]) is True
+        assert m.accept_tokens("r2", new_token_ids=[1, 200]) is False
+        assert m.accept_tokens("r3", [300]) is False
+        with pytest.raises(RuntimeError, match="state lost"):
+            m.accept_tokens("boom", [1])
+        b = rec.snapshot(full=True)["backends"]["xgrammar"]
+        assert b["rejections"] == {"rejected": 2, "error": 1} and b["requests"] == 0
+    finally:
+        targets.ARMED.recorder = None
+        patching.unwrap_all()
+    assert not hasattr(StructuredOutputManager.accept_tokens, "__gdx_wrapped__")
+
+
 def test_trtllm_factory_create_times_the_blocking_build() -> None:
     """TensorRT-LLM needs CUDA, so this runs on a class with the signature read from its source
     (`XGrammarMatcherFactory.create(self, guided_decoding_params)`): the wait is recorded, the

@@ -105,3 +105,6 @@ def test_static_schema_hits_and_per_request_enum_misses(stack: tuple[Any, VllmSe
     assert sample(m, "guided_decoding_grammar_cache_bytes", **cache) > 0
     assert sample(m, "guided_decoding_grammar_cache_limit_bytes", **cache) == 512 << 20
     assert sample(m, "guided_decoding_compile_miss_seconds_count", pod="vllm-test") >= 21
+    # accept_tokens is wrapped on every step of every structured request: exposed, nothing refused
+    assert any(n == "guided_decoding_grammar_rejections_total" for n, _ in m)
+    assert sample(m, "guided_decoding_grammar_rejections_total", pod="vllm-test") == 0

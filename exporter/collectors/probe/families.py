@@ -132,6 +132,12 @@ class BackendFamilies:
             "Failed compile calls by reason (invalid_schema, unsupported, timeout, internal).",
             labels=[*ENGINE_LABELS, "reason"],
         )
+        self.rejections = CounterMetricFamily(
+            PREFIX + "grammar_rejections",
+            "Compiled grammars that failed later, by reason: rejected (refused tokens its own mask allowed: "
+            "vLLM ends the request with an error), error (advancing it raised).",
+            labels=[*ENGINE_LABELS, "reason"],
+        )
         self.running = GaugeMetricFamily(
             PREFIX + "compile_in_progress", "Compiles running now.", labels=ENGINE_LABELS
         )
@@ -174,6 +180,8 @@ class BackendFamilies:
         self.hits.add_metric(labels, totals.hits)
         for reason in wire.ERROR_REASONS:
             self.errors.add_metric([*labels, reason], totals.errors.get(reason, 0))
+        for reason in wire.REJECTION_REASONS:
+            self.rejections.add_metric([*labels, reason], totals.rejections.get(reason, 0))
         self.running.add_metric(labels, totals.in_progress)
         self.oldest.add_metric(labels, totals.oldest_seconds)
         self.info.add_metric(
@@ -189,7 +197,8 @@ class BackendFamilies:
 
     def families(self) -> tuple[Metric, ...]:
         return (
-            self.compile_seconds, self.miss_seconds, self.requests, self.hits, self.errors, self.running,
+            self.compile_seconds, self.miss_seconds, self.requests, self.hits, self.errors, self.rejections,
+            self.running,
             self.oldest, self.wait, self.mask, self.info,
         )  # fmt: skip
 

@@ -61,10 +61,11 @@ def wrap_create_grammar(original: Any) -> Any:
             return original(self, request, *args, **kwargs)
         backend = vllm_backend_name(self)
         token = recorder.begin(backend)
-        compiler = getattr(self.backend, "compiler", None)
-        if "_gdx_noted" not in self.__dict__:  # once per manager: its compilers and its pool
+        state = self.__dict__
+        if "_gdx_noted" not in state:  # once per manager: its compilers and its pool
             note_manager(recorder, self, backend)
-        generation = cache_generation(compiler) if compiler is not None else -1
+        compilers = state.get("_gdx_compilers", ())
+        generations = [cache_generation(c) for c in compilers]
         started = _perf()
         try:
             result = original(self, request, *args, **kwargs)
@@ -80,12 +81,35 @@ def wrap_create_grammar(original: Any) -> Any:
         if backend == "llguidance":
             hit = False
         else:
-            hit = elapsed < recorder.hit_max_seconds or (
-                compiler is not None and cache_unchanged(compiler, generation)
-            )
+            # A compile grows one compiler's cache (vLLM 0.33: `compiler`, or `full_vocab_compiler` for
+            # Lark grammars and structural tags); a hit grows none. Every compiler is asked, so each
+            # keeps its last size current.
+            unchanged = [cache_unchanged(c, g) for c, g in zip(compilers, generations, strict=True)]
+            hit = elapsed < recorder.hit_max_seconds or (bool(unchanged) and all(unchanged))
         recorder.finish(token, backend, kind, spec, elapsed, hit)
         _record_wait(recorder, backend, request, ended)
         return result
+
+    return wrapper
+
+
+def wrap_accept_tokens(original: Any) -> Any:
+    """Counts a compiled grammar that refuses tokens (the scheduler then ends the request with an
+    error) or raises. One call and one comparison per request per step; the failure path records."""
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            accepted = original(self, *args, **kwargs)
+        except BaseException:
+            recorder = ARMED.recorder
+            if recorder is not None:
+                recorder.reject(vllm_backend_name(self), "error")
+            raise
+        if accepted is False:
+            recorder = ARMED.recorder
+            if recorder is not None:
+                recorder.reject(vllm_backend_name(self), "rejected")
+        return accepted
 
     return wrapper
 
@@ -95,10 +119,14 @@ def note_manager(recorder: Recorder, manager: Any, backend: str) -> None:
     cache sizes, and its compile pool's size ((cpu_count + 1) // 2 workers, whatever the quota)."""
     try:
         manager.__dict__["_gdx_noted"] = True
+        compilers: list[Any] = []
         for name in ("compiler", "full_vocab_compiler"):
             found = getattr(manager.backend, name, None)
-            if found is not None and hasattr(found, "get_cache_size_bytes"):
+            usable = found is not None and hasattr(found, "get_cache_size_bytes")
+            if usable and all(found is not c for c in compilers):  # 0.33 shares one when vocabularies match
+                compilers.append(found)
                 recorder.facts.note_compiler(backend, name, found)
+        manager.__dict__["_gdx_compilers"] = tuple(compilers)
         workers = getattr(getattr(manager, "executor", None), "_max_workers", 0)
         if type(workers) is int:
             recorder.facts.pool_workers = workers
@@ -150,4 +178,6 @@ def patch_vllm(module: Any) -> None:
     else:
         patching.wrap(manager, "_async_create_grammar", wrap_create_grammar, where)
     patching.wrap(manager, "grammar_init", wrap_grammar_init, where)
+    if "accept_tokens" in manager.__dict__:  # the manager-level advance (vLLM 0.32+)
+        patching.wrap(manager, "accept_tokens", wrap_accept_tokens, where)
     patching.wrap(manager, "grammar_bitmask", wrap_grammar_bitmask, where)
