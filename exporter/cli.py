@@ -21,8 +21,9 @@ def _parser() -> argparse.ArgumentParser:
         "serve",
         help="run the node daemon (Prometheus /metrics on :9479)",
         description=(
-            "Run the node daemon: per-core CPU, NVML GPU gauges, vLLM /metrics passthrough and the in-engine"
-            " probe's compile metrics on one /metrics endpoint. Every flag can also be set in the YAML"
+            "Run the node daemon: per-core CPU, NVML GPU gauges, the engines' own metrics passed through"
+            " (vLLM, SGLang, TensorRT-LLM) and the in-engine probe's compile metrics on one /metrics"
+            " endpoint. Every flag can also be set in the YAML"
             " file (--config.file) or as a GDX_* environment variable; flags win over the environment,"
             " which wins over the file. Invalid configuration exits with code 2 before anything starts."
         ),

@@ -42,11 +42,33 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class Engine:
+    """An engine whose own metric families the daemon scrapes and passes through."""
+
+    name: str  # as in the flags (`--sglang.target`) and the pod annotation `.../engine`
+    prefix: str  # its families: those whose name starts with this; the rest of its page is dropped
+    default_path: str  # where it serves the Prometheus text format
+
+
+# TensorRT-LLM serves Prometheus text at /prometheus/metrics; its /metrics is JSON iteration stats.
+ENGINES: dict[str, Engine] = {
+    e.name: e
+    for e in (
+        Engine("vllm", "vllm:", "/metrics"),
+        Engine("sglang", "sglang:", "/metrics"),
+        Engine("trtllm", "trtllm_", "/prometheus/metrics"),
+    )
+}
+
+
+@dataclass(frozen=True)
 class Target:
-    """One engine `/metrics` endpoint; `pod` becomes the `pod` label of its passed-through samples."""
+    """One engine's metrics endpoint; `pod` becomes the `pod` label of its passed-through samples,
+    `engine` (a key of `ENGINES`) says which families of its page are passed through."""
 
     url: str
     pod: str
+    engine: str = "vllm"
 
 
 # ---- value parsers: each takes the raw value (str from flags/env, any type from YAML) ----------------
@@ -178,7 +200,7 @@ def choice(*allowed: str) -> Callable[[Any], str]:
     return parse
 
 
-def _target_from(raw: Any) -> Target:
+def _target_from(raw: Any, engine: Engine) -> Target:
     if isinstance(raw, Mapping):
         unknown = set(raw) - {"url", "pod"}
         if unknown:
@@ -191,17 +213,18 @@ def _target_from(raw: Any) -> Target:
     url = url.strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"{url!r} is not an http(s) URL (e.g. http://127.0.0.1:8000/metrics)")
+        raise ValueError(f"{url!r} is not an http(s) URL (e.g. http://127.0.0.1:8000{engine.default_path})")
     if parts.path in ("", "/"):
-        url = url.rstrip("/") + "/metrics"
+        url = url.rstrip("/") + engine.default_path
     name = str(pod).strip() if pod is not None else parts.netloc
     if not name:
         raise ValueError(f"{raw!r} has an empty pod name")
-    return Target(url=url, pod=name)
+    return Target(url=url, pod=name, engine=engine.name)
 
 
-def parse_targets(raw: Any) -> tuple[Target, ...]:
-    """A list (YAML) or a comma-separated string (env) of URLs or `{url, pod}` mappings."""
+def parse_targets(raw: Any, engine: str = "vllm") -> tuple[Target, ...]:
+    """A list (YAML) or a comma-separated string (env) of URLs or `{url, pod}` mappings, all of one
+    engine; a URL without a path gets the engine's (`/metrics`, TensorRT-LLM's `/prometheus/metrics`)."""
     if raw is None:
         return ()
     items: Sequence[Any]
@@ -211,12 +234,21 @@ def parse_targets(raw: Any) -> tuple[Target, ...]:
         items = raw
     else:
         items = [raw]
-    targets = tuple(_target_from(item) for item in items)
+    targets = tuple(_target_from(item, ENGINES[engine]) for item in items)
     pods = [t.pod for t in targets]
     duplicates = sorted({p for p in pods if pods.count(p) > 1})
     if duplicates:
         raise ValueError(f"two targets share the pod name {duplicates[0]!r}; give each a distinct pod")
     return targets
+
+
+def targets_of(engine: str) -> Callable[[Any], tuple[Target, ...]]:
+    """The parser of one engine's target list (`--sglang.target`, `trtllm.targets`, ...)."""
+
+    def parse(raw: Any) -> tuple[Target, ...]:
+        return parse_targets(raw, engine)
+
+    return parse
 
 
 # ---- the option table ---------------------------------------------------------------------------------
@@ -288,7 +320,12 @@ class Config:
     )
     collector_cpu: bool = _option(True, "collector.cpu", parse_bool, "Per-core CPU seconds (psutil).")
     collector_nvml: bool = _option(True, "collector.nvml", parse_bool, "GPU gauges from NVML.")
-    collector_vllm: bool = _option(True, "collector.vllm", parse_bool, "Scrape vLLM /metrics targets.")
+    collector_vllm: bool = _option(
+        True,
+        "collector.vllm",
+        parse_bool,
+        "Scrape the engines' metrics targets (vLLM, SGLang, TensorRT-LLM) and pass their families through.",
+    )
     collector_probe: bool = _option(True, "collector.probe", parse_bool, "Receive in-engine probe snapshots.")
     collector_timeout: float = _option(
         5.0,
@@ -311,21 +348,22 @@ class Config:
         3.0,
         "vllm.timeout",
         parse_duration,
-        "Per-target scrape timeout, whole body included.",
+        "Per-target scrape timeout, whole body included (every engine's targets).",
         metavar="DURATION",
     )
     vllm_max_body_bytes: int = _option(
         16 * 2**20,
         "vllm.max-body-bytes",
         parse_size,
-        "Largest target /metrics body accepted; larger marks the target down.",
+        "Largest metrics page accepted from a target of any engine; larger marks the target down.",
         metavar="SIZE",
     )
     vllm_max_series: int = _option(
         10_000,
         "vllm.max-series",
         parse_positive_int,
-        "Most vllm:* samples accepted from one target (vLLM serves a few hundred); more marks it down.",
+        "Most samples of its engine's families (vllm:*, sglang:*, trtllm_*) accepted from one target"
+        " (vLLM serves a few hundred, SGLang about 500); more marks it down.",
         metavar="N",
     )
     vllm_passthrough: bool = _option(
@@ -333,6 +371,37 @@ class Config:
         "vllm.passthrough",
         parse_bool,
         "Re-export the targets' vllm:* families with a pod label (off when Prometheus scrapes vLLM itself).",
+    )
+    sglang_targets: tuple[Target, ...] = _option(
+        (),
+        "sglang.target",
+        targets_of("sglang"),
+        "SGLang metrics URL to scrape (no path: /metrics); repeat for more, as --vllm.target.",
+        yaml_key="sglang.targets",
+        repeat=True,
+        metavar="URL",
+    )
+    sglang_passthrough: bool = _option(
+        True,
+        "sglang.passthrough",
+        parse_bool,
+        "Re-export the SGLang targets' sglang:* families (its grammar metrics among them) with a pod label.",
+    )
+    trtllm_targets: tuple[Target, ...] = _option(
+        (),
+        "trtllm.target",
+        targets_of("trtllm"),
+        "TensorRT-LLM metrics URL to scrape (no path: /prometheus/metrics, where trtllm-serve serves"
+        " Prometheus text); repeat for more, as --vllm.target.",
+        yaml_key="trtllm.targets",
+        repeat=True,
+        metavar="URL",
+    )
+    trtllm_passthrough: bool = _option(
+        True,
+        "trtllm.passthrough",
+        parse_bool,
+        "Re-export the TensorRT-LLM targets' trtllm_* families with a pod label.",
     )
     probe_socket: str = _option(
         DEFAULT_SOCKET,
@@ -483,7 +552,7 @@ class Config:
         False,
         "kubernetes.enabled",
         parse_bool,
-        "Discover vLLM pods on this node through the Kubernetes API (in-cluster service account).",
+        "Discover engine pods on this node through the Kubernetes API (in-cluster service account).",
     )
     kubernetes_node_name: str = _option(
         "",
@@ -505,7 +574,8 @@ class Config:
         "kubernetes.pod-annotation",
         parse_text,
         "Annotation that opts a pod in when set to 'true' (ignored when a pod selector is set). The pod's"
-        " '<prefix>/port' and '<prefix>/path' annotations override the port and path.",
+        " '<prefix>/engine' annotation names its engine (vllm, the default; sglang; trtllm), and"
+        " '<prefix>/port' and '<prefix>/path' override the port and the engine's path.",
         metavar="KEY",
     )
     kubernetes_default_port: int = _option(
@@ -539,6 +609,10 @@ class Config:
         "CA bundle for the API server; empty uses the system store.",
         metavar="PATH",
     )
+
+    def scrape_targets(self) -> tuple[Target, ...]:
+        """The static targets of every engine (`--vllm.target`, `--sglang.target`, `--trtllm.target`)."""
+        return (*self.vllm_targets, *self.sglang_targets, *self.trtllm_targets)
 
     def collector_enabled(self, name: str) -> bool:
         return bool(getattr(self, f"collector_{name}"))
@@ -671,6 +745,17 @@ def read_yaml(path: str) -> dict[str, Any]:
     return flat
 
 
+def _check_target_urls(config: Config) -> None:
+    """One URL is one engine: the same URL among two engines' targets is a mistake."""
+    seen: dict[str, str] = {}
+    for target in config.scrape_targets():
+        first = seen.setdefault(target.url, target.engine)
+        if first != target.engine:
+            raise ConfigError(
+                f"{target.engine}.target", f"{target.url} is also a {first}.target: one URL, one engine"
+            )
+
+
 def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Config:
     """Resolves defaults < YAML < environment < flags into a validated `Config`."""
     flags = dict(flags or {})
@@ -690,6 +775,7 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
             continue
         values[f.name] = _parse(f, raw, origin)
     config = Config(**values)
+    _check_target_urls(config)
     if config.kubernetes_enabled and not config.kubernetes_node_name:
         node = environ.get("NODE_NAME", "").strip()
         if not node:

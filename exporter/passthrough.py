@@ -1,4 +1,6 @@
-"""Pass a target's `vllm:*` families through, unchanged, with a `pod` label added.
+"""Pass an engine's own families through, unchanged, with a `pod` label added: the families whose
+name starts with its prefix (`vllm:`, `sglang:`, `trtllm_`: exporter.config.ENGINES); the rest of the
+page is validated and dropped.
 
 Why not prometheus-client's parser and renderer: on the real vLLM page (364 `vllm:` samples) its
 text parser takes about 14 ms and its renderer about 3 ms, so 8 targets cost over 130 ms per scrape
@@ -7,8 +9,9 @@ raw value string), checks it line by line with one regular expression, and rende
 concatenation: values are never reformatted, so they pass through bit for bit. Its output is checked
 against prometheus-client's parsers in the tests, in both formats.
 
-Input is the Prometheus text format 0.0.4 (what vLLM serves) and, leniently, OpenMetrics text.
-Timestamps and exemplars are dropped (vLLM emits neither).
+Input is the Prometheus text format 0.0.4 (what vLLM, SGLang and TensorRT-LLM serve: the latter two
+from prometheus-client's multiprocess mode, whose counters keep `_total` in the family name) and,
+leniently, OpenMetrics text. Timestamps and exemplars are dropped (the engines emit neither).
 """
 
 from __future__ import annotations

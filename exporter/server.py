@@ -40,11 +40,13 @@ TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 def vllm_settings(config: Config) -> VllmSettings:
     return VllmSettings(
-        targets=config.vllm_targets,
+        targets=config.scrape_targets(),
         timeout=config.vllm_timeout,
         max_body_bytes=config.vllm_max_body_bytes,
         max_series=config.vllm_max_series,
         passthrough=config.vllm_passthrough,
+        sglang_passthrough=config.sglang_passthrough,
+        trtllm_passthrough=config.trtllm_passthrough,
     )
 
 

@@ -4,11 +4,17 @@ Lists pods with `fieldSelector=spec.nodeName=<node>` (and the label selector whe
 daemon only ever sees its own node: RBAC needs get/list/watch on pods and nothing else. The list is
 refreshed at most every `refresh_interval`; when a refresh fails the last good list is kept (and the
 failure reported), so an API-server blip does not drop every target.
+
+A pod's `<prefix>/engine` annotation names its engine (`vllm`, the default; `sglang`; `trtllm`),
+which decides the families passed through and the default path (`/metrics`; TensorRT-LLM's
+`/prometheus/metrics`); `<prefix>/port` and `<prefix>/path` override port and path. A pod naming an
+engine the daemon does not know is skipped, with one log line.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 import time
 from dataclasses import dataclass
@@ -17,11 +23,12 @@ from typing import Any
 import aiohttp
 
 from exporter.collectors.base import CollectorError
-from exporter.config import Target
+from exporter.config import ENGINES, Target
 from exporter.httpbody import BodyTooLarge, read_capped
 
 MAX_POD_LIST_BYTES = 32 * 2**20
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+log = logging.getLogger("gdx.collector.vllm")
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,13 @@ class DiscoverySettings:
     ca_file: str = f"{SERVICE_ACCOUNT}/ca.crt"
 
 
-def targets_from_pod_list(doc: Any, settings: DiscoverySettings) -> list[Target]:
-    """Pure: the scrape targets in a PodList. Running pods with an IP, opted in by selector or annotation."""
+def targets_from_pod_list(
+    doc: Any, settings: DiscoverySettings, skipped: list[str] | None = None
+) -> list[Target]:
+    """Pure: the scrape targets in a PodList. Running pods with an IP, opted in by selector or annotation.
+
+    A pod opted in but unusable (an unknown engine, a port that is not a number) is left out, and why is
+    appended to `skipped` when given."""
     if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
         raise CollectorError("the API server's answer is not a PodList")
     prefix = settings.pod_annotation.rsplit("/", 1)[0]
@@ -54,12 +66,21 @@ def targets_from_pod_list(doc: Any, settings: DiscoverySettings) -> list[Target]
             continue
         if not settings.pod_selector and annotations.get(settings.pod_annotation) != "true":
             continue
+        named = str(annotations.get(f"{prefix}/engine", "vllm"))
+        engine = ENGINES.get(named.strip().lower())
         port = str(annotations.get(f"{prefix}/port", settings.default_port))
-        path = str(annotations.get(f"{prefix}/path", "/metrics"))
-        if not port.isdigit():
+        if engine is None or not port.isdigit():
+            if skipped is not None:
+                skipped.append(
+                    f"pod {name}: {prefix}/engine {named[:40]!r} is not one of {', '.join(ENGINES)}"
+                    if engine is None
+                    else f"pod {name}: {prefix}/port {port[:40]!r} is not a port number"
+                )
             continue
+        path = str(annotations.get(f"{prefix}/path", engine.default_path))
         host = f"[{ip}]" if ":" in ip else ip
-        targets.append(Target(url=f"http://{host}:{port}/{path.lstrip('/')}", pod=str(name)))
+        url = f"http://{host}:{port}/{path.lstrip('/')}"
+        targets.append(Target(url=url, pod=str(name), engine=engine.name))
     return targets
 
 
@@ -69,6 +90,7 @@ class PodDiscovery:
         self.targets: list[Target] = []
         self.last_error: str | None = None
         self._listed_at = float("-inf")
+        self._skipped: set[str] = set()  # pods left out, logged once each
 
     def _ssl(self) -> ssl.SSLContext | bool:
         if not self.settings.api_server.startswith("https"):
@@ -129,4 +151,9 @@ class PodDiscovery:
             raise CollectorError(f"listing pods: {type(err).__name__}: {err}") from None
         except TimeoutError:
             raise CollectorError(f"listing pods timed out after {timeout:g}s") from None
-        return targets_from_pod_list(doc, settings)
+        skipped: list[str] = []
+        targets = targets_from_pod_list(doc, settings, skipped)
+        for reason in sorted(set(skipped) - self._skipped):
+            log.warning("kubernetes discovery: %s; not scraped", reason)
+        self._skipped = set(skipped)
+        return targets

@@ -1,9 +1,11 @@
-"""vLLM `/metrics` scraper: per-target up/duration, and the `vllm:*` families passed through.
+"""The engine scraper (the `vllm` collector): per-target up/duration, and each engine's own families
+passed through: `vllm:*` from vLLM, `sglang:*` from SGLang, `trtllm_*` from TensorRT-LLM.
 
 Every target is scraped concurrently at scrape time, each under its own timeout and body cap; a
 target that times out, errors, refuses, sends garbage or too much is marked down and the others are
-untouched. Targets are the static ones from the configuration plus, when enabled, the engine pods
-Kubernetes reports on this node.
+untouched. A target is of one engine (`Target.engine`): only that engine's families are kept from its
+page, and only while that engine's passthrough is on. Targets are the static ones from the
+configuration plus, when enabled, the engine pods Kubernetes reports on this node.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from exporter import passthrough
 from exporter.collectors.base import Collector, CollectorError
 from exporter.collectors.kubernetes import PodDiscovery
-from exporter.config import Target
+from exporter.config import ENGINES, Target
 from exporter.httpbody import BodyTooLarge, read_capped
 
 log = logging.getLogger("gdx.collector.vllm")
@@ -32,11 +34,21 @@ ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
 class VllmSettings:
     """What the scraper uses of the configuration (`server.vllm_settings` maps the options)."""
 
-    targets: tuple[Target, ...] = ()  # static targets; discovered pods are added to them
+    targets: tuple[Target, ...] = ()  # static targets of every engine; discovered pods are added
     timeout: float = 3.0  # per target, whole body included
     max_body_bytes: int = 16 * 2**20
-    max_series: int = 10_000  # vllm:* samples accepted from one target
-    passthrough: bool = True  # re-export the vllm:* families with a pod label
+    max_series: int = 10_000  # samples of its engine's families accepted from one target
+    passthrough: bool = True  # re-export vLLM's vllm:* families with a pod label
+    sglang_passthrough: bool = True  # SGLang's sglang:*
+    trtllm_passthrough: bool = True  # TensorRT-LLM's trtllm_*
+
+    def passes(self, engine: str) -> bool:
+        """Whether the families of this engine's targets are re-exported."""
+        return {
+            "vllm": self.passthrough,
+            "sglang": self.sglang_passthrough,
+            "trtllm": self.trtllm_passthrough,
+        }.get(engine, False)
 
 
 @dataclass
@@ -58,6 +70,7 @@ class VllmCollector(Collector):
         self.discovery = discovery
         self.results: list[TargetResult] = []
         self.type_conflicts = 0
+        self._conflicting: set[str] = set()  # families whose types disagreed at the last refresh
         self._session: aiohttp.ClientSession | None = None
         self._errors: dict[str, str | None] = {}
         # Per target (url, pod): the parser's line cache, kept between scrapes, dropped with the target.
@@ -81,6 +94,9 @@ class VllmCollector(Collector):
         result = TargetResult(target)
         started = time.perf_counter()
         try:
+            engine = ENGINES.get(target.engine)
+            if engine is None:
+                raise CollectorError(f"unknown engine {target.engine!r}")
             async with self._session.get(
                 target.url,
                 timeout=aiohttp.ClientTimeout(total=self.settings.timeout),
@@ -96,7 +112,7 @@ class VllmCollector(Collector):
             try:
                 cache = self._line_caches.setdefault(target, {})
                 result.families = passthrough.parse(
-                    text, target.pod, cache=cache, max_samples=self.settings.max_series
+                    text, target.pod, engine.prefix, cache=cache, max_samples=self.settings.max_series
                 )
             except passthrough.ParseError as err:
                 raise CollectorError(f"not the Prometheus text format: {err}") from None
@@ -133,12 +149,15 @@ class VllmCollector(Collector):
             static = {t.url for t in targets}
             targets += [t for t in found if t.url not in static]
         results = list(await asyncio.gather(*(self._scrape(t) for t in targets)))
-        merged, conflicts = passthrough.merge(r.families for r in results)
-        if conflicts:
-            self.type_conflicts += len(conflicts)
+        merged, conflicts = passthrough.merge(
+            r.families for r in results if self.settings.passes(r.target.engine)
+        )
+        self.type_conflicts += len(conflicts)
+        if set(conflicts) - self._conflicting:  # logged when a family starts to conflict, not every scrape
             log.warning(
                 "targets disagree on the type of %s; kept the first", ", ".join(sorted(set(conflicts)))
             )
+        self._conflicting = set(conflicts)
         current = set(targets)  # forget the state of targets that went away (pods deleted)
         self._errors = {t.url: self._errors.get(t.url) for t in current}
         self._line_caches = {t: c for t, c in self._line_caches.items() if t in current}
@@ -152,9 +171,8 @@ class VllmCollector(Collector):
             raise CollectorError(". ".join(problems))
 
     def passthrough_text(self, openmetrics: bool) -> str:
-        """The merged `vllm:*` families of the last refresh, rendered once per format."""
-        if not self.settings.passthrough:
-            return ""
+        """The merged families of the last refresh (engines whose passthrough is on), rendered once per
+        format."""
         merged, cache = self._passthrough
         key = "om" if openmetrics else "text"
         rendered = cache.get(key)
@@ -166,7 +184,7 @@ class VllmCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         up = GaugeMetricFamily(
             "guided_decoding_target_up",
-            "1 when the engine's /metrics answered and parsed, else 0.",
+            "1 when the engine's metrics page answered and parsed, else 0.",
             labels=["target", "pod"],
         )
         duration = GaugeMetricFamily(

@@ -112,7 +112,14 @@ def test_description_queries_stay_on_the_alerts_node() -> None:
     rules = yaml.safe_load((ALERTS / "guided-decoding.rules.yml").read_text())
     alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
     ranked = [a for a in alerts if "Top families" in a["annotations"]["description"]]
-    listing = ("CompileP95High", "CacheHitRatioLow", "CPUStarvation", "GrammarWaitHigh", "CompileStuck", "EngineCPUThrottled")
+    listing = (
+        "CompileP95High",
+        "CacheHitRatioLow",
+        "CPUStarvation",
+        "GrammarWaitHigh",
+        "CompileStuck",
+        "EngineCPUThrottled",
+    )
     assert {a["alert"] for a in ranked} == {f"GuidedDecoding{n}" for n in listing}
     calls = 0
     for a in alerts:

@@ -43,7 +43,8 @@ json_like = st.recursive(
     max_leaves=40,
 )
 message_fields = st.sampled_from(["v", "kind", "instance", "pid", "pod", "engine", "schemas", "backends", "full",
-                                  "seq", "evicted", "other", "cpu", "probe", "id", "hash", "buckets", "sum"])  # fmt: skip
+                                  "seq", "evicted", "other", "cpu", "probe", "id", "hash", "buckets", "sum",
+                                  "miss", "rejections", "caches", "cgroup", "pool_workers", "cpus"])  # fmt: skip
 messages = st.recursive(
     scalars | st.sampled_from(["hello", "schemas", "snapshot", 1]),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(message_fields, inner, max_size=8),
