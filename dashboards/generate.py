@@ -377,6 +377,16 @@ def masks() -> list[Any]:
                f"over {stuck:g} s it pages. Compiles cannot be cancelled; the pool worker is lost until it ends.",
                q(f"max by (instance, pod, backend) (guided_decoding_compile_oldest_running_seconds{{{NP}}})", ENGINE),
                line=stuck),
+        series("SGLang grammar, its own metrics (where no probe runs)", "none",
+               "SGLang's own grammar families, passed through from --sglang.target pods: compile P95 (s), requests "
+               "waiting for a grammar, and its grammar cache hit ratio (SGLang caches compiled grammars itself). "
+               "SGLang 0.5.23 declares these families but records only the queue; the others fill in where a release "
+               "records them. With the probe in the engine, rows 1-2 have the same and more, per schema.",
+               q(f"histogram_quantile(0.95, sum by (pod, le) (rate(sglang:grammar_compilation_time_seconds_bucket{{{NP}}}[{RI}])))",
+                 "compile P95 {{pod}}"),
+               q(f"sum by (pod) (sglang:num_grammar_queue_reqs{{{NP}}})", "waiting for a grammar {{pod}}", ref="B"),
+               q(f"sum by (pod) (rate(sglang:num_grammar_cache_hit_total{{{NP}}}[{RI}])) / sum by (pod) (rate(sglang:num_grammar_total{{{NP}}}[{RI}]))",
+                 "cache hit ratio {{pod}}", ref="C"), span=12),
         series("Grammar failures (per second)", "ops",
                "Inside the engine, per pod, backend and reason: compiled grammars that refused tokens their own mask "
                "allowed or raised (rejected, error: the engine ends the request with an error) and failed compiles "
@@ -385,7 +395,7 @@ def masks() -> list[Any]:
                q(f"sum by (pod, backend, reason) (rate(guided_decoding_grammar_rejections_total{{{NP}}}[{RI}]))",
                  "{{pod}} {{backend}} {{reason}}"),
                q(f"sum by (pod, backend, reason) (rate(guided_decoding_compile_errors_total{{{NP}}}[{RI}]))",
-                 "{{pod}} {{backend}} compile {{reason}}", ref="B"), span=24),
+                 "{{pod}} {{backend}} compile {{reason}}", ref="B"), span=12),
     ]  # fmt: skip
 
 

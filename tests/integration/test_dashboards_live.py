@@ -34,10 +34,14 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
     rules.write_text((ROOT / "alerts" / "guided-decoding.rules.yml").read_text())
     sock = tmp_path / "probe.sock"
     page = PageServer(vllm_page.encode())
+    # a real SGLang 0.5.23 page (rendered by its own metrics code: tests/support/data/engine_pages.py)
+    sglang = PageServer((ROOT / "tests" / "support" / "data" / "sglang-0.5.23-metrics.txt").read_bytes())
     started: list[Any] = []
     try:
         env = {"PYTHONPATH": os.pathsep.join([str(fake), str(ROOT)])}
-        daemon = Daemon(["--probe.socket", str(sock), "--vllm.target", page.url], env=env)
+        daemon = Daemon(
+            ["--probe.socket", str(sock), "--vllm.target", page.url, "--sglang.target", sglang.url], env=env
+        )
         started.append(daemon)
         prom = Prometheus(
             tmp_path, [daemon.url.removeprefix("http://")], job="guided-decoding-exporter", rule_files=[rules]
@@ -88,6 +92,7 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
         for part in reversed(started):
             part.stop()
         page.close()
+        sglang.close()
 
 
 def _node_page(hashes: range, backends: tuple[str, ...], findings: dict[str, int]) -> bytes:
