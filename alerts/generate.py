@@ -242,7 +242,7 @@ def schema_mean() -> str:
 
 
 def sizing() -> str:
-    """"; CPU quota Q cores; compile pool of W workers; the engine counts C CPUs" for the alert's
+    """ "; CPU quota Q cores; compile pool of W workers; the engine counts C CPUs" for the alert's
     pod, each part when the probe reports it (a pool sized from the node's CPUs, not the quota)."""
     pod = 'instance="%s", pod="%s"'
     args = (NODE, "$labels.pod")

@@ -8,7 +8,8 @@ every tracked schema; the others only those that changed, plus the ids evicted i
 
     hello    {v, kind, instance, pid, pod, engine, engine_kind, engine_version, backends{name: version},
               probe_version}
-    schemas  {v, kind, schemas: [{id, hash, shape, kind, backend, title, text|null, bytes, truncated}]}
+    schemas  {v, kind, schemas: [{id, hash, shape, kind, backend, title, text|null, bytes, truncated,
+              warnings: [str] (what llguidance said it ignores; absent when none)}]}
     snapshot {v, kind, seq, full, backends: {name: {requests, hits, errors{reason: n},
               rejections{reason: n}, compile, miss, wait, mask (histograms: {buckets: [n...], sum}),
               in_progress, oldest_seconds}},
@@ -97,6 +98,7 @@ class SchemaMeta:
     text: str | None  # None: over MAX_TEXT_CHARS on the engine side, not sent
     bytes: int
     truncated: bool
+    warnings: tuple[str, ...] = ()  # what the backend said it ignores when it compiled it (llguidance)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,6 +295,14 @@ def _backend(doc: Any) -> BackendTotals:
     )
 
 
+MAX_WARNINGS = 16
+
+
+def _warnings(doc: Any) -> tuple[str, ...]:
+    _require(isinstance(doc, list) and len(doc) <= MAX_WARNINGS, "schemas.warnings")
+    return tuple(_text(w, "schemas.warnings", 512) for w in doc)
+
+
 def _schema_meta(item: Any) -> SchemaMeta:
     _require(isinstance(item, dict), "schemas: item")
     text = item.get("text")
@@ -311,6 +321,7 @@ def _schema_meta(item: Any) -> SchemaMeta:
         text=text,
         bytes=_count(item.get("bytes", 0), "schemas.bytes"),
         truncated=bool(item.get("truncated", False)),
+        warnings=_warnings(item.get("warnings", [])),
     )
 
 

@@ -97,7 +97,9 @@ class TrackedSpec(SpecCounts):
     """One spec the engine compiled, under the id the daemon knows it by. `text` is the exact spec;
     one over MAX_TEXT_CHARS is kept only until its identity is computed, then dropped."""
 
-    __slots__ = ("backend", "evicted", "id", "identity", "key", "kind", "length", "text", "truncated")
+    __slots__ = (
+        "backend", "evicted", "id", "identity", "key", "kind", "length", "text", "truncated", "warnings",
+    )  # fmt: skip
 
     def __init__(self, spec_id: int, kind: str, backend: str, text: str, key: str = "") -> None:
         super().__init__()
@@ -110,6 +112,7 @@ class TrackedSpec(SpecCounts):
         self.length = len(text)
         self.truncated = self.length > MAX_TEXT_CHARS
         self.identity: SpecIdentity | None = None
+        self.warnings: tuple[str, ...] = ()  # what the backend said it ignores (llguidance), once
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,7 @@ class SpecMetadata:
     text: str | None  # None when over MAX_TEXT_CHARS
     length: int
     truncated: bool
+    warnings: tuple[str, ...] = ()
 
 
 class BackendStats:
@@ -157,8 +161,10 @@ class BackendStats:
 
 
 # One finished compile call as queued by an engine thread: the spec already tracked (else None),
-# backend, kind, the spec string (when not tracked yet), seconds, hit, error reason.
-Observation = tuple[TrackedSpec | None, str, str, str | None, float, bool, str | None]
+# backend, kind, the spec string (when not tracked yet), seconds, hit, error reason, and what the
+# backend said it ignores (llguidance's grammar warnings; empty elsewhere).
+Observation = tuple[TrackedSpec | None, str, str, str | None, float, bool, str | None, tuple[str, ...]]
+MAX_WARNINGS, MAX_WARNING_CHARS = 16, 512
 
 
 def spec_key(kind: str, backend: str, spec: str) -> str:
@@ -223,6 +229,7 @@ class Recorder:
         elapsed: float,
         hit: bool,
         error: str | None = None,
+        warnings: tuple[str, ...] = (),
     ) -> None:
         """Records one finished compile call: a few atomic operations, no lock, never raises.
         A spec already tracked is passed on as its TrackedSpec, so the string is not kept alive."""
@@ -233,9 +240,9 @@ class Recorder:
             return
         tracked = self._specs.get(spec) if kind == "json" and backend == "xgrammar" else None
         if tracked is not None:
-            pending.append((tracked, backend, kind, None, elapsed, hit, error))
+            pending.append((tracked, backend, kind, None, elapsed, hit, error, warnings))
         else:
-            pending.append((None, backend, kind, spec, elapsed, hit, error))
+            pending.append((None, backend, kind, spec, elapsed, hit, error, warnings))
 
     def reject(self, backend: str, reason: str) -> None:
         """A compiled grammar refused to advance (`rejected`: the engine ends the request) or raised
@@ -298,6 +305,7 @@ class Recorder:
         elapsed: float,
         hit: bool,
         error: str | None,
+        warnings: tuple[str, ...] = (),
     ) -> None:
         elapsed = _seconds(elapsed)  # before any counter moves: a bad value changes nothing
         counts: SpecCounts
@@ -329,6 +337,8 @@ class Recorder:
             stats.miss.observe(elapsed)
         if isinstance(counts, TrackedSpec):
             self._changed.add(counts)
+            if warnings and not counts.warnings and counts.identity is None:  # before its metadata ships
+                counts.warnings = tuple(str(w)[:MAX_WARNING_CHARS] for w in warnings[:MAX_WARNINGS])
 
     def _track(self, key: str, kind: str, backend: str, spec: str) -> TrackedSpec:
         tracked = TrackedSpec(next(self._spec_ids), kind, backend, spec, key)
@@ -372,7 +382,9 @@ class Recorder:
                 spec.text = None
                 self.counters["texts_dropped"] += 1
         text = None if spec.truncated else spec.text
-        return SpecMetadata(spec.id, spec.kind, spec.backend, identity, text, spec.length, spec.truncated)
+        return SpecMetadata(
+            spec.id, spec.kind, spec.backend, identity, text, spec.length, spec.truncated, spec.warnings
+        )
 
     def snapshot(self, full: bool) -> dict[str, Any]:
         """Cumulative totals: every tracked spec when `full`, else the specs changed since the last call."""

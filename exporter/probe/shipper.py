@@ -55,6 +55,7 @@ def schema_messages(specs: Iterable[SpecMetadata]) -> Iterator[bytes]:
                 "text": spec.text,
                 "bytes": spec.length,
                 "truncated": spec.truncated,
+                **({"warnings": list(spec.warnings)} if spec.warnings else {}),
             }
         )
         size += 200 + (spec.length if spec.text is not None else 0)

@@ -182,6 +182,34 @@ def test_llguidance_never_hits_and_reports_refused_keywords(
     )
 
 
+def test_llguidance_warnings_become_the_schemas_findings(
+    ll_tokenizer: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    """What llguidance compiles and ignores (lenient mode: an unknown format), read off the engine's
+    own matcher by the probe, is the schema's `llguidance_ignored` finding on the daemon, where the
+    table alone says llguidance refuses it."""
+    import llguidance
+
+    from exporter.schema.identity import schema_hash
+
+    daemon = daemon_factory("--probe.socket", str(socket_path))
+    lenient = {"type": "object", "properties": {"sku": {"type": "string", "format": "sku-code"}},
+               "x-guidance": {"lenient": True}}  # fmt: skip
+    text = json.dumps(lenient)
+    matcher = llguidance.LLMatcher(ll_tokenizer, llguidance.LLMatcher.grammar_from_json_schema(text))
+    assert not matcher.is_error() and matcher.get_grammar_warnings() == ["Unknown format: sku-code"]
+    h = schema_hash(text)
+
+    def findings() -> dict[str, float]:
+        m = scrape(daemon.url)
+        return {dict(ls)["rule"]: v for (n, ls), v in m.items()
+                if n == "guided_decoding_schema_lint_findings" and dict(ls)["schema_hash"] == h}  # fmt: skip
+
+    wait_for(lambda: bool(findings()), timeout=30)
+    found = findings()
+    assert found.get("llguidance_ignored") == 1 and "llguidance_refused" not in found, found
+
+
 def test_compile_errors_reach_the_engine_unchanged(
     xgr_info: Any, socket_path: Path, daemon_factory: Any
 ) -> None:

@@ -321,3 +321,20 @@ def test_what_xgrammar_logs_counts_only_where_it_can_show() -> None:
     schema = {"type": "object", "properties": {"a": apart, "b": overlapping, "c": {"not": overlapping}}}
     said = enginelogs.findings(schema, [Compile("xgrammar", "0.2.8", True, warnings=(ONEOF,))], Budget())
     assert [r.finding.pointer for r in said] == ["/properties/b/oneOf"]
+
+
+def test_the_engines_warnings_reach_the_daemons_analysis() -> None:
+    """A schema whose llguidance warnings the probe read off the engine's matcher: the daemon's
+    analysis turns them into `llguidance_ignored`, replacing the table's `llguidance_refused`
+    (lenient mode compiles what the table says it refuses); without them, the table's finding."""
+    import json
+
+    from exporter.collectors.probe.analysis import analyse
+    from exporter.schema.lint import Thresholds
+
+    schema = {"type": "object", "properties": {"a": {"type": "string", "format": "foo"}}}
+    text = json.dumps({**schema, "x-guidance": {"lenient": True}})
+    table = analyse("s", "json", text, Thresholds()).counts
+    told = analyse("s", "json", text, Thresholds(), None, ("Unknown format: foo",)).counts
+    assert table.get(("llguidance_refused", "error")) == 1 and ("llguidance_ignored", "warning") not in table
+    assert told.get(("llguidance_ignored", "warning")) == 1 and ("llguidance_refused", "error") not in told

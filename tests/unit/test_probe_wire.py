@@ -75,3 +75,18 @@ def test_invalid_fields_are_rejected(index: int, path: tuple[Any, ...], value: A
         validate(message)
     line = json.dumps(message).encode() + b"\n"
     assert classify(line) == ("rejected", None)
+
+
+def test_schema_warnings_are_checked() -> None:
+    from exporter import wire
+
+    item = {"id": 1, "hash": "0" * 12, "shape": "1" * 12, "kind": "json", "backend": "llguidance"}
+    item["text"] = "{}"
+    said = [{**item, "warnings": ["Unknown format: x"]}]
+    ok = wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": said})
+    assert isinstance(ok, wire.SchemasMessage) and ok.schemas[0].warnings == ("Unknown format: x",)
+    plain = wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": [item]})
+    assert isinstance(plain, wire.SchemasMessage) and plain.schemas[0].warnings == ()
+    for bad in (["x" * 513], ["w"] * 17, "not a list", [1]):
+        with pytest.raises(wire.Invalid):
+            wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": [{**item, "warnings": bad}]})

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from exporter.collectors.probe.rollup import FamilyUsage
-from exporter.schema import backends, family, identity, injection, lint, spec, variants
+from exporter.schema import backends, enginelogs, family, identity, injection, lint, spec, variants
 from exporter.schema.lint import Thresholds
 
 log = logging.getLogger("gdx.collector.probe.analysis")
@@ -100,6 +100,7 @@ class QueuedText:
     text: str
     title: str = ""
     versions: backends.Versions | None = None  # the reporting engine's backends (None: the newest)
+    warnings: tuple[str, ...] = ()  # what llguidance said it ignores when the engine compiled it
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +156,7 @@ class SchemaAnalysis:
         title: str = "",
         *,
         versions: backends.Versions | None = None,
+        warnings: tuple[str, ...] = (),
     ) -> None:
         """Queues a schema's text for analysis unless it is known (called on the event loop: cheap).
         `versions`: the backend versions of the engine reporting it, whose tables its lint uses; a
@@ -165,7 +167,7 @@ class SchemaAnalysis:
             if self.pending_bytes + len(text) > MAX_PENDING_BYTES or len(self.pending) >= MAX_PENDING:
                 self.skipped += 1
                 return
-            self.pending[schema_hash] = QueuedText(shape, kind, text, title, versions)
+            self.pending[schema_hash] = QueuedText(shape, kind, text, title, versions, warnings)
             self.pending_bytes += len(text)
 
     def seen(self, schema_hash: str, shape: str, now: float) -> None:
@@ -194,7 +196,9 @@ class SchemaAnalysis:
                 schema_hash, queued = self.pending.popitem(last=False)
                 self.pending_bytes -= len(queued.text)
             started = time.monotonic()
-            result = analyse(queued.shape, queued.kind, queued.text, self.thresholds, queued.versions)
+            result = analyse(
+                queued.shape, queued.kind, queued.text, self.thresholds, queued.versions, queued.warnings
+            )
             structure = redact(queued.kind, queued.text)
             with self._lock:
                 self._redacted[schema_hash] = structure
@@ -378,11 +382,29 @@ def redact(kind: str, text: str) -> str:
     return shape if len(shape) <= REDACTED_CHARS else shape[:REDACTED_CHARS] + "...<truncated>"
 
 
+@dataclass(frozen=True, slots=True)
+class EngineSaid:
+    """What an engine's backend said when it compiled the spec (enginelogs.Compiled): the daemon
+    gets llguidance's grammar warnings from the probe, which reads them off the engine's matcher."""
+
+    engine: str
+    version: str
+    warnings: tuple[str, ...]
+    ok: bool = True
+    error: str = ""
+
+
 def analyse(
-    shape: str, kind: str, text: str, thresholds: Thresholds, versions: backends.Versions | None = None
+    shape: str,
+    kind: str,
+    text: str,
+    thresholds: Thresholds,
+    versions: backends.Versions | None = None,
+    warnings: tuple[str, ...] = (),
 ) -> SchemaResult:
     """Pure: the findings, literal digests and family fingerprint of one spec text (never raises).
-    The text is parsed once for all of them. `versions`: whose backend tables apply."""
+    The text is parsed once for all of them. `versions`: whose backend tables apply. `warnings`:
+    what llguidance said it ignores when the engine compiled it, merged in as `llguidance_ignored`."""
     budget = thresholds.budget
     if kind not in JSON_KINDS:
         parsed = identity.parse_spec(text) if kind == "structural_tag" else None
@@ -398,6 +420,9 @@ def analyse(
         return SchemaResult(shape, {("too_complex", "error"): 1}, {}, family.fingerprint(text, None, budget))
     try:
         found_lint = lint.lint(schema, thresholds, versions=versions)
+        if warnings:
+            said = EngineSaid("llguidance", (versions or backends.Versions()).llguidance, warnings)
+            found_lint = enginelogs.merge(found_lint, enginelogs.findings(schema, [said], budget))
         digests = variants.literals(schema, budget)
     except Exception as err:  # a bug in a rule must not stop the others' schemas
         log.warning("schema analysis failed on a schema (shape %s): %s", shape, type(err).__name__)

@@ -185,8 +185,9 @@ class ProbeStore:
                 # linted with the backend tables of the engine that first reports it
                 versions = backends.versions_of(engine.hello.backends)
                 self.analysis.submit(
-                    info.schema_hash, info.shape_hash, info.kind, item.text, item.title, versions=versions
-                )
+                    info.schema_hash, info.shape_hash, info.kind, item.text, item.title, versions=versions,
+                    warnings=item.warnings,
+                )  # fmt: skip
 
     def snapshot(self, engine: EngineState, msg: wire.Snapshot, now: float) -> None:
         with self._lock:

@@ -105,10 +105,23 @@ def timed_construction(real: Any) -> Any:
                 error = error_reason(matcher.get_error())
         except Exception:
             pass
-        recorder.finish(token, "llguidance", kind, spec, elapsed, False, error)  # no cross-request cache
+        said = grammar_warnings(matcher)
+        recorder.finish(
+            token, "llguidance", kind, spec, elapsed, False, error, said
+        )  # no cross-request cache
         return matcher
 
     return __new__
+
+
+def grammar_warnings(matcher: Any) -> tuple[str, ...]:
+    """What llguidance compiled and ignores (unknown formats, keywords dropped in lenient mode): the
+    matcher's own list, a getter with nothing to compute. Empty when it has none or cannot tell."""
+    try:
+        said = matcher.get_grammar_warnings()
+        return tuple(w for w in said if isinstance(w, str)) if said else ()
+    except Exception:
+        return ()
 
 
 def matcher_proxy(real: Any) -> Any:

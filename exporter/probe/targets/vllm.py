@@ -16,6 +16,7 @@ from exporter.probe import patching
 from exporter.probe.recorder import MASK, MAX_PENDING, Recorder
 from exporter.probe.targets.cache_hits import cache_generation, cache_unchanged
 from exporter.probe.targets.common import ARMED, error_reason, log, spec_text
+from exporter.probe.targets.llguidance import grammar_warnings
 
 _perf = time.perf_counter
 BACKENDS = {
@@ -78,15 +79,17 @@ def wrap_create_grammar(original: Any) -> Any:
         ended = _perf()
         elapsed = ended - started
         kind, spec = request_spec(request)
+        said: tuple[str, ...] = ()
         if backend == "llguidance":
             hit = False
+            said = grammar_warnings(getattr(result, "ll_matcher", None))
         else:
             # A compile grows one compiler's cache (vLLM 0.33: `compiler`, or `full_vocab_compiler` for
             # Lark grammars and structural tags); a hit grows none. Every compiler is asked, so each
             # keeps its last size current.
             unchanged = [cache_unchanged(c, g) for c, g in zip(compilers, generations, strict=True)]
             hit = elapsed < recorder.hit_max_seconds or (bool(unchanged) and all(unchanged))
-        recorder.finish(token, backend, kind, spec, elapsed, hit)
+        recorder.finish(token, backend, kind, spec, elapsed, hit, None, said)
         _record_wait(recorder, backend, request, ended)
         return result
 
