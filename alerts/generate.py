@@ -254,6 +254,20 @@ def sizing() -> str:
     return "".join(f"{{{{ range {_q(expr, *args)} }}}}{text}{{{{ end }}}}" for expr, text in parts)
 
 
+def failing_schemas(p: Params) -> str:
+    """ " Schemas: HASH (N), ..." of the alert's pod, the most failures first (where the probe knew)."""
+    where = 'instance="%s", pod="%s", backend="%s"'
+    failures = (
+        f"sum by (schema_hash) (increase({P}schema_grammar_rejections_total{{{where}}}[{p.failures_window}]))"
+        f" or sum by (schema_hash) (increase({P}schema_compile_errors_total{{{where}}}[{p.failures_window}]))"
+    )
+    expr = f"sort_desc(topk(3, {failures} > 0))"
+    return (
+        f"{{{{ range $i, $s := {_q(expr, NODE, '$labels.pod', '$labels.backend', NODE, '$labels.pod', '$labels.backend')} }}}}"
+        '{{ if eq $i 0 }} Schemas: {{ else }}, {{ end }}{{ $s.Labels.schema_hash }} ({{ printf "%.0f" $s.Value }}){{ end }}'
+    )
+
+
 def job_down(p: Params) -> str:
     """Scraped and failing; gone (a node's exporter scraped within the hour and missing now: evicted,
     unschedulable; not when the node itself left the cluster, where kube-state-metrics says so); or
@@ -364,10 +378,10 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f' or sum by ({e}) (increase({P}compile_errors_total{{reason=~"internal|timeout"}}[{p.failures_window}])) > 0',
             "1m", "warning",
             "Grammars fail inside the engine: requests end with an error.",
-            "Pod {{ $labels.pod }} ({{ $labels.backend }}, node {{ $labels.instance }}): {{ $value | humanize }} grammar"
+            "Pod {{ $labels.pod }} ({{ $labels.backend }}, node {{ $labels.instance }}): about {{ printf \"%.0f\" $value }} grammar"
             f" failure(s) in the last {p.failures_window}: a compiled grammar refused tokens its own mask allowed or"
             " raised (the engine ends that request with an error), or a compile failed inside the engine (internal,"
-            " timeout). Client errors (invalid or unsupported schemas) are not counted here.",
+            " timeout). Client errors (invalid or unsupported schemas) are not counted here." + failing_schemas(p),
             p,
         ),
         alert(
@@ -405,10 +419,10 @@ def alerts(p: Params) -> list[dict[str, Any]]:
 def render(p: Params | None = None) -> dict[str, Any]:
     p = p or Params()
     return {
-        "groups": [
-            {"name": "guided-decoding.rules", "rules": recording(p)},
-            {"name": "guided-decoding.alerts", "rules": alerts(p)},
-        ]
+        # One group, recording rules first: a group evaluates its rules in order, so every alert reads
+        # the recording rules of the same evaluation. Across groups the order is not fixed and an
+        # alert's value would lag its rule by an interval, or not, from one evaluation to the next.
+        "groups": [{"name": "guided-decoding", "rules": [*recording(p), *alerts(p)]}]
     }
 
 

@@ -13,7 +13,8 @@ every tracked schema; the others only those that changed, plus the ids evicted i
     snapshot {v, kind, seq, full, backends: {name: {requests, hits, errors{reason: n},
               rejections{reason: n}, compile, miss, wait, mask (histograms: {buckets: [n...], sum}),
               in_progress, oldest_seconds}},
-              schemas: [{id, requests, hits, errors, buckets, sum}], other: {backend: same without id},
+              schemas: [{id, requests, hits, errors, buckets, sum, rejected (absent: 0)}],
+              other: {backend: same without id},
               evicted: [id], cpu: {user, system}, probe: {name: n},
               engine: {caches: [{backend, compiler, bytes, limit_bytes}], pool_workers, cpus,
                        cgroup: {version, periods, throttled_periods, throttled_seconds, quota_cores}}}
@@ -139,6 +140,12 @@ class SpecTotals:
     errors: Mapping[str, int]
     buckets: tuple[int, ...]
     sum: float
+    rejected: int  # grammar rejections of this spec after it compiled (0 from older probes)
+
+    @property
+    def failed(self) -> int:
+        """Its compile calls that failed, every reason."""
+        return sum(self.errors.values())
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,13 +266,21 @@ def _errors(doc: Any, what: str) -> Mapping[str, int]:
     return {reason: _count(n, what) for reason, n in doc.items()}
 
 
-def _spec_fields(doc: Any, what: str) -> tuple[int, int, Mapping[str, int], tuple[int, ...], float]:
+def _spec_fields(doc: Any, what: str) -> tuple[int, int, Mapping[str, int], tuple[int, ...], float, int]:
     """The fields SpecTotals and SpecRow share, checked."""
     _require(isinstance(doc, dict), what, "not an object")
     requests, hits = _count(doc.get("requests"), what), _count(doc.get("hits"), what)
     _require(hits <= requests, what, "more hits than requests")
     errors = _errors(doc.get("errors", _NO_ERRORS), what)
-    return requests, hits, errors, _buckets(doc, SCHEMA_BUCKETS, what), _seconds(doc.get("sum"), what)
+    rejected = _count(doc.get("rejected", 0), what)
+    return (
+        requests,
+        hits,
+        errors,
+        _buckets(doc, SCHEMA_BUCKETS, what),
+        _seconds(doc.get("sum"), what),
+        rejected,
+    )
 
 
 def _spec_row(doc: Any, what: str) -> SpecRow:

@@ -68,29 +68,34 @@ class Histogram:
 class SpecCounts:
     """Compile counters of one tracked spec, or of a backend's `other` (the specs folded away)."""
 
-    __slots__ = ("errors", "histogram", "hits", "requests")
+    __slots__ = ("errors", "histogram", "hits", "rejected", "requests")
 
     def __init__(self) -> None:
         self.requests = 0
         self.hits = 0
         self.errors: dict[str, int] = {}
         self.histogram = Histogram(SCHEMA_BUCKETS)
+        self.rejected = 0  # grammar rejections after the compile
 
     def merge(self, other: SpecCounts) -> None:
         self.requests += other.requests
         self.hits += other.hits
+        self.rejected += other.rejected
         for reason, n in other.errors.items():
             self.errors[reason] = self.errors.get(reason, 0) + n
         self.histogram.merge(other.histogram)
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        doc = {
             "requests": self.requests,
             "hits": self.hits,
             "errors": dict(self.errors),
             "buckets": list(self.histogram.counts),
             "sum": self.histogram.total,
         }
+        if self.rejected:
+            doc["rejected"] = self.rejected
+        return doc
 
 
 class TrackedSpec(SpecCounts):
@@ -207,7 +212,8 @@ class Recorder:
         self._evicted: list[int] = []
         self.counters = {"internal_errors": 0, "evicted": 0, "texts_dropped": 0, "dropped": 0}
         self.pending: deque[Observation] = deque()
-        self.rejected: deque[tuple[str, str]] = deque(maxlen=MAX_PENDING)  # (backend, reason), rare
+        # (backend, reason, kind, spec) of each grammar failure: rare, bounded
+        self.rejected: deque[tuple[str, str, str, str]] = deque(maxlen=MAX_PENDING)
         self.timings: deque[tuple[int, Any, float]] = deque()
         self.backend_name: Callable[[Any], str] = lambda obj: type(obj).__name__
         self.facts = EngineFacts(locate=locate_cgroup)
@@ -244,10 +250,11 @@ class Recorder:
         else:
             pending.append((None, backend, kind, spec, elapsed, hit, error, warnings))
 
-    def reject(self, backend: str, reason: str) -> None:
+    def reject(self, backend: str, reason: str, kind: str = "", spec: str = "") -> None:
         """A compiled grammar refused to advance (`rejected`: the engine ends the request) or raised
-        (`error`). Only on that failure path: one lock-free append."""
-        self.rejected.append((backend, reason))
+        (`error`), for the spec it was compiled from when known. Only on that failure path: one
+        lock-free append."""
+        self.rejected.append((backend, reason, kind, spec))
 
     def observe_wait(self, backend: str, seconds: float) -> None:
         if len(self.timings) < MAX_PENDING:
@@ -280,9 +287,16 @@ class Recorder:
                     self.counters["internal_errors"] += 1
             rejected = self.rejected
             while rejected:
-                backend, reason = rejected.popleft()
+                backend, reason, kind, spec = rejected.popleft()
                 counts = self._stats(backend).rejections
                 counts[reason] = counts.get(reason, 0) + 1
+                if spec:  # the spec's own count: tracked, else its backend's `other`
+                    tracked = self._specs.get(spec_key(kind, backend, spec))
+                    if tracked is not None and not tracked.evicted:
+                        tracked.rejected += 1
+                        self._changed.add(tracked)
+                    else:
+                        self._other_of(backend).rejected += 1
 
     def _stats(self, backend: str) -> BackendStats:
         stats = self._backends.get(backend)

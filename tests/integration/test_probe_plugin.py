@@ -237,6 +237,17 @@ def test_grammar_rejections_are_counted_and_everything_passes_through() -> None:
             m.accept_tokens("boom", [1])
         b = rec.snapshot(full=True)["backends"]["xgrammar"]
         assert b["rejections"] == {"rejected": 2, "error": 1} and b["requests"] == 0
+        # a request whose spec was compiled: the rejection is also that spec's
+        key = types.SimpleNamespace(name="JSON")
+        request = types.SimpleNamespace(
+            structured_output_request=types.SimpleNamespace(structured_output_key=(key, '{"type": "object"}'))
+        )
+        m._create_grammar(request)
+        assert m.accept_tokens(request, [500]) is False
+        snap = rec.snapshot(full=True)
+        (row,) = snap["schemas"]
+        assert row["rejected"] == 1 and row["requests"] == 1
+        assert "rejected" not in snap["other"].get("xgrammar", {})
     finally:
         targets.ARMED.recorder = None
         patching.unwrap_all()

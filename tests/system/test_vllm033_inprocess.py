@@ -157,6 +157,10 @@ def test_grammar_wait_mask_and_a_refused_token(run: tuple[Any, dict[str, Any]]) 
     assert sample(m, "guided_decoding_grammar_rejections_total", reason="rejected", **XGR) == 1
     assert sample(m, "guided_decoding_grammar_rejections_total", reason="error", **XGR) == 0
     assert sample(m, "guided_decoding_grammar_rejections_total", **LLG) == 0
+    # and per schema: the rejected request's own schema (tenant-0), no other
+    rejected = {dict(ls)["schema_hash"]: v for (n, ls), v in m.items()
+                if n == "guided_decoding_schema_grammar_rejections_total"}  # fmt: skip
+    assert rejected == {summary["xgrammar"]["specs"]["tenant-0"]["hash"]: 1}, rejected
 
 
 def test_both_compilers_caches_and_the_compile_pool(run: tuple[Any, dict[str, Any]]) -> None:

@@ -353,8 +353,7 @@ def run(
                 keep_firing_for="30s",
             )
         )
-        standard = gen.render(gen.Params())["groups"][0]
-        fast["groups"].append({**standard, "name": "guided-decoding.rules-5m"})
+        fast["groups"].append({"name": "guided-decoding.rules-5m", "rules": gen.recording(gen.Params())})
         rules.write_text(gen.dump(fast))
         print(
             "starting vLLM on the CPU (tiny random Llama, real Llama 3 tokenizer; about a minute)...",

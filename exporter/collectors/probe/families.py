@@ -316,6 +316,17 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
         "Compile calls served from the grammar cache, per schema hash.",
         labels=SCHEMA_LABELS,
     )
+    failed = CounterMetricFamily(
+        PREFIX + "schema_compile_errors",
+        "Failed compile calls per schema hash, every reason (present once one failed).",
+        labels=SCHEMA_LABELS,
+    )
+    rejected = CounterMetricFamily(
+        PREFIX + "schema_grammar_rejections",
+        "Grammar rejections per schema hash after it compiled: the engine ended the request with an error"
+        " (present once one happened).",
+        labels=SCHEMA_LABELS,
+    )
     for key, totals in sorted(view.series.items()):
         labels = list(key)
         compile_seconds.add_metric(
@@ -323,6 +334,10 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
         )
         requests.add_metric(labels, totals.requests)
         hits.add_metric(labels, totals.hits)
+        if totals.failed:
+            failed.add_metric(labels, totals.failed)
+        if totals.rejected:
+            rejected.add_metric(labels, totals.rejected)
     info = InfoMetricFamily(
         PREFIX + "schema",
         "One per exposed schema hash: its shape hash, family (empty until analysed), request kind, "
@@ -348,7 +363,7 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
     )
     for schema_hash, score in sorted(view.recent.items()):
         recent.add_metric([schema_hash], score)
-    yield from (compile_seconds, requests, hits, info, recent)
+    yield from (compile_seconds, requests, hits, failed, rejected, info, recent)
 
 
 def analysis_families(analysis: AnalysisView, serialisations: Mapping[str, int]) -> Iterable[Metric]:

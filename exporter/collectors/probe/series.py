@@ -20,6 +20,10 @@ class Counts(Protocol):
     def buckets(self) -> tuple[int, ...]: ...
     @property
     def sum(self) -> float: ...
+    @property
+    def failed(self) -> int: ...
+    @property
+    def rejected(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,8 @@ class SeriesTotals:
     hits: int
     buckets: tuple[int, ...]  # non-cumulative, over wire.SCHEMA_BUCKETS and +Inf
     sum: float
+    failed: int = 0  # compile calls that failed
+    rejected: int = 0  # grammar rejections after the compile
 
 
 NO_CALLS = SeriesTotals(0, 0, (0,) * (len(wire.SCHEMA_BUCKETS) + 1), 0.0)
@@ -38,13 +44,15 @@ NO_CALLS = SeriesTotals(0, 0, (0,) * (len(wire.SCHEMA_BUCKETS) + 1), 0.0)
 class SeriesAccumulator:
     """A schema-level series: monotonic accumulators."""
 
-    __slots__ = ("buckets", "hits", "requests", "sum")
+    __slots__ = ("buckets", "failed", "hits", "rejected", "requests", "sum")
 
     def __init__(self) -> None:
         self.requests = 0
         self.hits = 0
         self.buckets = [0] * (len(wire.SCHEMA_BUCKETS) + 1)
         self.sum = 0.0
+        self.failed = 0
+        self.rejected = 0
 
     def add(self, increment: Counts) -> None:
         self.requests += increment.requests
@@ -52,18 +60,23 @@ class SeriesAccumulator:
         for i, n in enumerate(increment.buckets):
             self.buckets[i] += n
         self.sum += increment.sum
+        self.failed += increment.failed
+        self.rejected += increment.rejected
 
     def totals(self) -> SeriesTotals:
-        return SeriesTotals(self.requests, self.hits, tuple(self.buckets), self.sum)
+        return SeriesTotals(
+            self.requests, self.hits, tuple(self.buckets), self.sum, self.failed, self.rejected
+        )
 
 
 def delta(new: Counts, old: Counts) -> SeriesTotals | None:
     """new - old field by field; None when any field went backwards (not the same cumulative row)."""
     requests, hits = new.requests - old.requests, new.hits - old.hits
+    failed, rejected = new.failed - old.failed, new.rejected - old.rejected
     buckets = tuple([a - b for a, b in zip(new.buckets, old.buckets, strict=True)])
-    if min(requests, hits, *buckets) < 0:
+    if min(requests, hits, failed, rejected, *buckets) < 0:
         return None
-    return SeriesTotals(requests, hits, buckets, max(0.0, new.sum - old.sum))
+    return SeriesTotals(requests, hits, buckets, max(0.0, new.sum - old.sum), failed, rejected)
 
 
 def subtract(row: Counts, part: Counts) -> SeriesTotals:
@@ -72,6 +85,8 @@ def subtract(row: Counts, part: Counts) -> SeriesTotals:
         max(0, row.hits - part.hits),
         tuple([max(0, a - b) for a, b in zip(row.buckets, part.buckets, strict=True)]),
         max(0.0, row.sum - part.sum),
+        max(0, row.failed - part.failed),
+        max(0, row.rejected - part.rejected),
     )
 
 
@@ -81,4 +96,6 @@ def add(a: Counts, b: Counts) -> SeriesTotals:
         a.hits + b.hits,
         tuple([x + y for x, y in zip(a.buckets, b.buckets, strict=True)]),
         a.sum + b.sum,
+        a.failed + b.failed,
+        a.rejected + b.rejected,
     )

@@ -104,17 +104,22 @@ def wrap_accept_tokens(original: Any) -> Any:
         try:
             accepted = original(self, *args, **kwargs)
         except BaseException:
-            recorder = ARMED.recorder
-            if recorder is not None:
-                recorder.reject(vllm_backend_name(self), "error")
+            _rejected(self, args, kwargs, "error")
             raise
         if accepted is False:
-            recorder = ARMED.recorder
-            if recorder is not None:
-                recorder.reject(vllm_backend_name(self), "rejected")
+            _rejected(self, args, kwargs, "rejected")
         return accepted
 
     return wrapper
+
+
+def _rejected(manager: Any, args: tuple[Any, ...], kwargs: dict[str, Any], reason: str) -> None:
+    recorder = ARMED.recorder
+    if recorder is None:
+        return
+    request = args[0] if args else kwargs.get("request")
+    kind, spec = request_spec(request)
+    recorder.reject(vllm_backend_name(manager), reason, kind, spec)
 
 
 def note_manager(recorder: Recorder, manager: Any, backend: str) -> None:
