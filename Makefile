@@ -136,7 +136,7 @@ check: lint typecheck unit
 
 test: lint typecheck suite
 
-bench: $(STAMP) $(TOKENIZER)
+bench: $(STAMP) $(TOKENIZER) $(VLLM_STAMP)
 	scripts/ensure-system-deps.sh prometheus-node-exporter
 	$(BIN)/python -m tools.bench.caps
 	$(BIN)/python -m tools.bench.scrape
@@ -145,6 +145,7 @@ bench: $(STAMP) $(TOKENIZER)
 	$(BIN)/python -m tools.bench.families
 	$(BIN)/python -m tools.bench.analysis
 	$(BIN)/python -m tools.bench.scenarios
+	$(BIN)/python -m tools.bench.probecost
 
 run: $(STAMP)
 	$(BIN)/gdx serve $(ARGS)
