@@ -63,12 +63,14 @@ ENGINES: dict[str, Engine] = {
 
 @dataclass(frozen=True)
 class Target:
-    """One engine's metrics endpoint; `pod` becomes the `pod` label of its passed-through samples,
-    `engine` (a key of `ENGINES`) says which families of its page are passed through."""
+    """One engine's metrics endpoint; `pod` (and `namespace`, when known) become labels of its
+    passed-through samples, `engine` (a key of `ENGINES`) says which families of its page are kept.
+    Discovered pods always carry their namespace: two `vllm-0` of two namespaces stay two series."""
 
     url: str
     pod: str
     engine: str = "vllm"
+    namespace: str = ""
 
 
 # ---- value parsers: each takes the raw value (str from flags/env, any type from YAML) ----------------
@@ -202,12 +204,12 @@ def choice(*allowed: str) -> Callable[[Any], str]:
 
 def _target_from(raw: Any, engine: Engine) -> Target:
     if isinstance(raw, Mapping):
-        unknown = set(raw) - {"url", "pod"}
+        unknown = set(raw) - {"url", "pod", "namespace"}
         if unknown:
-            raise ValueError(f"unknown target field(s) {sorted(unknown)}; expected url and pod")
-        url, pod = raw.get("url"), raw.get("pod")
+            raise ValueError(f"unknown target field(s) {sorted(unknown)}; expected url, pod and namespace")
+        url, pod, namespace = raw.get("url"), raw.get("pod"), raw.get("namespace")
     else:
-        url, pod = raw, None
+        url, pod, namespace = raw, None, None
     if not isinstance(url, str) or not url.strip():
         raise ValueError(f"{raw!r} has no url")
     url = url.strip()
@@ -219,7 +221,7 @@ def _target_from(raw: Any, engine: Engine) -> Target:
     name = str(pod).strip() if pod is not None else parts.netloc
     if not name:
         raise ValueError(f"{raw!r} has an empty pod name")
-    return Target(url=url, pod=name, engine=engine.name)
+    return Target(url=url, pod=name, engine=engine.name, namespace=str(namespace or "").strip())
 
 
 def parse_targets(raw: Any, engine: str = "vllm") -> tuple[Target, ...]:
@@ -235,10 +237,12 @@ def parse_targets(raw: Any, engine: str = "vllm") -> tuple[Target, ...]:
     else:
         items = [raw]
     targets = tuple(_target_from(item, ENGINES[engine]) for item in items)
-    pods = [t.pod for t in targets]
+    pods = [(t.namespace, t.pod) for t in targets]
     duplicates = sorted({p for p in pods if pods.count(p) > 1})
     if duplicates:
-        raise ValueError(f"two targets share the pod name {duplicates[0]!r}; give each a distinct pod")
+        namespace, pod = duplicates[0]
+        where = f" in namespace {namespace!r}" if namespace else ""
+        raise ValueError(f"two targets share the pod name {pod!r}{where}; give each a distinct pod")
     return targets
 
 
@@ -579,7 +583,12 @@ class Config:
         metavar="KEY",
     )
     kubernetes_default_port: int = _option(
-        8000, "kubernetes.default-port", parse_port, "Port of a discovered pod's /metrics.", metavar="PORT"
+        8000,
+        "kubernetes.default-port",
+        parse_port,
+        "Port of a discovered pod's /metrics when neither its '<prefix>/port' annotation nor its spec names"
+        " one (a container port named http or metrics, else the first declared).",
+        metavar="PORT",
     )
     kubernetes_refresh_interval: float = _option(
         30.0,

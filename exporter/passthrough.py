@@ -27,6 +27,7 @@ _SAMPLE = re.compile(
     r"[ \t]+([^ \t#]+)(?:[ \t]+-?[0-9.eE+-]+)?(?:[ \t]+#[ \t].*)?[ \t]*$"
 )
 _POD_LABEL = re.compile(r"(^|,)\s*pod\s*=")
+_NAMESPACE_LABEL = re.compile(r"(^|,)\s*namespace\s*=")
 _TYPES = {
     "counter",
     "gauge",
@@ -80,12 +81,14 @@ def _check_value(value: str, lineno: int) -> None:
         raise ParseError(f"line {lineno}: {value[:40]!r} is not a number") from None
 
 
-def _with_pod(labels: str | None, pod_pair: str) -> str:
+def _with_pod(labels: str | None, pod_pair: str, namespaced: bool = False) -> str:
     labels = (labels or "").strip().rstrip(",").strip()
     if not labels:
         return pod_pair
     if _POD_LABEL.search(labels):
         labels = _POD_LABEL.sub(r"\1exported_pod=", labels)
+    if namespaced and _NAMESPACE_LABEL.search(labels):
+        labels = _NAMESPACE_LABEL.sub(r"\1exported_namespace=", labels)
     return pod_pair + "," + labels
 
 
@@ -95,11 +98,14 @@ def parse(
     prefix: str = "vllm:",
     cache: dict[str, tuple[str, str]] | None = None,
     max_samples: int | None = None,
+    namespace: str = "",
 ) -> list[Family]:
-    """Families whose name starts with `prefix`, each sample's labels prefixed with `pod="..."`.
+    """Families whose name starts with `prefix`, each sample's labels prefixed with `pod="..."` (and
+    `namespace="..."` first when the target's namespace is known).
 
     The whole page is validated, not only the kept families: a page with a broken line anywhere is
-    garbage and the target is down. A `pod` label already on a sample is renamed `exported_pod`.
+    garbage and the target is down. A `pod` label already on a sample is renamed `exported_pod` (and
+    `namespace`, when one is added, `exported_namespace`), as Prometheus does on a conflict.
     `cache` (one per target and pod, kept between scrapes) maps a line's `name{labels}` part to its
     checked result, so a series seen before costs a dict lookup and a float() of its value: this cuts
     parsing of the real vLLM page about fourfold. It is cleared when it reaches MAX_CACHED_LINES.
@@ -107,6 +113,8 @@ def parse(
     put an unbounded number of series on the daemon's page.
     """
     pod_pair = f'pod="{escape_label_value(pod)}"'
+    if namespace:
+        pod_pair = f'namespace="{escape_label_value(namespace)}",' + pod_pair
     families: dict[str, Family] = {}
     helps: dict[str, str] = {}
     current: Family | None = None
@@ -151,7 +159,9 @@ def parse(
                 raise ParseError(f"line {lineno}: not a sample: {line[:60]!r}")
             sample, labels, value = match.group(1), match.group(2), match.group(3)
             _check_value(value, lineno)
-            known = (sample, _with_pod(labels, pod_pair)) if sample.startswith(prefix) else _SKIP
+            known = (
+                (sample, _with_pod(labels, pod_pair, bool(namespace))) if sample.startswith(prefix) else _SKIP
+            )
             # Cache only plain `key value` lines, so a hit means: same series, only the value to check.
             if cache is not None and match.end(3) == len(line) and line == f"{key} {value}":
                 if len(cache) >= MAX_CACHED_LINES:

@@ -1,4 +1,9 @@
-"""The daemon's HTTP side: `/metrics`, `/healthz`, `/`, and orderly start and stop.
+"""The daemon's HTTP side: `/metrics`, `/healthz`, `/readyz`, `/`, and orderly start and stop.
+
+`/healthz` is liveness: 200 whenever the event loop serves HTTP (what a restart could fix), with
+each collector's last state in the body. `/readyz` is readiness: 503 until the probe socket listens
+and pod discovery lists, with the reasons. Neither is behind basic auth: kubelet probes carry no
+credentials, and neither body holds more than collector states.
 
 A scrape refreshes every enabled source concurrently (single-flight: scrapes that arrive while a refresh
 runs share it), then renders in a worker thread so a large page never stalls the event loop. Each
@@ -156,6 +161,20 @@ class Exporter:
         probe = next((s for s in self.collectors if isinstance(s, ProbeCollector)), None)
         return schemas_body(probe.schemas_view()) if probe is not None else {"families": [], "schemas": []}
 
+    async def readiness(self) -> list[str]:
+        """Why the daemon is not ready (empty: ready), per collector; a check that raises is a reason."""
+        reasons: list[str] = []
+        for source in self.collectors:
+            try:
+                reason = await asyncio.wait_for(source.not_ready(), source.timeout)
+            except TimeoutError:
+                reason = f"{source.name}: readiness check timed out after {source.timeout:g}s"
+            except Exception as err:
+                reason = f"{source.name}: {type(err).__name__}: {err}"
+            if reason:
+                reasons.append(reason)
+        return reasons
+
     def health(self) -> dict[str, object]:
         return {
             "status": "ok",
@@ -224,9 +243,17 @@ def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.A
     async def healthz(_: web.Request) -> web.Response:
         return web.json_response(exporter.health(), dumps=lambda d: json.dumps(d, indent=2) + "\n")
 
+    async def readyz(_: web.Request) -> web.Response:
+        reasons = await exporter.readiness()
+        body = {"status": "not ready" if reasons else "ready", "reasons": reasons}
+        return web.json_response(
+            body, status=503 if reasons else 200, dumps=lambda d: json.dumps(d, indent=2) + "\n"
+        )
+
     async def index(_: web.Request) -> web.Response:
         enabled = ", ".join(html.escape(s.name) for s in exporter.collectors) or "none"
         links = '<li><a href="metrics">/metrics</a></li><li><a href="healthz">/healthz</a></li>'
+        links += '<li><a href="readyz">/readyz</a></li>'
         if exporter.config.web_schemas:
             links += '<li><a href="schemas">/schemas</a> (literal values redacted)</li>'
         page = (
@@ -246,11 +273,13 @@ def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.A
 
     from exporter.webconfig import basic_auth
 
-    app = web.Application(middlewares=[basic_auth(users)] if users else [])
+    open_paths = frozenset({"/healthz", "/readyz"})  # kubelet probes carry no credentials
+    app = web.Application(middlewares=[basic_auth(users, open_paths)] if users else [])
     app.router.add_get("/metrics", metrics)
     if exporter.config.web_schemas:
         app.router.add_get("/schemas", schemas)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     app.router.add_get("/", index)
     return app
 

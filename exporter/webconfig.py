@@ -97,8 +97,8 @@ def load(path: str) -> WebConfig:
     return config
 
 
-def basic_auth(users: dict[str, bytes]) -> Callable[..., Any]:
-    """aiohttp middleware: every endpoint needs one of the users (401 otherwise)."""
+def basic_auth(users: dict[str, bytes], open_paths: frozenset[str] = frozenset()) -> Callable[..., Any]:
+    """aiohttp middleware: every endpoint but `open_paths` needs one of the users (401 otherwise)."""
     import bcrypt
 
     remembered: OrderedDict[bytes, None] = OrderedDict()
@@ -111,6 +111,8 @@ def basic_auth(users: dict[str, bytes]) -> Callable[..., Any]:
     async def middleware(
         request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        if request.path in open_paths:
+            return await handler(request)
         header = request.headers.get("Authorization", "")
         if header.startswith("Basic "):
             try:

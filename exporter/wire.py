@@ -84,6 +84,7 @@ class Hello:
     engine_version: str
     backends: Mapping[str, str]  # grammar backend name -> its version
     probe_version: str
+    namespace: str = ""  # the pod's namespace (GDX_POD_NAMESPACE); empty from older probes
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +356,7 @@ def _hello(doc: dict[str, Any]) -> Hello:
         engine_version=_text(doc.get("engine_version", ""), "hello.engine_version", 64),
         backends={_name(k, "hello.backends"): _text(v, "hello.backends", 64) for k, v in backends.items()},
         probe_version=_text(doc.get("probe_version", ""), "hello.probe_version", 64),
+        namespace=_name(doc["namespace"], "hello.namespace") if doc.get("namespace") else "",
     )
 
 

@@ -51,6 +51,11 @@ class Collector:
     def collect(self) -> Iterable[Metric]:
         return ()
 
+    async def not_ready(self) -> str | None:
+        """Why the daemon cannot do this source's job yet (/readyz answers 503), or None. Only what
+        a restart or a wait could change: a GPU-less node's NVML is no reason to take a pod out."""
+        return None
+
     async def run_blocking(self, func: Callable[..., T], *args: Any) -> T:
         """Runs a blocking call in a worker thread. A call still running from an earlier scrape is
         not doubled up: threads cannot be cancelled, so stacking them would grow without bound."""

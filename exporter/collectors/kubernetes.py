@@ -5,10 +5,17 @@ daemon only ever sees its own node: RBAC needs get/list/watch on pods and nothin
 refreshed at most every `refresh_interval`; when a refresh fails the last good list is kept (and the
 failure reported), so an API-server blip does not drop every target.
 
+The list is asked with `resourceVersion=0`: the API server answers from its watch cache instead of a
+quorum read from etcd, which matters with a daemon on every GPU node listing every 30 s (the cache
+serves consistent reads by default only from Kubernetes 1.31). Only `list` is called: RBAC grants
+exactly that (deploy/). A list at most `refresh_interval` old is fine for scrape targets.
+
 A pod's `<prefix>/engine` annotation names its engine (`vllm`, the default; `sglang`; `trtllm`),
 which decides the families passed through and the default path (`/metrics`; TensorRT-LLM's
-`/prometheus/metrics`); `<prefix>/port` and `<prefix>/path` override port and path. A pod naming an
-engine the daemon does not know is skipped, with one log line.
+`/prometheus/metrics`); `<prefix>/path` overrides the path. The port is the `<prefix>/port`
+annotation, else the pod's container port named `http` (then `metrics`), else the first declared
+container port, else `default_port`. A pod naming an engine the daemon does not know is skipped,
+with one log line. Each target carries the pod's namespace (a label of its series).
 """
 
 from __future__ import annotations
@@ -45,6 +52,30 @@ class DiscoverySettings:
     ca_file: str = f"{SERVICE_ACCOUNT}/ca.crt"
 
 
+PORT_NAMES = ("http", "metrics")
+
+
+def spec_port(pod: dict[str, Any]) -> int | None:
+    """Pure: the port a pod's spec declares for its engine's HTTP server (named http, then metrics,
+    then the first declared), or None when it declares none."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return None
+    declared: list[tuple[str, int]] = []
+    for container in spec.get("containers") or []:
+        if not isinstance(container, dict):
+            continue
+        for port in container.get("ports") or []:
+            number = port.get("containerPort") if isinstance(port, dict) else None
+            if isinstance(number, int) and 0 < number < 65536 and port.get("protocol", "TCP") == "TCP":
+                declared.append((str(port.get("name", "")), number))
+    for wanted in PORT_NAMES:
+        for name, number in declared:
+            if name == wanted:
+                return number
+    return declared[0][1] if declared else None
+
+
 def targets_from_pod_list(
     doc: Any, settings: DiscoverySettings, skipped: list[str] | None = None
 ) -> list[Target]:
@@ -68,7 +99,7 @@ def targets_from_pod_list(
             continue
         named = str(annotations.get(f"{prefix}/engine", "vllm"))
         engine = ENGINES.get(named.strip().lower())
-        port = str(annotations.get(f"{prefix}/port", settings.default_port))
+        port = str(annotations.get(f"{prefix}/port") or spec_port(pod) or settings.default_port)
         if engine is None or not port.isdigit():
             if skipped is not None:
                 skipped.append(
@@ -80,7 +111,8 @@ def targets_from_pod_list(
         path = str(annotations.get(f"{prefix}/path", engine.default_path))
         host = f"[{ip}]" if ":" in ip else ip
         url = f"http://{host}:{port}/{path.lstrip('/')}"
-        targets.append(Target(url=url, pod=str(name), engine=engine.name))
+        namespace = str(meta.get("namespace") or "")
+        targets.append(Target(url=url, pod=str(name), engine=engine.name, namespace=namespace))
     return targets
 
 
@@ -126,7 +158,8 @@ class PodDiscovery:
             raise CollectorError(
                 f"cannot read the service-account token {settings.token_file}: {err.strerror}"
             ) from None
-        params = {"fieldSelector": f"spec.nodeName={settings.node_name}"}
+        # resourceVersion=0: served from the API server's cache, not a quorum read of etcd (see above).
+        params = {"fieldSelector": f"spec.nodeName={settings.node_name}", "resourceVersion": "0"}
         if settings.pod_selector:
             params["labelSelector"] = settings.pod_selector
         url = settings.api_server.rstrip("/") + "/api/v1/pods"

@@ -30,6 +30,11 @@ log = logging.getLogger("gdx.collector.vllm")
 ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
 
 
+def target_identity(target: Target) -> dict[str, str]:
+    """The labels that name an engine pod: its namespace when known, then its name."""
+    return {"namespace": target.namespace, "pod": target.pod} if target.namespace else {"pod": target.pod}
+
+
 @dataclass(frozen=True)
 class VllmSettings:
     """What the scraper uses of the configuration (`server.vllm_settings` maps the options)."""
@@ -112,7 +117,12 @@ class VllmCollector(Collector):
             try:
                 cache = self._line_caches.setdefault(target, {})
                 result.families = passthrough.parse(
-                    text, target.pod, engine.prefix, cache=cache, max_samples=self.settings.max_series
+                    text,
+                    target.pod,
+                    engine.prefix,
+                    cache=cache,
+                    max_samples=self.settings.max_series,
+                    namespace=target.namespace,
                 )
             except passthrough.ParseError as err:
                 raise CollectorError(f"not the Prometheus text format: {err}") from None
@@ -170,6 +180,17 @@ class VllmCollector(Collector):
         if problems:
             raise CollectorError(". ".join(problems))
 
+    async def not_ready(self) -> str | None:
+        """Why discovery does not work now (readiness), or None. Lists pods when the last list is older
+        than the refresh interval, as a scrape would (so readiness is known before the first scrape)."""
+        if self.discovery is None or self._session is None:
+            return None
+        try:
+            await self.discovery.refresh(self._session, self.settings.timeout)
+        except CollectorError as err:
+            return f"kubernetes discovery: {err}"
+        return None
+
     def passthrough_text(self, openmetrics: bool) -> str:
         """The merged families of the last refresh (engines whose passthrough is on), rendered once per
         format."""
@@ -194,8 +215,10 @@ class VllmCollector(Collector):
         )
         results: Sequence[TargetResult] = self.results
         for r in results:
-            up.add_metric([r.target.url, r.target.pod], 1.0 if r.up else 0.0)
-            duration.add_metric([r.target.url, r.target.pod], r.duration)
+            # `namespace` only where known (discovered pods): a static target's series keep two labels.
+            labels = {"target": r.target.url, **target_identity(r.target)}
+            up.add_sample(up.name, labels, 1.0 if r.up else 0.0)
+            duration.add_sample(duration.name, labels, r.duration)
         yield up
         yield duration
         yield CounterMetricFamily(

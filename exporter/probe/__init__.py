@@ -15,6 +15,8 @@ the engine. Environment:
     GDX_PROBE_HIT_MAX_SECONDS    calls faster than this are cache hits without asking the cache (0.0002)
     GDX_PROBE_ENGINE             engine label when the engine does not tell (default 0)
     GDX_POD_NAME / POD_NAME      pod label (default: the host name, which is the pod name in Kubernetes)
+    GDX_POD_NAMESPACE            namespace label (downward API metadata.namespace; default: the mounted
+                                 service account's namespace, else none)
 
 Parts: `settings` (the environment), `targets` (the wrapped call sites, per engine), `patching`
 (wrapping on import), `recorder` (the bounded counts), `identity` (spec string -> schema hash),
@@ -88,7 +90,7 @@ def install(engine_kind: str = "generic", engine: str | None = None, socket_path
             recorder = Recorder(settings.tracked_specs, settings.hit_max_seconds)
             targets.ARMED.recorder = recorder
             targets.hook_engine(engine_kind, recorder)
-            hello = hello_fields(engine_kind, settings.pod, settings.engine)
+            hello = hello_fields(engine_kind, settings.pod, settings.engine, settings.namespace)
             _shipper = Shipper(recorder, settings.socket_path, hello, settings.interval)
             _shipper.start()
             if hasattr(os, "register_at_fork"):

@@ -44,8 +44,9 @@ def engine_version(engine_kind: str) -> str:
     return ""
 
 
-def hello_fields(engine_kind: str, pod: str, engine: str) -> dict[str, Any]:
-    return {
+def hello_fields(engine_kind: str, pod: str, engine: str, namespace: str = "") -> dict[str, Any]:
+    fields: dict[str, Any] = {"namespace": label(namespace)} if namespace else {}
+    return fields | {
         "pod": label(pod),
         "engine": label(engine),
         "engine_kind": engine_kind,

@@ -29,6 +29,24 @@ class Settings:
     interval: float
     pod: str
     engine: str
+    namespace: str = ""
+
+
+# Where Kubernetes puts the pod's namespace when the service-account token is mounted.
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def pod_namespace(path: str = SERVICE_ACCOUNT_NAMESPACE) -> str:
+    """GDX_POD_NAMESPACE (the downward API's metadata.namespace), else POD_NAMESPACE, else the mounted
+    service account's namespace file, else empty. Read once when the probe arms, never on a hot path."""
+    named = os.environ.get("GDX_POD_NAMESPACE") or os.environ.get("POD_NAMESPACE")
+    if named:
+        return named.strip()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read(256).strip()
+    except (OSError, ValueError):
+        return ""
 
 
 def disabled() -> bool:
@@ -70,4 +88,5 @@ def read_settings(engine: str | None = None, socket_path: str | None = None) -> 
         interval=number("GDX_PROBE_INTERVAL", DEFAULT_INTERVAL),
         pod=os.environ.get("GDX_POD_NAME") or os.environ.get("POD_NAME") or socket.gethostname(),
         engine=engine or os.environ.get("GDX_PROBE_ENGINE", "0"),
+        namespace=pod_namespace(),
     )

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
@@ -155,3 +156,61 @@ def test_port_in_use_is_a_clear_error() -> None:
         )
     assert proc.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr
+
+
+def _status(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_readyz_waits_for_the_socket_and_discovery(daemon_factory: Any, tmp_path: Any) -> None:
+    """/readyz is 503 with the reason while engines cannot connect or discovery fails (a 403: RBAC),
+    200 once both work; /healthz stays 200 throughout (a restart would fix neither)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answer = {"status": 403}
+
+    class ApiServer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b'{"kind": "PodList", "items": []}' if answer["status"] == 200 else b"{}"
+            self.send_response(answer["status"])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    api = ThreadingHTTPServer(("127.0.0.1", 0), ApiServer)
+    threading.Thread(target=api.serve_forever, daemon=True).start()
+    token = tmp_path / "token"
+    token.write_text("t")
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    try:
+        discovery = (
+            "--kubernetes.enabled", "--kubernetes.node-name", "node-a",
+            "--kubernetes.refresh-interval", "10ms",
+            "--kubernetes.api-server", f"http://127.0.0.1:{api.server_address[1]}",
+            "--kubernetes.token-file", str(token), "--no-collector.nvml",
+        )  # fmt: skip
+        broken = daemon_factory(*discovery, "--probe.socket", str(blocker / "probe.sock"))
+        status, body = _status(broken.url + "/readyz")
+        assert status == 503 and body["status"] == "not ready"
+        reasons = " ".join(body["reasons"])
+        assert "cannot listen on probe socket" in reasons and "HTTP 403" in reasons
+        assert _status(broken.url + "/healthz")[0] == 200
+        broken.stop()
+        daemon = daemon_factory(*discovery, "--probe.socket", str(tmp_path / "probe.sock"))
+        status, body = _status(daemon.url + "/readyz")
+        assert status == 503 and body["reasons"] == ["kubernetes discovery: listing pods on node-a: HTTP 403"]
+        answer["status"] = 200
+        time.sleep(0.05)
+        assert _status(daemon.url + "/readyz") == (200, {"status": "ready", "reasons": []})
+    finally:
+        api.shutdown()

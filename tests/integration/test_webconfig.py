@@ -58,7 +58,12 @@ def test_tls_and_basic_auth(tmp_path: Path, daemon_factory: object) -> None:
     assert status == 200 and "guided_decoding_collector_success" in body
     assert get(daemon.url + "/metrics", trusted, (USER, PASSWORD))[0] == 200  # remembered: no bcrypt again
     assert get(daemon.url + "/metrics", trusted, None)[0] == 401
-    assert get(daemon.url + "/healthz", trusted, (USER, "wrong"))[0] == 401
+    assert get(daemon.url + "/schemas", trusted, (USER, "wrong"))[0] in (401, 404)
+    assert get(daemon.url + "/", trusted, (USER, "wrong"))[0] == 401
+    # kubelet probes carry no credentials: liveness and readiness answer without them
+    assert get(daemon.url + "/healthz", trusted, None)[0] == 200
+    assert get(daemon.url + "/readyz", trusted, None)[0] in (200, 503)
+    assert get(daemon.url + "/metrics?x=/healthz", trusted, None)[0] == 401
     assert get(daemon.url + "/metrics", trusted, ("mallory", PASSWORD))[0] == 401
     with pytest.raises(urllib.error.URLError):  # the server's certificate is checked by the client
         get(daemon.url + "/metrics", ssl.create_default_context(), (USER, PASSWORD))

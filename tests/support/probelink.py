@@ -22,9 +22,12 @@ IDENTITY = {
 class Link:
     """One engine's probe wired to a store without a socket."""
 
-    def __init__(self, store: ProbeStore, max_schemas: int = 500, pod: str = "vllm-0") -> None:
+    def __init__(
+        self, store: ProbeStore, max_schemas: int = 500, pod: str = "vllm-0", namespace: str = ""
+    ) -> None:
         self.rec = Recorder(max_schemas=max_schemas)
-        self.shipper = Shipper(self.rec, "/nonexistent", {**IDENTITY, "pod": pod})
+        identity = {**IDENTITY, "pod": pod} | ({"namespace": namespace} if namespace else {})
+        self.shipper = Shipper(self.rec, "/nonexistent", identity)
         self.store = store
         self.engine: EngineState | None = None
         self.now = 0.0

@@ -54,6 +54,34 @@ def test_annotation_opt_in_port_and_path() -> None:
     ]
 
 
+def test_port_from_the_spec_and_the_namespace_of_each_pod() -> None:
+    def with_ports(name: str, namespace: str, *ports: dict[str, Any], **annotations: str) -> dict[str, Any]:
+        doc = pod(name, **{ANN: "true", **annotations})
+        doc["metadata"]["namespace"] = namespace
+        doc["spec"] = {"containers": [{"name": "sidecar"}, {"name": "engine", "ports": list(ports)}]}
+        return doc
+
+    doc = {
+        "items": [
+            with_ports("named", "team-a", {"containerPort": 9090, "name": "grpc"},
+                       {"containerPort": 8080, "name": "http"}),
+            with_ports("first", "team-b", {"containerPort": 9090, "name": "grpc"}, {"containerPort": 7000}),
+            with_ports("udp", "team-b", {"containerPort": 53, "protocol": "UDP"}),
+            with_ports("annotated", "team-c", {"containerPort": 8080, "name": "http"}, **{
+                "guided-decoding-exporter.io/port": "9000"}),
+            with_ports("metrics", "team-c", {"containerPort": 1, "name": "x"},
+                       {"containerPort": 8001, "name": "metrics"}),
+        ]
+    }  # fmt: skip
+    assert targets_from_pod_list(doc, DiscoverySettings()) == [
+        Target("http://10.1.0.5:8080/metrics", "named", namespace="team-a"),
+        Target("http://10.1.0.5:9090/metrics", "first", namespace="team-b"),
+        Target("http://10.1.0.5:8000/metrics", "udp", namespace="team-b"),  # no TCP port: the default
+        Target("http://10.1.0.5:9000/metrics", "annotated", namespace="team-c"),  # the annotation wins
+        Target("http://10.1.0.5:8001/metrics", "metrics", namespace="team-c"),
+    ]
+
+
 def test_selector_mode_takes_every_listed_pod() -> None:
     doc = {"items": [pod("a"), pod("b", ip="10.1.0.9")]}
     targets = targets_from_pod_list(doc, DiscoverySettings(pod_selector="app=vllm"))
@@ -106,7 +134,10 @@ async def test_lists_pods_of_this_node(
         await source.close()
     assert source.success, source.last_error
     assert seen == [
-        ({"fieldSelector": "spec.nodeName=gpu-7", "labelSelector": "app=vllm"}, "Bearer secret-token")
+        (
+            {"fieldSelector": "spec.nodeName=gpu-7", "resourceVersion": "0", "labelSelector": "app=vllm"},
+            "Bearer secret-token",
+        )
     ]
     assert [(r.target.pod, r.up) for r in source.results] == [("vllm-0", True)]
     assert 'pod="vllm-0"' in source.passthrough_text(False)

@@ -145,3 +145,17 @@ def test_line_cache_is_bounded() -> None:
     page = "".join(f'vllm:x{{i="{i}"}} 1\n' for i in range(passthrough.MAX_CACHED_LINES + 10))
     passthrough.parse(page, "p", cache=cache)
     assert len(cache) <= passthrough.MAX_CACHED_LINES
+
+
+def test_namespace_goes_first_and_an_engine_namespace_label_is_renamed() -> None:
+    page = '# TYPE vllm:x gauge\nvllm:x{namespace="inner",pod="p",a="1"} 3\nvllm:y 4\n'
+    text = passthrough.render_text(passthrough.parse(page, "vllm-0", namespace="team-a"))
+    samples = _samples(parse_text(text))
+    x = (("a", "1"), ("exported_namespace", "inner"), ("exported_pod", "p"))
+    assert ("vllm:x", (*x, ("namespace", "team-a"), ("pod", "vllm-0")), 3.0) in samples
+    assert ("vllm:y", (("namespace", "team-a"), ("pod", "vllm-0")), 4.0) in samples
+    assert text.index('namespace="team-a",pod="vllm-0"') > 0
+    # two pods of one name in two namespaces stay two series once merged
+    pages = [passthrough.parse("vllm:y 1\n", "vllm-0", namespace=ns) for ns in ("a", "b")]
+    merged, _ = passthrough.merge(pages)
+    assert len(_samples(parse_text(passthrough.render_text(merged)))) == 2

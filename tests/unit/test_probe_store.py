@@ -39,7 +39,7 @@ def test_top_schemas_by_compile_seconds_and_other_adds_up() -> None:
     assert len(slowest) == 3
     requests, _, observations = series_totals(store)
     assert requests == observations == 10
-    assert view.series[("vllm-0", "0", "xgrammar", OTHER)].requests == 7
+    assert view.series[("", "vllm-0", "0", "xgrammar", OTHER)].requests == 7
 
 
 def test_counters_never_go_backwards_while_the_top_set_churns() -> None:
@@ -61,7 +61,7 @@ def test_counters_never_go_backwards_while_the_top_set_churns() -> None:
             assert requests >= before[0] and hits >= before[1], key
         last.update(current)
         assert len(store.exposed) <= 5 and len(store.lingering) <= 5
-        assert len({k[3] for k in current}) <= 11  # active, lingering, other
+        assert len({k.schema_hash for k in current}) <= 11  # active, lingering, other
         assert (sum(v[0] for v in last.values()), sum(v[1] for v in last.values())) == engine_totals(link)
     assert store.evicted_total > 0 and link.rec.counters["evicted"] > 0
 
@@ -83,7 +83,7 @@ def test_a_schema_demoted_and_back_between_two_scrapes_loses_nothing() -> None:
     assert store.view().series[key].requests == 3
     assert store.evicted_total == 2
     (b,) = store.lingering  # B, demoted in turn, still shows its final value
-    assert store.view().series[(*key[:3], b)].requests == 1
+    assert store.view().series[(*key[:4], b)].requests == 1
 
 
 def hash_of(store: ProbeStore, title: str) -> str:
@@ -102,14 +102,14 @@ def test_a_demoted_schema_shows_its_final_value_until_the_linger_ends() -> None:
     link.ship()  # an increment no scrape saw (no view() in between)...
     link.compile('{"title":"B"}', 1.0)
     link.ship()  # ...and A is demoted
-    a = ("vllm-0", "0", "xgrammar", hash_of(store, "A"))
+    a = ("", "vllm-0", "0", "xgrammar", hash_of(store, "A"))
     series = store.view().series
-    assert series[a].requests == 2 and a[3] not in store.exposed
+    assert series[a].requests == 2 and a[4] not in store.exposed
     assert series_totals(store)[0] == engine_totals(link)[0] == 3
     link.compile('{"title":"A"}', 0.01)  # while A lingers its increments go to other, frozen at 2
     link.ship()
     assert store.view().series[a].requests == 2
-    assert store.view().series[(*a[:3], OTHER)].requests == 1
+    assert store.view().series[(*a[:4], OTHER)].requests == 1
     for _ in range(5):
         link.ship()
     assert a not in store.view().series  # the linger ended: stale in Prometheus
@@ -226,3 +226,29 @@ def test_a_spec_is_linted_with_the_tables_of_the_engine_that_reported_it() -> No
         (counts,) = store.view().analysis.findings.values()
         refused[reported.get("xgrammar", "")] = counts.get(("xgrammar_refused", "error"), 0)
     assert refused == {"0.2.8": 1, "0.2.9": 0, "": 0}
+
+
+def test_one_pod_name_in_two_namespaces_is_two_engines_and_labels_say_which() -> None:
+    from exporter.collectors.probe.families import store_families
+
+    store = ProbeStore(max_schemas=5)
+    links = [Link(store, namespace="team-a"), Link(store, namespace="team-b"), Link(store)]
+    for n, link in enumerate(links):
+        for _ in range(n + 1):
+            link.compile('{"type":"object"}', 0.002)
+        link.ship(fresh=True)
+    assert len(store.engines) == 3  # none mistaken for a restart of another
+    families = {f.name: f for f in store_families(store.view())}
+    requests = {
+        (s.labels.get("namespace"), s.labels["pod"]): s.value
+        for s in families["guided_decoding_compile_requests"].samples
+    }
+    assert requests == {("team-a", "vllm-0"): 1, ("team-b", "vllm-0"): 2, (None, "vllm-0"): 3}
+    per_schema = families["guided_decoding_schema_requests"].samples
+    assert sorted((s.labels.get("namespace", ""), s.value) for s in per_schema) == [
+        ("", 3),
+        ("team-a", 1),
+        ("team-b", 2),
+    ]
+    labelled = [s for s in per_schema if "namespace" in s.labels]
+    assert all(list(s.labels)[:3] == ["namespace", "pod", "engine"] for s in labelled)

@@ -115,6 +115,9 @@ class ProbeCollector(Collector):
         if self.listener.listen_error:
             raise CollectorError(self.listener.listen_error)
 
+    async def not_ready(self) -> str | None:
+        return self.listener.not_listening()
+
     def collect(self) -> Iterable[Metric]:
         yield from listener_families(self.listener.view())
         yield from store_families(self.store.view())

@@ -15,6 +15,7 @@ from prometheus_client.core import (
     InfoMetricFamily,
     Metric,
 )
+from prometheus_client.samples import Sample
 
 from exporter import wire
 from exporter.collectors.probe.analysis import AnalysisView, FamilyView
@@ -24,8 +25,48 @@ from exporter.collectors.probe.store import EngineView, StoreView
 from exporter.schema import variants
 
 PREFIX = "guided_decoding_"
+# An engine's series carry `namespace` first where its probe knows it (GDX_POD_NAMESPACE); older
+# probes and engines outside Kubernetes give none, and their series keep the labels below. Samples are
+# added with their own label dicts (`counter`, `gauge`, `histogram`, `info`) so a family can hold both.
 ENGINE_LABELS = ["pod", "engine", "backend"]
 SCHEMA_LABELS = [*ENGINE_LABELS, "schema_hash"]
+Labels = dict[str, str]
+
+
+def engine_identity(namespace: str, pod: str, engine: str) -> Labels:
+    """The labels naming one engine process: namespace (when known), pod, engine index."""
+    return (
+        {"namespace": namespace, "pod": pod, "engine": engine}
+        if namespace
+        else {"pod": pod, "engine": engine}
+    )
+
+
+def counter(family: CounterMetricFamily, labels: Labels, value: float) -> None:
+    family.samples.append(Sample(family.name + "_total", labels, value))
+
+
+def gauge(family: GaugeMetricFamily, labels: Labels, value: float) -> None:
+    family.samples.append(Sample(family.name, labels, value))
+
+
+def info(family: InfoMetricFamily, labels: Labels, values: Labels) -> None:
+    family.samples.append(Sample(family.name + "_info", {**labels, **values}, 1))
+
+
+def histogram(
+    family: HistogramMetricFamily,
+    labels: Labels,
+    bounds: tuple[float, ...],
+    counts: Iterable[int],
+    total: float,
+) -> None:
+    """As prometheus-client's add_metric: the cumulative buckets, then _count and _sum."""
+    buckets = cumulative_buckets(bounds, counts)
+    for le, count in buckets:
+        family.samples.append(Sample(family.name + "_bucket", {**labels, "le": le}, count))
+    family.samples.append(Sample(family.name + "_count", labels, buckets[-1][1]))
+    family.samples.append(Sample(family.name + "_sum", labels, total))
 
 
 def cumulative_buckets(bounds: tuple[float, ...], counts: Iterable[int]) -> list[tuple[str, float]]:
@@ -170,21 +211,24 @@ class BackendFamilies:
         )
 
     def add(self, hello: wire.Hello, backend: str, totals: wire.BackendTotals) -> None:
-        labels = [hello.pod, hello.engine, backend]
-        histogram(self.compile_seconds, labels, wire.COMPILE_BUCKETS, totals.compile)
+        labels = {**engine_identity(hello.namespace, hello.pod, hello.engine), "backend": backend}
+        histogram(
+            self.compile_seconds, labels, wire.COMPILE_BUCKETS, totals.compile.buckets, totals.compile.sum
+        )
         if totals.miss is not None:
-            histogram(self.miss_seconds, labels, wire.COMPILE_BUCKETS, totals.miss)
-        histogram(self.wait, labels, wire.COMPILE_BUCKETS, totals.wait)
-        histogram(self.mask, labels, wire.MASK_BUCKETS, totals.mask)
-        self.requests.add_metric(labels, totals.requests)
-        self.hits.add_metric(labels, totals.hits)
+            histogram(self.miss_seconds, labels, wire.COMPILE_BUCKETS, totals.miss.buckets, totals.miss.sum)
+        histogram(self.wait, labels, wire.COMPILE_BUCKETS, totals.wait.buckets, totals.wait.sum)
+        histogram(self.mask, labels, wire.MASK_BUCKETS, totals.mask.buckets, totals.mask.sum)
+        counter(self.requests, labels, totals.requests)
+        counter(self.hits, labels, totals.hits)
         for reason in wire.ERROR_REASONS:
-            self.errors.add_metric([*labels, reason], totals.errors.get(reason, 0))
+            counter(self.errors, {**labels, "reason": reason}, totals.errors.get(reason, 0))
         for reason in wire.REJECTION_REASONS:
-            self.rejections.add_metric([*labels, reason], totals.rejections.get(reason, 0))
-        self.running.add_metric(labels, totals.in_progress)
-        self.oldest.add_metric(labels, totals.oldest_seconds)
-        self.info.add_metric(
+            counter(self.rejections, {**labels, "reason": reason}, totals.rejections.get(reason, 0))
+        gauge(self.running, labels, totals.in_progress)
+        gauge(self.oldest, labels, totals.oldest_seconds)
+        info(
+            self.info,
             labels,
             {
                 "engine_kind": hello.engine_kind,
@@ -219,10 +263,11 @@ class ProcessFamilies:
         )
 
     def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
-        self.cpu.add_metric([hello.pod, hello.engine, "user"], snapshot.cpu.user)
-        self.cpu.add_metric([hello.pod, hello.engine, "system"], snapshot.cpu.system)
+        process = engine_identity(hello.namespace, hello.pod, hello.engine)
+        counter(self.cpu, {**process, "mode": "user"}, snapshot.cpu.user)
+        counter(self.cpu, {**process, "mode": "system"}, snapshot.cpu.system)
         for event in wire.PROBE_COUNTERS:
-            self.events.add_metric([hello.pod, hello.engine, event], snapshot.probe.get(event, 0))
+            counter(self.events, {**process, "event": event}, snapshot.probe.get(event, 0))
 
     def families(self) -> tuple[Metric, ...]:
         return self.cpu, self.events
@@ -275,32 +320,27 @@ class SizingFamilies:
     def add(self, hello: wire.Hello, state: wire.EngineState | None) -> None:
         if state is None:
             return
-        process = [hello.pod, hello.engine]
+        process = engine_identity(hello.namespace, hello.pod, hello.engine)
         for c in state.caches:
-            self.cache.add_metric([*process, c.backend, c.compiler], c.bytes)
+            cache = {**process, "backend": c.backend, "compiler": c.compiler}
+            gauge(self.cache, cache, c.bytes)
             if c.limit_bytes >= 0:
-                self.limit.add_metric([*process, c.backend, c.compiler], c.limit_bytes)
+                gauge(self.limit, cache, c.limit_bytes)
         if state.pool_workers:
-            self.workers.add_metric(process, state.pool_workers)
+            gauge(self.workers, process, state.pool_workers)
         if state.cpus:
-            self.cpus.add_metric(process, state.cpus)
+            gauge(self.cpus, process, state.cpus)
         if state.cgroup is not None:
-            self.quota.add_metric(process, state.cgroup.quota_cores)
-            self.periods.add_metric(process, state.cgroup.periods)
-            self.throttled.add_metric(process, state.cgroup.throttled_periods)
-            self.throttled_seconds.add_metric(process, state.cgroup.throttled_seconds)
+            gauge(self.quota, process, state.cgroup.quota_cores)
+            counter(self.periods, process, state.cgroup.periods)
+            counter(self.throttled, process, state.cgroup.throttled_periods)
+            counter(self.throttled_seconds, process, state.cgroup.throttled_seconds)
 
     def families(self) -> tuple[Metric, ...]:
         return (
             self.cache, self.limit, self.workers, self.cpus, self.quota, self.periods, self.throttled,
             self.throttled_seconds,
         )  # fmt: skip
-
-
-def histogram(
-    family: HistogramMetricFamily, labels: list[str], bounds: tuple[float, ...], values: wire.Histogram
-) -> None:
-    family.add_metric(labels, cumulative_buckets(bounds, values.buckets), values.sum)
 
 
 def schema_families(view: StoreView) -> Iterable[Metric]:
@@ -328,16 +368,15 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
         labels=SCHEMA_LABELS,
     )
     for key, totals in sorted(view.series.items()):
-        labels = list(key)
-        compile_seconds.add_metric(
-            labels, cumulative_buckets(wire.SCHEMA_BUCKETS, totals.buckets), totals.sum
-        )
-        requests.add_metric(labels, totals.requests)
-        hits.add_metric(labels, totals.hits)
+        labels = {**engine_identity(key.namespace, key.pod, key.engine), "backend": key.backend}
+        labels["schema_hash"] = key.schema_hash
+        histogram(compile_seconds, labels, wire.SCHEMA_BUCKETS, totals.buckets, totals.sum)
+        counter(requests, labels, totals.requests)
+        counter(hits, labels, totals.hits)
         if totals.failed:
-            failed.add_metric(labels, totals.failed)
+            counter(failed, labels, totals.failed)
         if totals.rejected:
-            rejected.add_metric(labels, totals.rejected)
+            counter(rejected, labels, totals.rejected)
     info = InfoMetricFamily(
         PREFIX + "schema",
         "One per exposed schema hash: its shape hash, family (empty until analysed), request kind, "

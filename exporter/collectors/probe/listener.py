@@ -87,8 +87,8 @@ def describe(engine: EngineState | None) -> str:
     """Who is at the other end of a connection, for a log line."""
     if engine is None:
         return "a probe (before hello)"
-    pod, index = engine.key
-    return f"probe of pod={pod} engine={index}"
+    namespace, pod, index = engine.key
+    return f"probe of pod={namespace + '/' if namespace else ''}{pod} engine={index}"
 
 
 class ProbeListener:
@@ -111,6 +111,16 @@ class ProbeListener:
 
     def view(self) -> ListenerView:
         return ListenerView(dict(self.counts), self.connections, dict(self.refused), MAX_CONNECTIONS)
+
+    def not_listening(self) -> str | None:
+        """Why engines cannot connect now (readiness), or None: listening, and the socket file is ours."""
+        if self.listen_error:
+            return self.listen_error
+        if self._server is None:
+            return f"probe socket {self.path} not created yet"
+        if self._socket_gone():
+            return f"probe socket {self.path} was removed or replaced (re-creating it)"
+        return None
 
     # ---- the socket file ----------------------------------------------------------------------------
 

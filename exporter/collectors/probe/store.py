@@ -41,8 +41,9 @@ SEEN_LIMIT = 100_000  # hashes remembered for schemas_first_seen_total (about 10
 
 
 class SeriesKey(NamedTuple):
-    """The labels of one schema-level series."""
+    """The labels of one schema-level series (`namespace` empty where the probe does not know it)."""
 
+    namespace: str
     pod: str
     engine: str
     backend: str
@@ -97,8 +98,8 @@ class EngineState:
     snapshot: wire.Snapshot | None = None
 
     @property
-    def key(self) -> tuple[str, str]:
-        return self.hello.pod, self.hello.engine
+    def key(self) -> tuple[str, str, str]:
+        return self.hello.namespace, self.hello.pod, self.hello.engine
 
 
 class ProbeStore:
@@ -150,13 +151,16 @@ class ProbeStore:
                 engine.specs.clear()
                 return engine
             for other in list(self.engines.values()):
-                if other.key == (msg.pod, msg.engine):  # the engine restarted: its counters reset
-                    log.info("engine pod=%s engine=%s restarted (new probe instance)", *other.key)
+                if other.key == (msg.namespace, msg.pod, msg.engine):  # restarted: its counters reset
+                    log.info(
+                        "engine namespace=%s pod=%s engine=%s restarted (new probe instance)", *other.key
+                    )
                     self._drop(other)
             engine = EngineState(msg.instance, msg, now)
             self.engines[engine.instance] = engine
             log.info(
-                "probe connected: pod=%s engine=%s kind=%s pid=%d",
+                "probe connected: namespace=%s pod=%s engine=%s kind=%s pid=%d",
+                msg.namespace,
                 msg.pod,
                 msg.engine,
                 msg.engine_kind,
@@ -194,10 +198,10 @@ class ProbeStore:
             self._end_lingering(now)
             engine.last_seen = now
             engine.snapshot = msg
-            pod, eng = engine.key
+            namespace, pod, eng = engine.key
             increments = self._spec_increments(engine, msg)
             for schema_hash, backend, increment in sorted(increments, key=lambda item: -item[2].sum):
-                self._attribute(SeriesKey(pod, eng, backend, schema_hash), increment, now)
+                self._attribute(SeriesKey(namespace, pod, eng, backend, schema_hash), increment, now)
 
     def _spec_increments(
         self, engine: EngineState, msg: wire.Snapshot
@@ -287,7 +291,7 @@ class ProbeStore:
             for engine in list(self.engines.values()):
                 if now - engine.last_seen > self.engine_ttl:
                     log.info(
-                        "probe of pod=%s engine=%s silent for %.0fs: dropped",
+                        "probe of namespace=%s pod=%s engine=%s silent for %.0fs: dropped",
                         *engine.key,
                         now - engine.last_seen,
                     )
@@ -296,11 +300,11 @@ class ProbeStore:
     def _drop(self, engine: EngineState) -> None:
         self.engines.pop(engine.instance, None)
         self.dropped_engines_total += 1
-        pod, eng = engine.key
-        if not any(e.key == (pod, eng) for e in self.engines.values()):
-            for key in [k for k in self.series if (k.pod, k.engine) == (pod, eng)]:
+        ident = engine.key
+        if not any(e.key == ident for e in self.engines.values()):
+            for key in [k for k in self.series if (k.namespace, k.pod, k.engine) == ident]:
                 del self.series[key]
-            for key in [k for k in self.retired if (k.pod, k.engine) == (pod, eng)]:
+            for key in [k for k in self.retired if (k.namespace, k.pod, k.engine) == ident]:
                 del self.retired[key]
 
     def view(self, now: float | None = None) -> StoreView:
