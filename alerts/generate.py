@@ -77,14 +77,18 @@ class Records:
     throttled: str
 
 
-ENGINE_LEVEL = "instance, pod, backend"
-SCHEMA_LEVEL = "instance, pod, backend, schema_hash"
+# `namespace` is the engine pod's (the daemon and the probe add it where they know it): two pods of one
+# name in two namespaces stay apart, and `kube_pod_info{namespace, pod}` joins. Where a series has
+# no namespace the level keeps none, and every matcher `namespace=""` below still selects it.
+ENGINE_LEVEL = "instance, namespace, pod, backend"
+SCHEMA_LEVEL = "instance, namespace, pod, backend, schema_hash"
+POD_LEVEL = "instance, namespace, pod"
 
 
 def records(p: Params | None = None) -> Records:
     p = p or Params()
     w, ms = p.window, f"{p.compile_p95_seconds * 1000:g}ms"
-    engine, schema = "instance_pod_backend:" + P, "instance_pod_backend_schema_hash:" + P
+    engine, schema = "instance_namespace_pod_backend:" + P, "instance_namespace_pod_backend_schema_hash:" + P
     return Records(
         compile_p95=f"{engine}compile_seconds:p95_rate{w}",
         miss_p95=f"{engine}compile_miss_seconds:p95_rate{w}",
@@ -97,7 +101,7 @@ def records(p: Params | None = None) -> Records:
         schema_requests=f"{schema}schema_requests:rate{w}",
         cpu_busy=f"instance:{P}cpu_busy:ratio_rate{w}",
         gpu_utilization=f"instance:{P}gpu_utilization_ratio:avg",
-        throttled=f"instance_pod:{P}engine_cpu_cfs_throttled_periods:ratio_rate{w}",
+        throttled=f"instance_namespace_pod:{P}engine_cpu_cfs_throttled_periods:ratio_rate{w}",
     )
 
 
@@ -114,6 +118,8 @@ def _q(expr: str, *args: str) -> str:
 
 
 NODE = "$labels.instance"
+POD_OF = 'instance="%s", namespace="%s", pod="%s"'  # the alert's pod; namespace="" where it has none
+POD_ARGS = (NODE, "$labels.namespace", "$labels.pod")
 FAMILY_OF = 'instance="%s", family="%s"'
 
 
@@ -196,8 +202,8 @@ def recording(p: Params) -> list[dict[str, Any]]:
          "expr": f"1 - avg by (instance) (rate({P}cpu_seconds_total{{mode=\"idle\"}}[{w}]))"},
         {"record": r.gpu_utilization, "expr": f"avg by (instance) ({P}gpu_utilization_ratio)"},
         {"record": r.throttled,
-         "expr": f"sum by (instance, pod) (rate({P}engine_cpu_cfs_throttled_periods_total[{w}]))"
-                 f" / sum by (instance, pod) (rate({P}engine_cpu_cfs_periods_total[{w}]))"},
+         "expr": f"sum by ({POD_LEVEL}) (rate({P}engine_cpu_cfs_throttled_periods_total[{w}]))"
+                 f" / sum by ({POD_LEVEL}) (rate({P}engine_cpu_cfs_periods_total[{w}]))"},
     ]  # fmt: skip
 
 
@@ -228,24 +234,23 @@ def alert(
 
 def miss_p95() -> str:
     """ ", real compiles (cache misses) X at P95" for the alert's pod and backend, when it has misses."""
-    expr = f'{records().miss_p95}{{instance="%s", pod="%s", backend="%s"}} >= 0'
+    expr = f'{records().miss_p95}{{{POD_OF}, backend="%s"}} >= 0'
     return (
-        f"{{{{ range {_q(expr, NODE, '$labels.pod', '$labels.backend')} }}}}; real compiles (cache misses)"
+        f"{{{{ range {_q(expr, *POD_ARGS, '$labels.backend')} }}}}; real compiles (cache misses)"
         " take {{ .Value | humanizeDuration }} at P95{{ end }}"
     )
 
 
 def schema_mean() -> str:
-    expr = f'{records().schema_mean}{{instance="%s", pod="%s", backend="%s", schema_hash="%s"}}'
-    args = (NODE, "$labels.pod", "$labels.backend", "$labels.schema_hash")
+    expr = f'{records().schema_mean}{{{POD_OF}, backend="%s", schema_hash="%s"}}'
+    args = (*POD_ARGS, "$labels.backend", "$labels.schema_hash")
     return f"{{{{ range {_q(expr, *args)} }}}}, {{{{ .Value | humanizeDuration }}}} on average{{{{ end }}}}"
 
 
 def sizing() -> str:
     """ "; CPU quota Q cores; compile pool of W workers; the engine counts C CPUs" for the alert's
     pod, each part when the probe reports it (a pool sized from the node's CPUs, not the quota)."""
-    pod = 'instance="%s", pod="%s"'
-    args = (NODE, "$labels.pod")
+    pod, args = POD_OF, POD_ARGS
     parts = (
         (f"max({P}engine_cpu_quota_cores{{{pod}}} > 0)", "; CPU quota {{ .Value }} cores"),
         (f"max({P}compile_pool_workers{{{pod}}})", "; compile pool of {{ .Value }} workers"),
@@ -256,14 +261,14 @@ def sizing() -> str:
 
 def failing_schemas(p: Params) -> str:
     """ " Schemas: HASH (N), ..." of the alert's pod, the most failures first (where the probe knew)."""
-    where = 'instance="%s", pod="%s", backend="%s"'
+    where = POD_OF + ', backend="%s"'
     failures = (
         f"sum by (schema_hash) (increase({P}schema_grammar_rejections_total{{{where}}}[{p.failures_window}]))"
         f" or sum by (schema_hash) (increase({P}schema_compile_errors_total{{{where}}}[{p.failures_window}]))"
     )
     expr = f"sort_desc(topk(3, {failures} > 0))"
     return (
-        f"{{{{ range $i, $s := {_q(expr, NODE, '$labels.pod', '$labels.backend', NODE, '$labels.pod', '$labels.backend')} }}}}"
+        f"{{{{ range $i, $s := {_q(expr, *POD_ARGS, '$labels.backend', *POD_ARGS, '$labels.backend')} }}}}"
         '{{ if eq $i 0 }} Schemas: {{ else }}, {{ end }}{{ $s.Labels.schema_hash }} ({{ printf "%.0f" $s.Value }}){{ end }}'
     )
 
@@ -295,7 +300,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f"{r.compile_p95} > {p.compile_p95_seconds} and on ({e}) {r.slow} >= {p.min_slow_rate}",
             p.long_for, "critical",
             "Grammar compiles are slow: structured-output requests wait for the CPU before their first token.",
-            f"Compile P95 on pod {{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node {{{{ $labels.instance }}}}) is"
+            f"Compile P95 on pod {{{{ with $labels.namespace }}}}{{{{ . }}}}/{{{{ end }}}}{{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node {{{{ $labels.instance }}}}) is"
             f" {{{{ $value | humanizeDuration }}}} over {w}, hits included (line {line_ms}){miss_p95()}."
             f" Top families by recent compile seconds: {top}",
             p, keep_firing_for=p.keep_firing_for,
@@ -305,7 +310,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f"{r.schema_slow_share} > 0.05 and on ({SCHEMA_LEVEL}) {r.schema_requests} > {p.min_rate}",
             p.long_for, "warning",
             "One schema compiles slowly on every use.",
-            f"Schema {{{{ $labels.schema_hash }}}} on pod {{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node"
+            f"Schema {{{{ $labels.schema_hash }}}} on pod {{{{ with $labels.namespace }}}}{{{{ . }}}}/{{{{ end }}}}{{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node"
             f" {{{{ $labels.instance }}}}): {{{{ $value | humanizePercentage }}}} of its compile calls take over {line_ms}"
             f"{schema_mean()}. `gdx lint` on the schema names the cause; the dashboard's schema table has its findings.",
             p,
@@ -316,7 +321,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f' and on ({e}) {P}probe_info{{cache="true"}}',
             p.long_for, "warning",
             "The grammar cache rarely hits: schemas change between requests.",
-            f"Cache hit ratio on pod {{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node {{{{ $labels.instance }}}})"
+            f"Cache hit ratio on pod {{{{ with $labels.namespace }}}}{{{{ . }}}}/{{{{ end }}}}{{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node {{{{ $labels.instance }}}})"
             f" is {{{{ $value | humanizePercentage }}}} (line {p.hit_ratio:g}). Top families by recent compile seconds: {top}",
             p,
         ),
@@ -344,10 +349,10 @@ def alerts(p: Params) -> list[dict[str, Any]]:
         alert(
             "EngineCPUThrottled",
             f"{r.throttled} > {p.throttled_share}"
-            f" and on (instance, pod) {r.requests} > {p.min_rate}",
+            f" and on ({POD_LEVEL}) {r.requests} > {p.min_rate}",
             p.long_for, "warning",
             "An engine's container runs out of CPU quota while grammars compile: decode stalls.",
-            f"Pod {{{{ $labels.pod }}}} (node {{{{ $labels.instance }}}}) was CPU-throttled in {{{{ $value | humanizePercentage }}}}"
+            f"Pod {{{{ with $labels.namespace }}}}{{{{ . }}}}/{{{{ end }}}}{{{{ $labels.pod }}}} (node {{{{ $labels.instance }}}}) was CPU-throttled in {{{{ $value | humanizePercentage }}}}"
             f" of its CFS periods over {w} while it compiled grammars{sizing()}. Each throttled period holds"
             " the engine loop back until the next, so tokens stall behind compiles. Top families: " + top,
             p,
@@ -357,7 +362,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f"{r.wait_p95} > {p.grammar_wait_p95_seconds} and on ({e}) {busy}",
             p.long_for, "warning",
             "Requests are parked behind grammar compiles.",
-            f"Grammar wait P95 on pod {{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node {{{{ $labels.instance }}}}) is"
+            f"Grammar wait P95 on pod {{{{ with $labels.namespace }}}}{{{{ . }}}}/{{{{ end }}}}{{{{ $labels.pod }}}} ({{{{ $labels.backend }}}}, node {{{{ $labels.instance }}}}) is"
             f" {{{{ $value | humanizeDuration }}}} (line {p.grammar_wait_p95_seconds * 1000:g} ms): requests queue behind"
             f" compiles in the pool. Top families: {top}",
             p,
@@ -367,7 +372,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f"max by ({e}) ({P}compile_oldest_running_seconds) > {p.stuck_seconds}",
             "1m", "critical",
             "A grammar compile has been running for over a minute.",
-            "A {{ $labels.backend }} compile on pod {{ $labels.pod }} (node {{ $labels.instance }}) has run for"
+            "A {{ $labels.backend }} compile on pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} (node {{ $labels.instance }}) has run for"
             " {{ $value | humanizeDuration }}: compiles cannot be cancelled; the pool worker is lost until it ends."
             " Top families: " + top,
             p,
@@ -378,7 +383,7 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f' or sum by ({e}) (increase({P}compile_errors_total{{reason=~"internal|timeout"}}[{p.failures_window}])) > 0',
             "1m", "warning",
             "Grammars fail inside the engine: requests end with an error.",
-            "Pod {{ $labels.pod }} ({{ $labels.backend }}, node {{ $labels.instance }}): about {{ printf \"%.0f\" $value }} grammar"
+            "Pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} ({{ $labels.backend }}, node {{ $labels.instance }}): about {{ printf \"%.0f\" $value }} grammar"
             f" failure(s) in the last {p.failures_window}: a compiled grammar refused tokens its own mask allowed or"
             " raised (the engine ends that request with an error), or a compile failed inside the engine (internal,"
             " timeout). Client errors (invalid or unsupported schemas) are not counted here." + failing_schemas(p),
@@ -396,11 +401,22 @@ def alerts(p: Params) -> list[dict[str, Any]]:
         ),
         alert(
             "ProbeMissing",
-            f"max by (instance, pod) ({P}target_up) == 1 unless on (instance, pod) {P}probe_info",
+            f"max by ({POD_LEVEL}) ({P}target_up) == 1 unless on ({POD_LEVEL}) {P}probe_info",
             p.long_for, "warning",
             "An engine is scraped but its probe does not report.",
-            "Pod {{ $labels.pod }} on node {{ $labels.instance }} answers /metrics but no probe reports from it:"
+            "Pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} on node {{ $labels.instance }} answers /metrics but no probe reports from it:"
             " compile metrics are missing. Check that the image has the probe and the socket directory is mounted.",
+            p,
+        ),
+        alert(
+            "NVMLUnavailable",
+            f'max by (instance) ({P}collector_success{{collector="nvml"}}) == 0',
+            p.info_for, "warning",
+            "The exporter cannot read NVML: GPU utilisation is unknown, so CPU starvation cannot page.",
+            "The exporter on node {{ $labels.instance }} has not read NVML for " + p.info_for + ": its GPU series"
+            " are missing and GuidedDecodingCPUStarvation cannot fire there. With the GPU operator's CDI mode"
+            " the exporter needs runtimeClassName nvidia (Helm value runtimeClassName, kustomize component"
+            " gpu-operator); the exporter's /healthz gives NVML's own error.",
             p,
         ),
         alert(

@@ -54,7 +54,7 @@ RI = "$__rate_interval"  # panels without an alert line only
 PARAMS = alert_rules.Params()
 R = alert_rules.records(PARAMS)
 W = PARAMS.window  # the alerts' window, for the few columns without a recording rule
-ENGINE = "{{pod}} {{backend}}"  # the engine-level rules keep instance, pod, backend
+ENGINE = "{{pod}} {{backend}}"  # the engine-level rules keep instance, namespace, pod, backend
 LINE_MS = f"{PARAMS.compile_p95_seconds * 1000:g} ms"
 SCHEMA_SLOW_SHARE = 0.05  # GuidedDecodingSchemaCompileSlow: `schema_slow_share > 0.05` (a test compares)
 TOP_SCHEMAS = 50  # a node exposes 50 (--probe.max-schemas); the table and variable keep 50 in all
@@ -375,7 +375,7 @@ def masks() -> list[Any]:
         series(f"Oldest running compile (line: {stuck:g} s)", "s",
                "Age of the longest-running compile per pod and backend, the expression of GuidedDecodingCompileStuck: "
                f"over {stuck:g} s it pages. Compiles cannot be cancelled; the pool worker is lost until it ends.",
-               q(f"max by (instance, pod, backend) (guided_decoding_compile_oldest_running_seconds{{{NP}}})", ENGINE),
+               q(f"max by (instance, namespace, pod, backend) (guided_decoding_compile_oldest_running_seconds{{{NP}}})", ENGINE),
                line=stuck),
         series("SGLang grammar, its own metrics (where no probe runs)", "none",
                "SGLang's own grammar families, passed through from --sglang.target pods: compile P95 (s), requests "

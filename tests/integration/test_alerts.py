@@ -68,7 +68,7 @@ def test_every_alert_is_complete_and_tested() -> None:
     records = [r["record"] for g in rules["groups"] for r in g["rules"] if "record" in r]
     expected = {
         "CompileP95High", "SchemaCompileSlow", "CacheHitRatioLow", "DynamicSchema", "CPUStarvation",
-        "GrammarWaitHigh", "CompileStuck", "UnenforcedKeywords", "ProbeMissing", "ExporterDown", "EngineCPUThrottled", "GrammarFailures",
+        "GrammarWaitHigh", "CompileStuck", "UnenforcedKeywords", "ProbeMissing", "ExporterDown", "EngineCPUThrottled", "GrammarFailures", "NVMLUnavailable",
     }  # fmt: skip
     assert {a["alert"] for a in alerts} == {f"GuidedDecoding{n}" for n in expected}
     for a in alerts:

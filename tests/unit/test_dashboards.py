@@ -26,7 +26,7 @@ ALERT_LINES = {
     "Node GPU utilisation": (PARAMS.gpu_idle_below, RECORDS.gpu_utilization, "CPUStarvation"),
     "Oldest running compile": (
         PARAMS.stuck_seconds,
-        "max by (instance, pod, backend) (guided_decoding_compile_oldest_running_seconds",
+        "max by (instance, namespace, pod, backend) (guided_decoding_compile_oldest_running_seconds",
         "CompileStuck",
     ),
 }
