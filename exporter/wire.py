@@ -260,10 +260,11 @@ def _histogram(doc: Any, bounds: tuple[float, ...], what: str) -> Histogram:
     return Histogram(_buckets(doc, bounds, what), _seconds(doc.get("sum"), what))
 
 
-def _errors(doc: Any, what: str) -> Mapping[str, int]:
+def _errors(doc: Any, what: str, reasons: frozenset[str] = _REASONS) -> Mapping[str, int]:
+    """Counts by reason, every reason one of `reasons` (compile errors by default; rejections too)."""
     if not doc and isinstance(doc, dict):
         return _NO_ERRORS
-    _require(isinstance(doc, dict) and _REASONS.issuperset(doc), what, "bad error reasons")
+    _require(isinstance(doc, dict) and reasons.issuperset(doc), what, "bad reasons")
     return {reason: _count(n, what) for reason, n in doc.items()}
 
 
@@ -288,13 +289,6 @@ def _spec_row(doc: Any, what: str) -> SpecRow:
     return SpecRow(*_spec_fields(doc, what), _count(doc.get("id"), what))
 
 
-def _rejections(doc: Any) -> Mapping[str, int]:
-    if not doc and isinstance(doc, dict):
-        return _NO_ERRORS
-    _require(isinstance(doc, dict) and _REJECTIONS.issuperset(doc), "backend.rejections", "bad reasons")
-    return {reason: _count(n, "backend.rejections") for reason, n in doc.items()}
-
-
 def _backend(doc: Any) -> BackendTotals:
     _require(isinstance(doc, dict), "snapshot.backends item")
     return BackendTotals(
@@ -307,7 +301,7 @@ def _backend(doc: Any) -> BackendTotals:
         in_progress=_count(doc.get("in_progress", 0), "backend.in_progress"),
         oldest_seconds=_seconds(doc.get("oldest_seconds", 0), "backend.oldest_seconds"),
         miss=None if doc.get("miss") is None else _histogram(doc["miss"], COMPILE_BUCKETS, "backend.miss"),
-        rejections=_rejections(doc.get("rejections", _NO_ERRORS)),
+        rejections=_errors(doc.get("rejections", _NO_ERRORS), "backend.rejections", _REJECTIONS),
     )
 
 

@@ -24,7 +24,10 @@ class EngineFacts:
         self._lock = threading.Lock()
         self._compilers: dict[tuple[str, str], weakref.ref[Any]] = {}
         self.pool_workers = 0
-        self.cgroup = cpu_cgroup if cpu_cgroup is not None or not locate else cgroup.locate()
+        # The container's own cgroup unless one is given (tests) or looking is turned off.
+        if cpu_cgroup is None and locate:
+            cpu_cgroup = cgroup.locate()
+        self.cgroup = cpu_cgroup
 
     def note_compiler(self, backend: str, name: str, compiler: Any) -> None:
         """Remembers a grammar compiler whose cache is to be reported (called once per compiler)."""
