@@ -160,6 +160,7 @@ class SpecRow(SpecTotals):
 class CpuSeconds:
     user: float
     system: float
+    probe: float = 0.0  # the probe's shipper thread (absent from older probes: 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,7 +426,9 @@ def _snapshot(doc: dict[str, Any]) -> Snapshot:
         },
         evicted=tuple([_count(i, "snapshot.evicted") for i in evicted]),
         cpu=CpuSeconds(
-            _seconds(cpu.get("user", 0), "snapshot.cpu"), _seconds(cpu.get("system", 0), "snapshot.cpu")
+            _seconds(cpu.get("user", 0), "snapshot.cpu"),
+            _seconds(cpu.get("system", 0), "snapshot.cpu"),
+            _seconds(cpu.get("probe", 0), "snapshot.cpu"),
         ),
         probe={k: _count(v, "snapshot.probe") for k, v in probe.items()},
         engine=_engine(doc.get("engine")),

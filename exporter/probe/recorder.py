@@ -420,13 +420,17 @@ class Recorder:
             backend["in_progress"] += 1
             backend["oldest_seconds"] = max(backend["oldest_seconds"], now - started)
         cpu = os.times()
+        # The thread taking snapshots is the shipper: its CPU is the probe's own work off the engine's
+        # threads (folding observations in, snapshots, sends). The wrappers' microseconds on the
+        # engine's threads are in `user`/`system` only.
+        probe_cpu = time.thread_time()
         return {
             "full": full,
             "backends": backends,
             "schemas": schemas,
             "other": other,
             "evicted": evicted,
-            "cpu": {"user": cpu.user, "system": cpu.system},
+            "cpu": {"user": cpu.user, "system": cpu.system, "probe": probe_cpu},
             "engine": self.facts.to_wire(),
         }
 

@@ -93,6 +93,10 @@ def test_static_schema_hits_and_per_request_enum_misses(stack: tuple[Any, VllmSe
     ]
     assert sample(m, "guided_decoding_probe_snapshots_total", result="rejected") == 0
     assert sample(m, "guided_decoding_probe_events_total", event="internal_errors") == 0
+    # the probe's own thread costs CPU, a small share of the engine process's
+    probe_cpu = sample(m, "guided_decoding_probe_cpu_seconds_total", pod="vllm-test")
+    engine_cpu = sample(m, "guided_decoding_engine_cpu_seconds_total", pod="vllm-test", mode="user")
+    assert 0 < probe_cpu < 0.1 * engine_cpu
     # what the engine is sized with: its compile pool from os.cpu_count(), its xgrammar compiler's
     # cache (VLLM_XGRAMMAR_CACHE_MB, 512 by default) and the container's CPU cgroup
     import os

@@ -165,3 +165,27 @@ def test_threads_count_exactly() -> None:
     snap = rec.snapshot(full=True)
     assert _totals(snap) == (16_000, 16_000 - 800)
     assert snap["backends"]["xgrammar"]["requests"] == 16_000
+
+
+def test_snapshots_carry_the_cpu_of_the_thread_that_takes_them() -> None:
+    """The shipper's own CPU (`cpu.probe`): the work a thread does between two of its snapshots shows,
+    another thread's does not."""
+    rec = Recorder()
+    first = rec.snapshot(full=True)["cpu"]["probe"]
+    deadline = time.thread_time() + 0.05
+    while time.thread_time() < deadline:  # 50 ms of this thread's CPU
+        _compile(rec, '{"a":1}', 0.001)
+    second = rec.snapshot(full=False)["cpu"]["probe"]
+    assert second - first >= 0.05
+    other: list[float] = []
+    thread = threading.Thread(target=lambda: other.append(rec.snapshot(full=False)["cpu"]["probe"]))
+    thread.start()
+    thread.join()
+    assert other[0] < 0.05 <= second  # a fresh thread has its own, small count
+    from exporter import wire
+
+    doc = {"v": wire.VERSION, "kind": "snapshot", "seq": 1, "full": True, "backends": {}}
+    parsed = wire.validate({**doc, "cpu": {"user": 1.0, "system": 0.5, "probe": second}})
+    assert isinstance(parsed, wire.Snapshot) and parsed.cpu.probe == second
+    older = wire.validate({**doc, "cpu": {"user": 1.0, "system": 0.5}})  # a probe before the field
+    assert isinstance(older, wire.Snapshot) and older.cpu.probe == 0.0

@@ -256,6 +256,12 @@ class ProcessFamilies:
             "CPU seconds of the engine process, by mode.",
             labels=["pod", "engine", "mode"],
         )
+        self.probe_cpu = CounterMetricFamily(
+            PREFIX + "probe_cpu_seconds",
+            "CPU seconds of the probe's own thread in the engine process (aggregation, snapshots, sends):"
+            " what the probe costs besides the microseconds its wrappers add to each call.",
+            labels=["pod", "engine"],
+        )
         self.events = CounterMetricFamily(
             PREFIX + "probe_events",
             "The probe's own counters: internal_errors, send_failures, connects, texts_dropped, evicted.",
@@ -266,11 +272,12 @@ class ProcessFamilies:
         process = engine_identity(hello.namespace, hello.pod, hello.engine)
         counter(self.cpu, {**process, "mode": "user"}, snapshot.cpu.user)
         counter(self.cpu, {**process, "mode": "system"}, snapshot.cpu.system)
+        counter(self.probe_cpu, process, snapshot.cpu.probe)
         for event in wire.PROBE_COUNTERS:
             counter(self.events, {**process, "event": event}, snapshot.probe.get(event, 0))
 
     def families(self) -> tuple[Metric, ...]:
-        return self.cpu, self.events
+        return self.cpu, self.probe_cpu, self.events
 
 
 class SizingFamilies:
