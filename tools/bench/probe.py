@@ -62,29 +62,15 @@ def side_by_side(
     return statistics.median(a), statistics.median(b)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--tokenizer", default=os.environ.get("GDX_TOKENIZER_JSON", str(DEFAULT_TOKENIZER)))
-    parser.add_argument("--rounds", type=int, default=31)
-    parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--schemas", type=int, default=100_000)
-    args = parser.parse_args(argv)
-    from tools.bench.machine import header
-
-    print(header("tools.bench.probe", argv), flush=True)
-    os.environ.setdefault("GDX_PROBE_SOCKET", "/nonexistent/gdx-bench.sock")  # measure, do not ship
-    logging.getLogger("gdx.probe").setLevel(logging.ERROR)
+def wrapper_rows(info: Any, rounds: int, calls: int) -> list[tuple[str, float, float, str]]:
+    """(call, plain seconds, wrapped seconds, target) of each wrapped call site, side by side; the
+    probe installed for the measurement and uninstalled after it. Also what tools.bench.probecost
+    charges each call and step of a real engine with."""
     import xgrammar as xgr
-    from transformers import PreTrainedTokenizerFast
 
     import exporter.probe as probe
-    from exporter.probe.recorder import DEFAULT_HIT_MAX_SECONDS, Recorder
     from exporter.probe.targets.vllm import wrap_grammar_bitmask
 
-    tok = PreTrainedTokenizerFast(tokenizer_file=args.tokenizer)  # type: ignore[no-untyped-call]
-    info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=128256)
     compiler = xgr.GrammarCompiler(info, max_threads=8, cache_enabled=True, cache_limit_bytes=512 << 20)
     plain_compile = xgr.GrammarCompiler.compile_json_schema
     plain_fill = xgr.GrammarMatcher.fill_next_token_bitmask
@@ -110,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             def wrapped(s: str = spec) -> Any:
                 return wrapped_compile(compiler, fresh(s))
 
-            p, w = side_by_side(plain, wrapped, args.rounds, args.calls)
+            p, w = side_by_side(plain, wrapped, rounds, calls)
             rows.append(
                 (f"compile_json_schema hit, {label} ({len(spec)} B)", p, w, f"added < {target * 1e6:g} us")
             )
@@ -120,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         p, w = side_by_side(
             lambda: plain_fill(matcher, bitmask, 0),
             lambda: wrapped_fill(matcher, bitmask, 0),
-            args.rounds,
-            args.calls // 4,
+            rounds,
+            calls // 4,
         )
         rows.append(("GrammarMatcher.fill_next_token_bitmask", p, w, "added < 0.5 us"))
 
@@ -137,12 +123,38 @@ def main(argv: list[str] | None = None) -> int:
         p, w = side_by_side(
             lambda: plain_step(manager, {}, [], {}),
             lambda: wrapped_step(manager, {}, [], {}),
-            args.rounds,
-            args.calls,
+            rounds,
+            calls,
         )
         rows.append(("vLLM grammar_bitmask wrapper (per step)", p, w, "added < 0.5 us"))
     finally:
         probe.uninstall()
+
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tokenizer", default=os.environ.get("GDX_TOKENIZER_JSON", str(DEFAULT_TOKENIZER)))
+    parser.add_argument("--rounds", type=int, default=31)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--schemas", type=int, default=100_000)
+    args = parser.parse_args(argv)
+    from tools.bench.machine import header
+
+    print(header("tools.bench.probe", argv), flush=True)
+    os.environ.setdefault("GDX_PROBE_SOCKET", "/nonexistent/gdx-bench.sock")  # measure, do not ship
+    logging.getLogger("gdx.probe").setLevel(logging.ERROR)
+    import xgrammar as xgr
+    from transformers import PreTrainedTokenizerFast
+
+    from exporter.probe.recorder import DEFAULT_HIT_MAX_SECONDS, Recorder
+
+    tok = PreTrainedTokenizerFast(tokenizer_file=args.tokenizer)  # type: ignore[no-untyped-call]
+    info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=128256)
+    rows = wrapper_rows(info, args.rounds, args.calls)
 
     # The hit threshold's footing: the cheapest misses and the dearest hits over this vocabulary.
     fresh_compiler = xgr.GrammarCompiler(info, max_threads=8, cache_enabled=True)

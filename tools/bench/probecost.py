@@ -21,6 +21,16 @@ chunks), and CPU seconds per request of the engine (its process group) and of th
 the median over its windows and their spread (max - min); the on/off ratio of the medians and of each
 round's two windows.
 `--control` never arms the probe: both sides the same, the method's own noise.
+
+The throughput ratio cannot resolve 1 % on a noisy machine, so the bench also accounts for the
+probe's CPU directly, in the 'on' windows: the probe's own thread (its `probe_cpu_seconds_total`,
+read by the thread itself), plus the wrappers' added time per compile call and per engine step
+(measured side by side in this run by tools.bench.probe's `wrapper_rows`, charged to every compile
+call and every step the daemon counted, each step with `--max-num-seqs` fills), as a share of the
+engine's CPU in those windows. On an engine whose throughput is bound by its CPU (this one: a tiny
+model on the CPU; a GPU engine's scheduler loop likewise runs on one core) work added to it can cost
+at most that share of its throughput: an upper bound measured with instruments that do not drift
+with the machine's load the way request rates do.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ from tools.harness.vllm import VllmServer
 
 SIDES = ("on", "off")
 POD = "probecost"
+MAX_NUM_SEQS = 4  # the server's --max-num-seqs: at most this many fills per engine step
 PROMPT = "Extract the invoice."
 ARM, DISARM = signal.SIGRTMIN + 4, signal.SIGRTMIN + 5
 ACK = "GDX_BENCH_PROBE_ACK"
@@ -100,6 +111,8 @@ class Window:
     daemon_cpu: float = 0.0  # the daemon's
     load: float = 0.0  # the machine's 1-minute load average at the end
     shipped: float = 0.0  # compile calls the daemon received from the probe over the window
+    probe_cpu: float = 0.0  # CPU seconds of the probe's own thread over the window
+    steps: float = 0.0  # engine steps whose bitmask the probe timed
 
     @property
     def rps(self) -> float:
@@ -331,7 +344,7 @@ def start_server(workdir: Path, tokenizer: Path, socket_path: Path, server: Vllm
     saved = {k: os.environ.get(k) for k in overrides}
     os.environ.update(overrides)  # VllmServer passes this process's environment to vLLM
     try:
-        server.__init__(workdir, tokenizer, socket_path, pod=POD, seqs=4)  # type: ignore[misc]
+        server.__init__(workdir, tokenizer, socket_path, pod=POD, seqs=MAX_NUM_SEQS)  # type: ignore[misc]
     finally:
         for k, v in saved.items():
             if v is None:
@@ -343,6 +356,68 @@ def start_server(workdir: Path, tokenizer: Path, socket_path: Path, server: Vllm
 def shipped(daemon: DaemonProcess) -> float:
     """Compile calls the daemon holds from the probe (a re-armed probe is a new instance: from 0)."""
     return sample(scrape(daemon.url), "guided_decoding_compile_requests_total", pod=POD)
+
+
+def probe_counts(daemon: DaemonProcess) -> tuple[float, float, float]:
+    """(compile calls, probe thread CPU seconds, engine steps) the daemon holds from the probe."""
+    m = scrape(daemon.url)
+    return (
+        sample(m, "guided_decoding_compile_requests_total", pod=POD),
+        sample(m, "guided_decoding_probe_cpu_seconds_total", pod=POD),
+        sample(m, "guided_decoding_mask_seconds_count", pod=POD),
+    )
+
+
+@dataclass(frozen=True)
+class WrapperCosts:
+    """Seconds each wrapper adds, measured side by side in this run (tools.bench.probe)."""
+
+    compile: float  # a compile call (the 5 KB row: the bench's schemas are that size or larger)
+    step: float  # vLLM's grammar_bitmask, once per engine step
+    fill: float  # GrammarMatcher.fill_next_token_bitmask, once per structured request per step
+
+
+def wrapper_costs(tokenizer: Path, rounds: int = 11, calls: int = 1000) -> WrapperCosts:
+    import xgrammar as xgr
+    from transformers import PreTrainedTokenizerFast
+
+    from tools.bench.probe import wrapper_rows
+
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer))  # type: ignore[no-untyped-call]
+    info = xgr.TokenizerInfo.from_huggingface(tok, vocab_size=128256)
+    rows = {name: max(0.0, wrapped - plain) for name, plain, wrapped, _ in wrapper_rows(info, rounds, calls)}
+    compile_cost = max(v for k, v in rows.items() if k.startswith("compile_json_schema"))
+    return WrapperCosts(
+        compile=compile_cost,
+        step=rows["vLLM grammar_bitmask wrapper (per step)"],
+        fill=rows["GrammarMatcher.fill_next_token_bitmask"],
+    )
+
+
+def accounted(windows: list[Window], costs: WrapperCosts, batch: int, out: Any) -> float:
+    """Prints and returns the probe's CPU as a share of the engine's over the 'on' windows."""
+    on = [w for w in windows if w.side == "on"]
+    thread = sum(w.probe_cpu for w in on)
+    calls, steps = sum(w.shipped for w in on), sum(w.steps for w in on)
+    wrappers = calls * costs.compile + steps * (costs.step + batch * costs.fill)
+    engine = sum(w.cpu for w in on)
+    done = sum(w.completed + w.late for w in on)
+    share = (thread + wrappers) / engine if engine else float("nan")
+    print(
+        "\nthe probe's CPU, accounted over the 'on' windows:"
+        f" its thread {thread * 1e3:.1f} ms, its wrappers {wrappers * 1e3:.1f} ms"
+        f" ({calls:.0f} compile calls x {costs.compile * 1e6:.2f} us, {steps:.0f} steps x"
+        f" ({costs.step * 1e6:.2f} us + {batch} fills x {costs.fill * 1e6:.2f} us));"
+        f" the engine's {engine:.1f} s for {done} requests",
+        file=out,
+    )
+    print(
+        f"probe share of the engine's CPU: {100 * share:.3f} % ({(thread + wrappers) / done * 1e3:.3f} ms of"
+        f" {engine / done * 1e3:.0f} ms per request): the most it can cost a CPU-bound engine's throughput"
+        f" (target under 1 %: {'yes' if share < 0.01 else 'no'})",
+        file=out,
+    )
+    return share
 
 
 def order(rounds: int) -> list[tuple[int, str]]:
@@ -453,14 +528,19 @@ def run(args: argparse.Namespace, out: Any = sys.stdout) -> int:
             if not args.control and probe.state != side:
                 probe.set(side == "on")
             time.sleep(args.pause)  # a new probe's hello and first snapshot; the engine settles
-            before = shipped(daemon)
+            before = probe_counts(daemon)
             window = Window(side, r, args.seconds)
             traffic.run(window, stop)
             time.sleep(1.5)  # the probe's last snapshot reaches the daemon
-            window.shipped = shipped(daemon) - before
+            after = probe_counts(daemon)
+            window.shipped, window.probe_cpu, window.steps = (
+                b - a for a, b in zip(before, after, strict=True)
+            )
             windows.append(window)
             print(window.line(), file=out, flush=True)
         report(windows, out)
+        if not args.control:
+            accounted(windows, wrapper_costs(Path(args.tokenizer)), MAX_NUM_SEQS, out)
         failures = sum(w.failures for w in windows)
         armed = sum(w.shipped for w in windows if w.side == "on")
         disarmed = sum(w.shipped for w in windows if w.side == "off")

@@ -15,8 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tools.harness import ROOT
-from tools.harness.processes import free_port
+from tools.harness import ROOT, free_port
 
 VLLM_PYTHON = Path(os.environ.get("GDX_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 START_TIMEOUT = 300.0
