@@ -105,7 +105,7 @@ alerts: $(STAMP)
 dashboards: $(STAMP)
 	$(BIN)/python dashboards/generate.py
 
-deploy: alerts dashboards
+deploy: alerts dashboards $(HELM4)
 	$(BIN)/python deploy/generate.py
 
 $(HELM4):

@@ -1,13 +1,19 @@
 """The Kubernetes manifests a platform team applies as is: valid for Kubernetes 1.28 to 1.33 (strict,
-unknown fields are errors), the operator's CRDs' fields checked, generated parts in sync with their
-sources, and the security posture asserted."""
+unknown fields are errors), the operator's CRDs' and OpenShift's SCC's fields checked, generated parts
+in sync with their sources, the security posture asserted, and every kustomize path (base, the
+components, the overlays, the engine's probe Component) built and checked for what it must do."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -21,90 +27,191 @@ DEPLOY = ROOT / "deploy"
 VERSIONS = ["1.28", "1.29", "1.30", "1.31", "1.32", "1.33"]
 CRD_KINDS = ("PodMonitor", "ServiceMonitor", "PrometheusRule")
 OPERATOR = json.loads((ROOT / "tests/support/data/prometheus-operator-v1.schema.json").read_text())
-BUILDS = ["kubernetes/base", "kubernetes/overlays/kube-prometheus-stack", "vllm"]
+SCC = json.loads((ROOT / "tests/support/data/openshift-scc-v1.schema.json").read_text())
+COMPONENTS = ["monitors", "servicemonitor", "dashboards", "openshift", "gpu-operator", "priority-class"]
+BUILDS = [
+    "kubernetes/base",
+    "kubernetes/overlays/kube-prometheus-stack",
+    "kubernetes/overlays/prometheus",
+    "vllm",
+]
+SOCKET_DIR = "/run/guided-decoding-exporter"
 
 
-def kustomize(path: str) -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
-    assert kubectl, "kubectl (with its built-in kustomize) is needed to build deploy/"
-    out = subprocess.run(
-        [kubectl, "kustomize", str(DEPLOY / path)], capture_output=True, text=True, timeout=60
-    )
+def kubectl() -> str:
+    path = shutil.which("kubectl")
+    assert path, "kubectl (with its built-in kustomize) is needed to build deploy/"
+    return path
+
+
+def kustomize_dir(directory: Path) -> list[dict[str, Any]]:
+    out = subprocess.run([kubectl(), "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
-def manifests() -> list[tuple[str, dict[str, Any]]]:
+def kustomize(path: str) -> list[dict[str, Any]]:
+    """`kubectl kustomize deploy/<path>`."""
+    return kustomize_dir(DEPLOY / path)
+
+
+def overlay(
+    tmp: Path,
+    resources: list[str],
+    components: Sequence[str] = (),
+    namespace: str | None = None,
+    **extra: Any,
+) -> Path:
+    """A kustomization in tmp over deploy/kubernetes/<resources> with ../components/<components>,
+    the way a user's own overlay names them."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    rel = lambda p: os.path.relpath(DEPLOY / "kubernetes" / p, tmp)  # noqa: E731
+    doc: dict[str, Any] = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization"}
+    if namespace:
+        doc["namespace"] = namespace
+    doc["resources"] = [rel(r) for r in resources]
+    if components:
+        doc["components"] = [rel(f"components/{c}") for c in components]
+    doc |= extra
+    (tmp / "kustomization.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return tmp
+
+
+def by_key(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["kind"] + "/" + d["metadata"]["name"]: d for d in docs}
+
+
+def manifests(tmp: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Every object file under deploy/kubernetes and deploy/vllm (not the patches, the kustomizations
+    or the Prometheus scrape config) and every build, the one with every component among them."""
     docs = []
-    for path in sorted(DEPLOY.rglob("*.yaml")):
-        if path.name == "kustomization.yaml" or (path.parent.name == "base" and path.name == "config.yaml"):
+    for path in sorted([*(DEPLOY / "kubernetes").rglob("*.yaml"), *(DEPLOY / "vllm").rglob("*.yaml")]):
+        if path.name in ("kustomization.yaml", "scrape-config.yaml"):
             continue
         for doc in yaml.safe_load_all(path.read_text()):
-            if doc and "kind" in doc:
+            if isinstance(doc, dict) and "kind" in doc and doc["metadata"].get("name") != "ignored-by-target":
                 docs.append((str(path.relative_to(ROOT)), doc))
     for build in BUILDS:
         docs.extend((f"kustomize {build}", d) for d in kustomize(build))
+    everything = overlay(tmp / "all", ["base"], COMPONENTS)
+    docs.extend(("kustomize base + every component", d) for d in kustomize_dir(everything))
     return docs
 
 
 def validate(doc: dict[str, Any], version: str) -> None:
     if doc["kind"] in CRD_KINDS:
         jsonschema.validate(doc, {**OPERATOR, "$ref": f"#/$defs/{doc['kind']}"})
-    elif doc.get("metadata", {}).get("name") != "ignored-by-target":  # a strategic-merge patch, not an object
+    elif doc["kind"] == "SecurityContextConstraints":
+        jsonschema.validate(doc, SCC)
+    else:
         kubernetes_validate.validate(doc, version, strict=True)
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_every_manifest_is_valid(version: str) -> None:
-    docs = manifests()
-    kinds = "Namespace ServiceAccount ClusterRole ClusterRoleBinding ConfigMap DaemonSet Deployment Service"
-    kinds += " PodMonitor ServiceMonitor PrometheusRule Secret"
+def test_every_manifest_is_valid(tmp_path: Path) -> None:
+    docs = manifests(tmp_path)
+    kinds = (
+        "Namespace ServiceAccount ClusterRole ClusterRoleBinding RoleBinding ConfigMap DaemonSet Deployment"
+    )
+    kinds += " Service PodMonitor ServiceMonitor PrometheusRule Secret SecurityContextConstraints"
     assert {d["kind"] for _, d in docs} >= set(kinds.split())
-    for where, doc in docs:
-        try:
-            validate(doc, version)
-        except Exception as err:
-            raise AssertionError(f"{where}: {doc['kind']} {doc['metadata'].get('name')}: {err}") from err
+    for version in VERSIONS:
+        for where, doc in docs:
+            try:
+                validate(doc, version)
+            except Exception as err:
+                raise AssertionError(
+                    f"{version} {where}: {doc['kind']} {doc['metadata'].get('name')}: {err}"
+                ) from err
 
 
-def test_validation_catches_an_unknown_field() -> None:
-    (ds,) = [d for _, d in manifests() if d["kind"] == "DaemonSet"][:1]
+def test_validation_catches_an_unknown_field(tmp_path: Path) -> None:
+    docs = [d for _, d in manifests(tmp_path)]
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
     ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]["privilegd"] = True
     with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(ds, "1.33", strict=True)
-    pm = next(d for _, d in manifests() if d["kind"] == "PodMonitor")
+        validate(ds, "1.33")
+    pm = next(d for d in docs if d["kind"] == "PodMonitor")
     pm["spec"]["podMetricsEndpoints"][0]["intervall"] = "15s"
     with pytest.raises(jsonschema.ValidationError):
         validate(pm, "1.33")
+    scc = next(d for d in docs if d["kind"] == "SecurityContextConstraints")
+    with pytest.raises(jsonschema.ValidationError):
+        validate({**scc, "allowHostDirVolumePlugins": True}, "1.33")
+    with pytest.raises(jsonschema.ValidationError):  # a required field of the CRD
+        validate({k: v for k, v in scc.items() if k != "allowHostPorts"}, "1.33")
 
 
-def test_generated_parts_match_their_sources() -> None:
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("deploy_generate", DEPLOY / "generate.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_parts_match_their_sources(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, str(DEPLOY / "generate.py"), "--check"], capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
-    base = {d["kind"] + "/" + d["metadata"]["name"]: d for d in kustomize("kubernetes/base")}
+    built = by_key(kustomize_dir(overlay(tmp_path / "o", ["base"], ["monitors", "dashboards"])))
     rule = yaml.safe_load((ROOT / "alerts" / "prometheusrule.yaml").read_text())
-    assert base["PrometheusRule/guided-decoding-exporter"]["spec"] == rule["spec"]
-    dashboards = base["ConfigMap/guided-decoding-dashboards"]
+    assert built["PrometheusRule/guided-decoding-exporter"]["spec"] == rule["spec"]
+    dashboards = built["ConfigMap/guided-decoding-exporter-dashboards"]
     assert dashboards["metadata"]["labels"]["grafana_dashboard"] == "1"
-    assert json.loads(dashboards["data"]["guided-decoding.json"]) == json.loads(
-        (ROOT / "dashboards" / "guided-decoding.json").read_text()
-    )
-    config = yaml.safe_load(base["ConfigMap/guided-decoding-exporter"]["data"]["config.yaml"])
+    sources = {p.name: json.loads(p.read_text()) for p in (ROOT / "dashboards").glob("*.json")}
+    assert {k: json.loads(v) for k, v in dashboards["data"].items()} == sources
+    config = built["ConfigMap/guided-decoding-exporter"]["data"]["config.yaml"]
+    (tmp_path / "config.yaml").write_text(config)
     from exporter import config as cfg
 
-    path = DEPLOY / "kubernetes" / "base" / "config.yaml"
-    loaded = cfg.load({"config_file": str(path)}, {"NODE_NAME": "node-a"})  # the daemon accepts it as is
-    assert loaded.kubernetes_enabled and loaded.probe_socket == config["probe"]["socket"]
+    loaded = cfg.load(
+        {"config_file": str(tmp_path / "config.yaml")}, {"NODE_NAME": "node-a"}
+    )  # accepted as is
+    assert loaded.kubernetes_enabled and loaded.probe_socket == f"{SOCKET_DIR}/probe.sock"
+
+
+def test_generate_check_catches_each_kind_of_staleness(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--check` covers the chart's copies of alerts/ and dashboards/ and the kustomize files rendered
+    from the chart: each edited by hand fails it, `make deploy` (no --check) repairs it."""
+    gen = _generator()
+    chart, kube = tmp_path / "chart", tmp_path / "kubernetes"
+    shutil.copytree(gen.CHART, chart)
+    shutil.copytree(gen.KUBERNETES, kube)
+    monkeypatch.setattr(gen, "CHART", chart)
+    monkeypatch.setattr(gen, "KUBERNETES", kube)
+    assert gen.main(["--check"]) == 0
+    edits = [
+        chart / "files" / "prometheusrule-spec.yaml",
+        chart / "files" / "dashboards" / "guided-decoding.json",
+        kube / "base" / "daemonset.yaml",
+        kube / "components" / "monitors" / "podmonitor.yaml",
+    ]
+    for path in edits:
+        path.write_text(path.read_text().replace("guided", "guidded", 1))
+        assert gen.main(["--check"]) == 1, path
+        assert gen.main([]) == 0 and gen.main(["--check"]) == 0, path
+    # a template edit reaches the generated base
+    template = chart / "templates" / "daemonset.yaml"
+    template.write_text(template.read_text().replace("periodSeconds: 5", "periodSeconds: 7"))
+    assert gen.main(["--check"]) == 1
+    gen.main([])
+    assert "periodSeconds: 7" in (kube / "base" / "daemonset.yaml").read_text()
 
 
 def test_security_posture() -> None:
     docs = kustomize("kubernetes/base")
+    (ns,) = [d for d in docs if d["kind"] == "Namespace"]
+    for mode in ("enforce", "audit", "warn"):  # hostPath is admitted by `privileged` alone
+        assert ns["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] == "privileged"
+    assert not [d for d in docs if d["kind"] in CRD_KINDS]  # the base applies without the operator
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
     pod = ds["spec"]["template"]["spec"]
+    assert "priorityClassName" not in pod and "runtimeClassName" not in pod  # settings, in components
     assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
-    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
     for container in pod["containers"] + pod["initContainers"]:
         sc = container["securityContext"]
@@ -114,34 +221,292 @@ def test_security_posture() -> None:
         assert container["resources"]["limits"] and container["resources"]["requests"]
     (exporter,) = pod["containers"]
     assert "runAsUser" not in exporter["securityContext"]  # the pod's non-root user
-    assert set(pod["initContainers"][0]["securityContext"]["capabilities"]["add"]) == {"CHOWN", "FOWNER"}
+    (init,) = pod["initContainers"]
+    assert init["securityContext"]["runAsUser"] == 0
+    assert set(init["securityContext"]["capabilities"]["add"]) == {"CHOWN", "FOWNER"}
     host_paths = [v for v in pod["volumes"] if "hostPath" in v]
-    assert [v["hostPath"]["path"] for v in host_paths] == ["/run/guided-decoding-exporter"]  # the socket only
+    assert [v["hostPath"]["path"] for v in host_paths] == [SOCKET_DIR]  # the socket only
     mounts = {m["name"]: m for c in pod["containers"] for m in c["volumeMounts"]}
     assert mounts["config"]["readOnly"] is True
-    assert (
-        exporter["livenessProbe"]["httpGet"]["path"]
-        == exporter["readinessProbe"]["httpGet"]["path"]
-        == "/healthz"
-    )
+    assert exporter["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert exporter["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
+    ]  # what the code calls
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
     env = {e["name"]: e for e in exporter["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
     assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] == "utility"
 
 
-def test_overlay_labels_for_kube_prometheus_stack_and_engine_patch() -> None:
-    overlay = kustomize("kubernetes/overlays/kube-prometheus-stack")
-    for doc in overlay:
-        if doc["kind"] in ("PodMonitor", "PrometheusRule"):
-            assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+def test_kube_prometheus_stack_overlay() -> None:
+    built = by_key(kustomize("kubernetes/overlays/kube-prometheus-stack"))
+    for key in ("PodMonitor/guided-decoding-exporter", "PrometheusRule/guided-decoding-exporter"):
+        assert built[key]["metadata"]["labels"]["release"] == "kube-prometheus-stack", key
+    assert (
+        built["ConfigMap/guided-decoding-exporter-dashboards"]["metadata"]["labels"]["grafana_dashboard"]
+        == "1"
+    )
+    assert "ServiceMonitor/guided-decoding-exporter" not in built
+    pm = built["PodMonitor/guided-decoding-exporter"]
+    pod_labels = built["DaemonSet/guided-decoding-exporter"]["spec"]["template"]["metadata"]["labels"]
+    assert pm["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    (endpoint,) = pm["spec"]["podMetricsEndpoints"]
+    assert endpoint["relabelings"][0] == {
+        "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+        "targetLabel": "instance",
+    }
+    assert endpoint["honorLabels"] is True and pm["spec"]["jobLabel"] == "app.kubernetes.io/name"
+    assert pod_labels["app.kubernetes.io/name"] == "guided-decoding-exporter"  # the job the alerts select
+    assert {d["metadata"].get("namespace") for k, d in built.items() if not k.startswith("Cluster")} - {
+        None
+    } == {"guided-decoding"}
+
+
+def test_servicemonitor_component_scrapes(tmp_path: Path) -> None:
+    """kube-prometheus-stack + servicemonitor: the PodMonitor is gone, the ServiceMonitor has the
+    release label, selects the Service by its labels and port name, in the Service's namespace, and
+    the Service selects the exporter pods."""
+    # the overlay as its comment says: servicemonitor added after monitors, its patches kept
+    kps = yaml.safe_load(
+        (DEPLOY / "kubernetes/overlays/kube-prometheus-stack/kustomization.yaml").read_text()
+    )
+    assert kps["resources"] == ["../../base"] and kps["components"][0] == "../../components/monitors"
+    components = [c.removeprefix("../../components/") for c in kps["components"]] + ["servicemonitor"]
+    built = by_key(
+        kustomize_dir(overlay(tmp_path, ["base"], components, namespace="gdx", patches=kps["patches"]))
+    )
+    assert (
+        "PodMonitor/guided-decoding-exporter" not in built
+        and "PrometheusRule/guided-decoding-exporter" in built
+    )
+    sm, svc = built["ServiceMonitor/guided-decoding-exporter"], built["Service/guided-decoding-exporter"]
+    ds = built["DaemonSet/guided-decoding-exporter"]
+    assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert sm["metadata"]["namespace"] == svc["metadata"]["namespace"] == ds["metadata"]["namespace"] == "gdx"
+    assert "namespaceSelector" not in sm["spec"]  # its own namespace, the Service's
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert svc["spec"]["selector"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    (endpoint,) = sm["spec"]["endpoints"]
+    assert endpoint["port"] in {p["name"] for p in svc["spec"]["ports"]}
+    (port,) = svc["spec"]["ports"]
+    assert port["targetPort"] in {p["name"] for p in ds["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert endpoint["relabelings"][0] == {
+        "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+        "targetLabel": "instance",
+    }
+    assert endpoint["honorLabels"] is True and sm["spec"]["jobLabel"] == "app.kubernetes.io/name"
+    assert svc["metadata"]["labels"]["app.kubernetes.io/name"] == "guided-decoding-exporter"
+
+
+def test_another_namespace_keeps_the_bindings_right(tmp_path: Path) -> None:
+    built = kustomize_dir(overlay(tmp_path, ["base"], ["openshift"], namespace="other"))
+    keyed = by_key(built)
+    for key in ("ClusterRoleBinding/guided-decoding-exporter", "RoleBinding/guided-decoding-exporter-scc"):
+        (subject,) = keyed[key]["subjects"]
+        assert subject == {
+            "kind": "ServiceAccount",
+            "name": "guided-decoding-exporter",
+            "namespace": "other",
+        }, key
+    assert (
+        keyed["Namespace/other"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    )
+    namespaced = [d for d in built if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")]
+    assert {d["metadata"].get("namespace") for d in namespaced} == {"other"}
+
+
+def test_openshift_scc_allows_what_the_daemonset_needs(tmp_path: Path) -> None:
+    built = by_key(kustomize_dir(overlay(tmp_path, ["base"], ["openshift"])))
+    scc = built["SecurityContextConstraints/guided-decoding-exporter"]
+    pod = built["DaemonSet/guided-decoding-exporter"]["spec"]["template"]["spec"]
+    assert scc["allowHostDirVolumePlugin"] is True and scc["allowPrivilegedContainer"] is False
+    assert not any(scc[f"allowHost{k}"] for k in ("IPC", "Network", "PID", "Ports"))
+    assert scc["allowPrivilegeEscalation"] is False and scc["readOnlyRootFilesystem"] is True
+    added = {
+        cap
+        for c in pod["initContainers"] + pod["containers"]
+        for cap in c["securityContext"]["capabilities"].get("add", [])
+    }
+    assert set(scc["allowedCapabilities"]) == added == {"CHOWN", "FOWNER"} and scc[
+        "requiredDropCapabilities"
+    ] == ["ALL"]
+    volumes = {next(k for k in v if k != "name") for v in pod["volumes"]} | {"projected"}  # + the token
+    assert set(scc["volumes"]) == volumes == {"configMap", "hostPath", "projected"}
+    assert (
+        scc["seccompProfiles"] == ["runtime/default"]
+        and pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    )
+    fs = scc["fsGroup"]
+    assert fs["type"] == "MustRunAs" and fs["ranges"] == [
+        {"min": pod["securityContext"]["fsGroup"]} | {"max": 65532}
+    ]
+    assert scc["users"] == [] and scc["groups"] == []  # granted by RBAC `use` only
+    role = built["ClusterRole/guided-decoding-exporter-scc"]
+    assert role["rules"] == [
+        {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+         "resourceNames": ["guided-decoding-exporter"], "verbs": ["use"]}
+    ]  # fmt: skip
+    binding = built["RoleBinding/guided-decoding-exporter-scc"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+
+
+def test_setting_components(tmp_path: Path) -> None:
+    def pod(components: list[str]) -> dict[str, Any]:
+        built = kustomize_dir(overlay(tmp_path / "-".join(components), ["base"], components))
+        (ds,) = [d for d in built if d["kind"] == "DaemonSet"]
+        return ds["spec"]["template"]["spec"]
+
+    assert pod(["gpu-operator"])["runtimeClassName"] == "nvidia"
+    assert pod(["priority-class"])["priorityClassName"] == "system-node-critical"
+    both = pod(["gpu-operator", "priority-class"])
+    assert (both["runtimeClassName"], both["priorityClassName"]) == ("nvidia", "system-node-critical")
+
+
+def test_plain_prometheus_overlay(tmp_path: Path) -> None:
+    built = by_key(kustomize("kubernetes/overlays/prometheus"))
+    assert not [k for k in built if k.split("/")[0] in CRD_KINDS]
+    cm = built["ConfigMap/guided-decoding-exporter-prometheus"]
+    scrape = yaml.safe_load(cm["data"]["scrape-config.yaml"])
+    # a configuration Prometheus accepts, with the project's rules. The Debian promtool is built
+    # without Kubernetes discovery: the job is checked with a static target in its place.
+    checked = json.loads(json.dumps(scrape))
+    for job in checked["scrape_configs"]:
+        assert job.pop("kubernetes_sd_configs")
+        job["static_configs"] = [{"targets": ["10.0.0.1:9479"]}]
+    config = {"rule_files": [str(ROOT / "alerts" / "guided-decoding.rules.yml")], **checked}
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is not installed: run `make test` (it installs it with apt)"
+    check = subprocess.run(
+        [promtool, "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    (job,) = scrape["scrape_configs"]
+    assert job["job_name"] == "guided-decoding-exporter" and job["honor_labels"] is True
+    (sd,) = job["kubernetes_sd_configs"]
+    assert sd["role"] == "pod" and sd["namespaces"]["names"] == [cm["metadata"]["namespace"]]
+    relabel = {r.get("target_label"): r for r in job["relabel_configs"]}
+    assert relabel["instance"]["source_labels"] == ["__meta_kubernetes_pod_node_name"]
+    keep = next(r for r in job["relabel_configs"] if r.get("action") == "keep")
+
+    def kept(pod_template: dict[str, Any]) -> list[bool]:
+        """Prometheus' keep over each container port: the sanitized meta label values joined by ';'."""
+        labels = {
+            "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", k): v
+            for k, v in pod_template["metadata"]["labels"].items()
+        }
+        out = []
+        for c in pod_template["spec"]["containers"]:
+            for p in c.get("ports", []):
+                meta = labels | {"__meta_kubernetes_pod_container_port_name": p.get("name", "")}
+                value = ";".join(meta.get(s, "") for s in keep["source_labels"])
+                out.append(re.fullmatch(keep["regex"], value) is not None)
+        return out
+
+    assert kept(built["DaemonSet/guided-decoding-exporter"]["spec"]["template"]) == [True]
     (engine,) = [d for d in kustomize("vllm") if d["kind"] == "Deployment"]
-    pod = engine["spec"]["template"]
-    assert pod["metadata"]["annotations"]["guided-decoding-exporter.io/scrape"] == "true"
+    assert kept(engine["spec"]["template"]) == [False]  # the engines are the daemon's to scrape
+
+
+ENGINE = """
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: my-engine
+  labels: {guided-decoding-exporter.io/probe: enabled}
+spec:
+  selector: {matchLabels: {app: my-engine}}
+  template:
+    metadata:
+      labels: {app: my-engine}
+    spec:
+      securityContext: {supplementalGroups: [1000]}
+      containers:
+        - name: engine
+          image: my-vllm:1
+          ports: [{name: http, containerPort: 8080}]
+          env: [{name: HF_HOME, value: /models}]
+          volumeMounts: [{name: models, mountPath: /models}]
+      volumes:
+        - {name: models, emptyDir: {}}
+"""
+
+
+def _engine(tmp: Path, text: str) -> subprocess.CompletedProcess[str]:
+    tmp.mkdir(parents=True)
+    (tmp / "deployment.yaml").write_text(text)
+    component = os.path.relpath(DEPLOY / "vllm" / "probe", tmp)
+    (tmp / "kustomization.yaml").write_text(
+        yaml.safe_dump({"resources": ["deployment.yaml"], "components": [component]})
+    )
+    return subprocess.run([kubectl(), "kustomize", str(tmp)], capture_output=True, text=True, timeout=60)
+
+
+def test_probe_component_on_any_container_name(tmp_path: Path) -> None:
+    out = _engine(tmp_path / "ok", ENGINE)
+    assert out.returncode == 0, out.stderr
+    (deployment,) = yaml.safe_load_all(out.stdout)
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]  # no second, image-less container
+    assert container["name"] == "engine" and container["image"] == "my-vllm:1"
+    env = {e["name"]: e for e in container["env"]}
+    assert env["HF_HOME"]["value"] == "/models"  # kept
+    assert env["GDX_PROBE_SOCKET"]["value"] == f"{SOCKET_DIR}/probe.sock"
+    assert env["GDX_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["GDX_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/models", SOCKET_DIR]
+    assert pod["spec"]["securityContext"]["supplementalGroups"] == [1000, 65532]  # appended, not replaced
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["models"] == {"name": "models", "emptyDir": {}}
+    assert volumes["gdx-probe-socket"]["hostPath"]["path"] == SOCKET_DIR
+    assert pod["metadata"]["annotations"] == {
+        "guided-decoding-exporter.io/scrape": "true"
+    }  # no port: the spec's
+    kubernetes_validate.validate(deployment, "1.33", strict=True)
+    # a Deployment without the label is left alone
+    untouched = _engine(
+        tmp_path / "other", ENGINE.replace("guided-decoding-exporter.io/probe: enabled", "x: y")
+    )
+    assert untouched.returncode == 0 and "GDX_PROBE_SOCKET" not in untouched.stdout
+
+
+@pytest.mark.parametrize(
+    ("remove", "path"),
+    [
+        ("          env: [{name: HF_HOME, value: /models}]\n", "/spec/template/spec/containers/0/env/-"),
+        (
+            "      securityContext: {supplementalGroups: [1000]}\n",
+            "/spec/template/spec/securityContext/supplementalGroups/-",
+        ),
+    ],
+)
+def test_probe_component_needs_the_lists(tmp_path: Path, remove: str, path: str) -> None:
+    """The lists the JSON patch appends to must exist (deploy/vllm/README.md says so): kustomize
+    stops with this message, naming the path, when one is missing."""
+    assert remove in ENGINE
+    out = _engine(tmp_path / "missing", ENGINE.replace(remove, ""))
+    assert out.returncode != 0
+    assert "add operation does not apply: doc is missing path" in out.stderr and path in out.stderr, (
+        out.stderr
+    )
+    empty = _engine(tmp_path / "empty", ENGINE.replace("[{name: HF_HOME, value: /models}]", "[]"))
+    assert empty.returncode == 0 and "GDX_POD_NAMESPACE" in empty.stdout  # empty is enough
+
+
+def test_example_engine() -> None:
+    built = by_key(kustomize("vllm"))
+    deployment, svc = built["Deployment/vllm-llama"], built["Service/vllm-llama"]
+    pod = deployment["spec"]["template"]
     (container,) = pod["spec"]["containers"]
     env = {e["name"]: e for e in container["env"]}
-    assert env["GDX_PROBE_SOCKET"]["value"] == "/run/guided-decoding-exporter/probe.sock"
-    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/run/guided-decoding-exporter"}
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is True  # the gated model's token
+    assert {"GDX_PROBE_SOCKET", "GDX_POD_NAME", "GDX_POD_NAMESPACE"} <= env.keys()
+    assert "guided-decoding-exporter.io/port" not in pod["metadata"]["annotations"]
+    assert {"name": "http", "containerPort": 8000} in container["ports"]  # the port the daemon scrapes
+    assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}]
     assert 65532 in pod["spec"]["securityContext"]["supplementalGroups"]

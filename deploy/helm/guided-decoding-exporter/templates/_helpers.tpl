@@ -1,0 +1,71 @@
+{{/* The chart's name (also the pods' app.kubernetes.io/name, which the monitors' jobLabel makes the job). */}}
+{{- define "gdx.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "gdx.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gdx.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gdx.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "gdx.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "gdx.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: guided-decoding
+{{- end }}
+
+{{- define "gdx.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "gdx.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "gdx.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
+{{/* The daemon's configuration: values `config`, with the probe socket under socketDir unless set. */}}
+{{- define "gdx.config" -}}
+{{- $config := deepCopy .Values.config }}
+{{- $probe := get $config "probe" | default dict }}
+{{- if not (hasKey $probe "socket") }}
+{{- $_ := set $probe "socket" (printf "%s/probe.sock" (trimSuffix "/" .Values.socketDir)) }}
+{{- end }}
+{{- $_ := set $config "probe" $probe }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/* Monitors: `instance` is the node's name, then the user's relabelings. */}}
+{{- define "gdx.relabelings" -}}
+- sourceLabels: [__meta_kubernetes_pod_node_name]
+  targetLabel: instance
+{{- with .relabelings }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* A monitor in another namespace than the release's selects the release's namespace explicitly. */}}
+{{- define "gdx.namespaceSelector" -}}
+{{- $ns := .monitor.namespace | default .root.Release.Namespace }}
+{{- if ne $ns .root.Release.Namespace }}
+namespaceSelector:
+  matchNames: [{{ .root.Release.Namespace | quote }}]
+{{- end }}
+{{- end }}

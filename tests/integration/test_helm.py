@@ -1,0 +1,431 @@
+"""The Helm chart deploy/helm/guided-decoding-exporter with real Helm 4 and Helm 3: lint --strict,
+every rendered object strict-valid for Kubernetes 1.28 to 1.33 (the operator's CRDs and OpenShift's
+SCC against their schemas), typos refused by values.schema.json, the packaged chart renders the
+same, the monitors scrape what they must, and `helm template` equals each kustomize path."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.test_deploy import DEPLOY, VERSIONS, kustomize, kustomize_dir, overlay, validate
+from tools.harness import ROOT
+
+CHART = DEPLOY / "helm" / "guided-decoding-exporter"
+RELEASE, NAMESPACE = "guided-decoding-exporter", "guided-decoding"
+HELMS = {"helm4": ("GDX_HELM4", "v4", "v4."), "helm3": ("GDX_HELM3", "v3", "v3.")}
+CRD_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
+HELM_ONLY = {
+    "helm.sh/chart",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/version",
+}
+INSTANCE = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance"}
+# every toggle on, and every value that adds something to a template
+ALL_TOGGLES = {
+    "podMonitor": {
+        "enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}, "scrapeTimeout": "10s",
+        "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_name"], "targetLabel": "exporter_pod"}],
+        "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "go_.*", "action": "drop"}],
+    },
+    "serviceMonitor": {
+        "enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}, "namespace": "monitoring",
+        "interval": "30s", "scrapeTimeout": "10s", "honorLabels": True,
+        "metricRelabelings": [{"sourceLabels": ["__name__"], "regex": "go_.*", "action": "drop"}],
+    },
+    "prometheusRule": {"enabled": True, "additionalLabels": {"release": "kube-prometheus-stack"}},
+    "dashboards": {
+        "enabled": True, "namespace": "monitoring", "labels": {"grafana_dashboard": "1", "team": "ml"},
+    },
+    "openshift": {"scc": {"enabled": True}},
+    "runtimeClassName": "nvidia",
+    "priorityClassName": "system-node-critical",
+    "imagePullSecrets": [{"name": "registry"}],
+    "podAnnotations": {"example.com/owner": "ml-platform"},
+    "podLabels": {"team": "ml"},
+    "nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge"},
+    "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/x"}},
+    "extraEnv": [{"name": "GDX_LOG_LEVEL", "value": "debug"}],
+}  # fmt: skip
+
+
+@functools.cache
+def helm_path(which: str) -> str:
+    env, folder, version = HELMS[which]
+    path = os.environ.get(env) or str(ROOT / ".cache" / "helm" / folder / "helm")
+    assert Path(path).is_file(), f"{which}: no helm binary at {path} (set {env} or run `make helm`)"
+    out = subprocess.run([path, "version", "--short"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.startswith(version), (path, out.stdout, out.stderr)
+    return path
+
+
+@pytest.fixture(params=sorted(HELMS))
+def helm(request: pytest.FixtureRequest) -> str:
+    return helm_path(request.param)
+
+
+def run(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm, *args], capture_output=True, text=True, timeout=120)
+
+
+@functools.cache
+def _values_dir() -> Path:
+    path = tempfile.mkdtemp(prefix="gdx-helm-values-")
+    atexit.register(shutil.rmtree, path, True)
+    return Path(path)
+
+
+def values_file(values: dict[str, Any]) -> str:
+    text = json.dumps(values, sort_keys=True)
+    path = _values_dir() / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return str(path)
+
+
+@functools.cache
+def _template(helm: str, values: str, namespace: str, chart: str) -> str:
+    out = run(
+        helm, "template", RELEASE, chart, "--namespace", namespace, "-f", values_file(json.loads(values))
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def template(
+    helm: str, values: dict[str, Any] | None = None, namespace: str = NAMESPACE, chart: Path = CHART
+) -> list[dict[str, Any]]:
+    text = _template(helm, json.dumps(values or {}, sort_keys=True), namespace, str(chart))
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def by_key(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["kind"] + "/" + d["metadata"]["name"]: d for d in docs}
+
+
+def test_lint_strict(helm: str) -> None:
+    for values in ({}, ALL_TOGGLES):
+        out = run(helm, "lint", "--strict", str(CHART), "--namespace", NAMESPACE, "-f", values_file(values))
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "0 chart(s) failed" in out.stdout
+
+
+@pytest.mark.parametrize("values", [{}, ALL_TOGGLES], ids=["defaults", "all-toggles"])
+def test_every_rendered_object_is_valid(helm: str, values: dict[str, Any]) -> None:
+    docs = template(helm, values)
+    kinds = {d["kind"] for d in docs}
+    base = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"}
+    assert kinds == (
+        base if not values else base | CRD_KINDS | {"Service", "RoleBinding", "SecurityContextConstraints"}
+    )
+    for version in VERSIONS:
+        for doc in docs:
+            try:
+                validate(doc, version)
+            except Exception as err:
+                raise AssertionError(f"{version}: {doc['kind']} {doc['metadata']['name']}: {err}") from err
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("podMonitor.enabeld=true", "enabeld"),
+        ("imag.tag=x", "imag"),
+        ("serviceMonitor.interval=15 seconds", "interval"),
+        ("openshift.scc.enable=true", "enable"),
+        ("image.pullPolicy=Sometimes", "pullPolicy"),
+    ],
+)
+def test_values_schema_refuses_typos(helm: str, setting: str, message: str) -> None:
+    out = run(helm, "template", RELEASE, str(CHART), "--set", setting)
+    assert out.returncode != 0 and "schema" in out.stderr and message in out.stderr, out.stderr
+    lint = run(helm, "lint", "--strict", str(CHART), "--set", setting)
+    assert lint.returncode != 0, lint.stdout
+
+
+def test_package_renders_the_same(helm: str, tmp_path: Path) -> None:
+    out = run(helm, "package", str(CHART), "--destination", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    (tgz,) = tmp_path.glob("guided-decoding-exporter-0.1.0.tgz")
+    with tarfile.open(tgz) as tar:
+        names = set(tar.getnames())
+    inside = {"values.schema.json", "files/prometheusrule-spec.yaml", "files/dashboards/guided-decoding.json"}
+    assert {f"guided-decoding-exporter/{name}" for name in inside} <= names
+    assert template(helm, ALL_TOGGLES, chart=tgz) == template(helm, ALL_TOGGLES)
+
+
+def test_helm3_and_helm4_render_the_same() -> None:
+    for values in ({}, ALL_TOGGLES):
+        assert template(helm_path("helm3"), values) == template(helm_path("helm4"), values)
+
+
+def test_monitors_are_off_by_default(helm: str) -> None:
+    docs = template(helm)
+    assert not [d for d in docs if d["kind"] in CRD_KINDS | {"Service", "SecurityContextConstraints"}]
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    pod = ds["spec"]["template"]["spec"]
+    assert "priorityClassName" not in pod and "runtimeClassName" not in pod
+    assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ] == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]
+    assert not [d for d in docs if d["kind"] == "Namespace"]  # --create-namespace's
+
+
+def test_monitors_relabel_instance_and_keep_the_job(helm: str) -> None:
+    docs = by_key(template(helm, ALL_TOGGLES))
+    pod_labels = docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]["metadata"]["labels"]
+    for kind, endpoints in (("PodMonitor", "podMetricsEndpoints"), ("ServiceMonitor", "endpoints")):
+        monitor = docs[f"{kind}/{RELEASE}"]
+        (endpoint,) = monitor["spec"][endpoints]
+        assert endpoint["relabelings"][0] == INSTANCE, kind
+        assert endpoint["honorLabels"] is True and endpoint["port"] == "metrics", kind
+        assert monitor["spec"]["jobLabel"] == "app.kubernetes.io/name", kind
+        assert endpoint["metricRelabelings"] == ALL_TOGGLES["podMonitor"]["metricRelabelings"], kind
+        assert (
+            endpoint["scrapeTimeout"] == "10s"
+            and monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+        )
+    assert pod_labels["app.kubernetes.io/name"] == "guided-decoding-exporter"  # the job the alerts select
+    (pm_endpoint,) = docs[f"PodMonitor/{RELEASE}"]["spec"]["podMetricsEndpoints"]
+    assert (
+        pm_endpoint["relabelings"][1:] == ALL_TOGGLES["podMonitor"]["relabelings"]
+    )  # the user's, after instance
+    assert pm_endpoint["interval"] == "15s"
+    (sm_endpoint,) = docs[f"ServiceMonitor/{RELEASE}"]["spec"]["endpoints"]
+    assert sm_endpoint["interval"] == "30s"
+    # honorLabels can be turned off (then the engines' pod labels become exported_pod)
+    (off,) = by_key(template(helm, {"podMonitor": {"enabled": True, "honorLabels": False}}))[
+        f"PodMonitor/{RELEASE}"
+    ]["spec"]["podMetricsEndpoints"]
+    assert off["honorLabels"] is False
+
+
+def test_servicemonitor_selects_the_service(helm: str) -> None:
+    for values, sm_namespace in (
+        ({"serviceMonitor": {"enabled": True}}, NAMESPACE),
+        (ALL_TOGGLES, "monitoring"),
+    ):
+        docs = by_key(template(helm, values))
+        sm, svc, ds = (
+            docs[f"ServiceMonitor/{RELEASE}"],
+            docs[f"Service/{RELEASE}"],
+            docs[f"DaemonSet/{RELEASE}"],
+        )
+        assert svc["metadata"]["namespace"] == ds["metadata"]["namespace"] == NAMESPACE
+        assert sm["metadata"]["namespace"] == sm_namespace
+        if sm_namespace == NAMESPACE:
+            assert "namespaceSelector" not in sm["spec"]
+        else:  # elsewhere: it must look in the release's namespace, where the Service is
+            assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+        assert svc["spec"]["selector"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+        (endpoint,) = sm["spec"]["endpoints"]
+        (port,) = svc["spec"]["ports"]
+        assert endpoint["port"] == port["name"] == "metrics"
+        assert port["targetPort"] == ds["spec"]["template"]["spec"]["containers"][0]["ports"][0]["name"]
+        assert svc["spec"]["clusterIP"] == "None"
+    pm = by_key(template(helm, {"podMonitor": {"enabled": True, "namespace": "monitoring"}}))[
+        f"PodMonitor/{RELEASE}"
+    ]
+    assert pm["metadata"]["namespace"] == "monitoring" and pm["spec"]["namespaceSelector"] == {
+        "matchNames": [NAMESPACE]
+    }
+
+
+def test_rbac_is_exactly_list_pods(helm: str) -> None:
+    docs = by_key(template(helm, ALL_TOGGLES, namespace="other"))
+    assert docs[f"ClusterRole/{RELEASE}"]["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
+    ]
+    for key in (f"ClusterRoleBinding/{RELEASE}", f"RoleBinding/{RELEASE}-scc"):
+        assert docs[key]["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": "other"}], (
+            key
+        )
+    rules = [r for d in docs.values() if d["kind"] == "ClusterRole" for r in d["rules"]]
+    assert sorted(r["verbs"] for r in rules) == [["list"], ["use"]]  # the SCC's `use` besides, nothing else
+
+
+def test_settings_reach_the_daemonset(helm: str) -> None:
+    docs = by_key(template(helm, ALL_TOGGLES))
+    pod = docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]
+    spec = pod["spec"]
+    assert (spec["runtimeClassName"], spec["priorityClassName"]) == ("nvidia", "system-node-critical")
+    assert (
+        spec["imagePullSecrets"] == [{"name": "registry"}]
+        and spec["nodeSelector"] == ALL_TOGGLES["nodeSelector"]
+    )
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    assert pod["metadata"]["annotations"]["example.com/owner"] == "ml-platform"
+    (exporter,) = spec["containers"]
+    assert exporter["image"] == "guided-decoding-exporter:0.1.0"  # the appVersion
+    env = {e["name"]: e.get("value") for e in exporter["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and env["NVIDIA_DRIVER_CAPABILITIES"] == "utility"
+    assert env["GDX_LOG_LEVEL"] == "debug"
+    assert exporter["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert exporter["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # nvml off: no NVIDIA runtime variables, the collector off
+    (off,) = by_key(template(helm, {"nvml": {"enabled": False}}))[f"DaemonSet/{RELEASE}"]["spec"]["template"][
+        "spec"
+    ]["containers"]
+    env = {e["name"]: e.get("value") for e in off["env"]}
+    assert "NVIDIA_VISIBLE_DEVICES" not in env and env["GDX_COLLECTOR_NVML"] == "false"
+    image = by_key(template(helm, {"image": {"repository": "r.example/gdx", "tag": "0.2.0"}}))[
+        f"DaemonSet/{RELEASE}"
+    ]
+    image_pod = image["spec"]["template"]["spec"]
+    assert {c["image"] for c in image_pod["initContainers"] + image_pod["containers"]} == {
+        "r.example/gdx:0.2.0"
+    }
+
+
+def test_socket_dir_and_config(helm: str, tmp_path: Path) -> None:
+    docs = by_key(template(helm, {"socketDir": "/var/run/gdx", "config": {"probe": {"max_schemas": 20}}}))
+    spec = docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]["spec"]
+    assert [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v] == ["/var/run/gdx"]
+    mounts = {m["mountPath"] for c in spec["initContainers"] + spec["containers"] for m in c["volumeMounts"]}
+    assert "/var/run/gdx" in mounts and "/run/guided-decoding-exporter" not in mounts
+    assert "'/var/run/gdx'" in spec["initContainers"][0]["command"][-1]
+    text = docs[f"ConfigMap/{RELEASE}"]["data"]["config.yaml"]
+    config = yaml.safe_load(text)  # the values merged into the defaults, the socket under socketDir
+    assert config["probe"] == {"max_schemas": 20, "socket": "/var/run/gdx/probe.sock"}
+    assert config["kubernetes"]["enabled"] is True
+    # the default config is one the daemon accepts
+    (tmp_path / "config.yaml").write_text(
+        by_key(template(helm))[f"ConfigMap/{RELEASE}"]["data"]["config.yaml"]
+    )
+    from exporter import config as cfg
+
+    loaded = cfg.load({"config_file": str(tmp_path / "config.yaml")}, {"NODE_NAME": "node-a"})
+    assert loaded.probe_socket == "/run/guided-decoding-exporter/probe.sock" and loaded.kubernetes_enabled
+    # a changed config rolls the pods (checksum annotation)
+    changed = by_key(template(helm, {"config": {"log": {"format": "logfmt"}}}))[f"DaemonSet/{RELEASE}"]
+    default = by_key(template(helm))[f"DaemonSet/{RELEASE}"]
+    assert (
+        changed["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        != default["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    )
+
+
+def test_dashboards_and_rules_come_from_their_sources(helm: str) -> None:
+    docs = by_key(template(helm, ALL_TOGGLES))
+    cm = docs[f"ConfigMap/{RELEASE}-dashboards"]
+    assert cm["metadata"]["namespace"] == "monitoring"
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1" and cm["metadata"]["labels"]["team"] == "ml"
+    sources = {p.name: json.loads(p.read_text()) for p in (ROOT / "dashboards").glob("*.json")}
+    assert {k: json.loads(v) for k, v in cm["data"].items()} == sources
+    rule = yaml.safe_load((ROOT / "alerts" / "prometheusrule.yaml").read_text())
+    assert docs[f"PrometheusRule/{RELEASE}"]["spec"] == rule["spec"]
+
+
+def test_notes() -> None:
+    """NOTES.txt (rendered by `helm install --dry-run=client`, which Helm 4 does without a cluster)."""
+
+    def notes(*sets: str) -> str:
+        args = ["install", RELEASE, str(CHART), "-n", NAMESPACE, "--dry-run=client"]
+        for s in sets:
+            args += ["--set", s]
+        out = subprocess.run([helm_path("helm4"), *args], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "KUBECONFIG": "/nonexistent"})  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split("NOTES:", 1)[1]
+
+    default = notes()
+    assert "monitors are off unless enabled" in default and "/readyz" in default
+    assert "pod-security.kubernetes.io/enforce=privileged" in default
+    assert "WARNING: nvml.enabled is true and runtimeClassName is empty" in default
+    enabled = notes("runtimeClassName=nvidia", "podMonitor.enabled=true", "prometheusRule.enabled=true")
+    assert (
+        "WARNING" not in enabled
+        and "monitors are off" not in enabled
+        and "PodMonitor guided-decoding-exporter" in enabled
+    )
+    assert "WARNING" not in notes("nvml.enabled=false")
+    both = notes("runtimeClassName=nvidia", "podMonitor.enabled=true", "serviceMonitor.enabled=true")
+    assert "WARNING: podMonitor and serviceMonitor are both enabled" in both
+
+
+# ---- one source of truth: `helm template` with the matching values == kustomize build
+
+
+def normalize(doc: dict[str, Any]) -> dict[str, Any]:
+    """An object without what only Helm has (its labels, anywhere a label map is, and the config checksum)
+    and without the namespace kustomize writes into the SCC (a kind it does not know is cluster-scoped)."""
+
+    def strip(obj: Any) -> Any:
+        if isinstance(obj, dict):
+            out = {k: strip(v) for k, v in obj.items() if k not in HELM_ONLY and k != "checksum/config"}
+            return {k: v for k, v in out.items() if not (k in ("labels", "annotations") and v == {})}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    doc = strip(doc)
+    if doc["kind"] == "SecurityContextConstraints":
+        doc["metadata"].pop("namespace", None)
+    return doc
+
+
+def assert_same(helm_docs: list[dict[str, Any]], kustomize_docs: list[dict[str, Any]]) -> None:
+    left = {k: normalize(v) for k, v in by_key(helm_docs).items()}
+    right = {k: normalize(v) for k, v in by_key(kustomize_docs).items() if v["kind"] != "Namespace"}
+    assert sorted(left) == sorted(right)
+    for key in left:
+        assert left[key] == right[key], key
+
+
+def test_helm_template_equals_kustomize(helm: str, tmp_path: Path) -> None:
+    kps = {"additionalLabels": {"release": "kube-prometheus-stack"}}
+    kps_values = {"podMonitor": {"enabled": True, **kps}, "prometheusRule": {"enabled": True, **kps}}
+    os_values = {"openshift": {"scc": {"enabled": True}}}
+    cases: list[tuple[dict[str, Any], list[dict[str, Any]]]] = [
+        ({}, kustomize("kubernetes/base")),
+        (
+            {**kps_values, "dashboards": {"enabled": True}},
+            kustomize("kubernetes/overlays/kube-prometheus-stack"),
+        ),
+        (
+            {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+            kustomize_dir(overlay(tmp_path / "sm", ["base"], ["monitors", "servicemonitor"])),
+        ),
+        (os_values, kustomize_dir(overlay(tmp_path / "os", ["base"], ["openshift"]))),
+        ({"runtimeClassName": "nvidia"}, kustomize_dir(overlay(tmp_path / "g", ["base"], ["gpu-operator"]))),
+        (
+            {"priorityClassName": "system-node-critical"},
+            kustomize_dir(overlay(tmp_path / "pc", ["base"], ["priority-class"])),
+        ),
+    ]  # fmt: skip
+    for values, built in cases:
+        assert_same(template(helm, values), built)
+    # and in another namespace: the chart's --namespace, kustomize's namespace:
+    assert_same(
+        template(helm, {"openshift": {"scc": {"enabled": True}}}, namespace="other"),
+        kustomize_dir(overlay(tmp_path / "other", ["base"], ["openshift"], namespace="other")),
+    )
+
+
+def test_equality_check_sees_a_difference(helm: str) -> None:
+    with pytest.raises(AssertionError):
+        assert_same(template(helm, {"runtimeClassName": "nvidia"}), kustomize("kubernetes/base"))
+    with pytest.raises(AssertionError):
+        assert_same(template(helm, {"podMonitor": {"enabled": True}}), kustomize("kubernetes/base"))
+
+
+def test_existing_service_account(helm: str) -> None:
+    docs = by_key(template(helm, {"serviceAccount": {"create": False, "name": "platform-sa"}}))
+    assert not [k for k in docs if k.startswith("ServiceAccount/")]
+    assert docs[f"ClusterRoleBinding/{RELEASE}"]["subjects"][0]["name"] == "platform-sa"
+    assert docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]["spec"]["serviceAccountName"] == "platform-sa"
+    out = run(helm, "template", RELEASE, str(CHART), "--set", "serviceAccount.create=false")
+    assert out.returncode != 0 and "serviceAccount.name is required" in out.stderr, out.stderr
