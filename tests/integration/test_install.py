@@ -1,4 +1,4 @@
-"""docs/install.md, step 1, with real tools: kube-prometheus-stack installed with
+"""docs/install.md with real tools. Step 1: kube-prometheus-stack installed with
 `-f alerts/alertmanager/kube-prometheus-stack-values.yaml` gives Alertmanager a configuration it
 accepts, that keeps the chart's own routing and adds ours; the old `--set-file alertmanager.config=`
 gave one it refuses.
@@ -9,7 +9,8 @@ chart's default `alertmanager.config` as read from kube-prometheus-stack 88.5.3
 renders that value the way the real chart's templates/alertmanager/secret.yaml does (`toYaml` of the
 value, `tpl` only with `tplConfig`). Real `helm template` (Helm 4 and Helm 3) renders it, real
 `amtool` checks and routes the result, and a real Alertmanager pages a local PagerDuty endpoint with
-it. install.md's own step 1 and step 6 commands are checked against the same files."""
+it. install.md's own step 1 and step 6 commands are checked against the same files. Steps 3 and 4:
+their helm and kustomize commands render, as written, what the stack selects and step 6 calls."""
 
 from __future__ import annotations
 
@@ -377,3 +378,100 @@ def test_step_1_pages_on_a_real_alertmanager(tmp_path: Path) -> None:
     finally:
         am.stop()
         receiver.stop()
+
+
+# ---- steps 3 and 4: the exporter and the engines, as install.md writes them ---------------------------
+
+
+def _kustomize(path: Path) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [tool("kubectl"), "kustomize", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+@pytest.mark.parametrize("name", sorted(HELMS))
+def test_step_3a_helm_commands_render_what_kube_prometheus_stack_selects(name: str, tmp_path: Path) -> None:
+    """Step 3a's `helm upgrade --install`, run as `helm template` with every flag as written: the release
+    label of step 1 on the monitor and the rules, the dashboards where Grafana's sidecar looks, the
+    image given; its namespace labels are the base Namespace's."""
+    step3 = _shell_lines("3.")
+    (install,) = [line for line in step3 if line.startswith("helm upgrade --install")]
+    args = install.replace("$REGISTRY", "registry.example").split()[3:]
+    home = {f"HELM_{d}_HOME": str(tmp_path / d.lower()) for d in ("CACHE", "CONFIG", "DATA")}
+    out = subprocess.run(
+        [str(helm(name)), "template", *args],  # release name, chart and flags as written
+        capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, **home},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out.stdout) if d}
+    (stack,) = [line for line in _shell_lines("1.") if line.startswith("helm upgrade --install")]
+    assert stack.split()[3] == "kube-prometheus-stack"  # step 1's release: the label its Prometheus selects
+    for kind in ("PodMonitor", "PrometheusRule"):
+        (doc,) = [d for (k, _), d in docs.items() if k == kind]
+        assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack", kind
+        assert doc["metadata"]["namespace"] == "guided-decoding"
+    (dashboards,) = [d for (k, n), d in docs.items() if k == "ConfigMap" and "dashboard" in n]
+    assert dashboards["metadata"]["namespace"] == "monitoring"
+    (ds,) = [d for (k, _), d in docs.items() if k == "DaemonSet"]
+    images = {c["image"] for c in ds["spec"]["template"]["spec"]["containers"]}
+    assert images == {"registry.example/guided-decoding-exporter:0.1.0"}
+    (label,) = [line for line in step3 if line.startswith("kubectl label namespace guided-decoding")]
+    labels = dict(a.split("=", 1) for a in label.split()[4:])
+    base = _kustomize(ROOT / "deploy" / "kubernetes" / "base")
+    (namespace,) = [d for d in base if d["kind"] == "Namespace"]
+    assert labels == {
+        k: v for k, v in namespace["metadata"]["labels"].items() if k.startswith("pod-security")
+    }
+    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+
+
+def test_step_3b_overlay_builds_with_the_release_label() -> None:
+    step3 = _shell_lines("3.")
+    (cd,) = [line for line in step3 if line.startswith("cd deploy/kubernetes/overlays/")]
+    overlay = ROOT / cd.split()[1]
+    docs = _kustomize(overlay)
+    kinds = {d["kind"] for d in docs}
+    assert {"Namespace", "DaemonSet", "PodMonitor", "PrometheusRule", "ConfigMap"} <= kinds
+    for doc in docs:
+        if doc["kind"] in ("PodMonitor", "PrometheusRule"):
+            assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    (exporter,) = ds["spec"]["template"]["spec"]["containers"]
+    assert (
+        exporter["image"].split(":")[0] == "guided-decoding-exporter"
+    )  # what `kustomize edit set image` names
+    assert exporter["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert any(line.startswith("curl -s localhost:9479/readyz") for line in step3)
+
+
+def test_step_4_engine_gets_the_probe_its_namespace_and_the_service_step_6_calls() -> None:
+    step4 = _shell_lines("4.")
+    (apply,) = [line for line in step4 if line.startswith("kubectl apply -k")]
+    docs = _kustomize(ROOT / apply.split()[3])
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["GDX_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["GDX_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert "/run/guided-decoding-exporter" in {m["mountPath"] for m in container["volumeMounts"]}
+    assert 65532 in pod["spec"]["securityContext"]["supplementalGroups"]
+    assert pod["metadata"]["annotations"]["guided-decoding-exporter.io/scrape"] == "true"
+    (secret,) = [line for line in step4 if "create secret generic" in line]
+    name, key = (
+        secret.split("create secret generic ")[1].split()[0],
+        secret.split("--from-file=")[1].split("=")[0],
+    )
+    ref = env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]
+    assert (ref["name"], ref["key"]) == (name, key)
+    (service,) = [d for d in docs if d["kind"] == "Service"]
+    step6 = INSTALL_MD.read_text().split("## 6.")[1]
+    url = step6.split('base_url="')[1].split('"')[0]  # http://vllm-llama.<ns>.svc:8000/v1
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    assert host.split(".")[0] == service["metadata"]["name"] and int(port) in [
+        p["port"] for p in service["spec"]["ports"]
+    ]
+    http = [p for p in container["ports"] if p.get("name") == "http"]
+    assert http and http[0]["containerPort"] == int(port)  # the port the exporter takes from the spec
