@@ -21,14 +21,13 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.integration.test_alerts import _alert_labels
+from tests.integration.test_alerts import _alert_labels, _post
 from tools.harness import ROOT
 from tools.harness.processes import Alertmanager, Receiver
 
@@ -303,14 +302,6 @@ def test_install_md_runs_the_checked_commands(rendered: Path) -> None:
     )
     assert matchers["alertname"] == "GuidedDecodingCompileP95High" and "--duration" in silence
     assert set(matchers) <= _alert_labels()["GuidedDecodingCompileP95High"] - {"severity"}, matchers
-
-
-def _post(url: str, body: Any) -> None:
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        assert resp.status == 200
 
 
 def test_step_1_pages_on_a_real_alertmanager(tmp_path: Path) -> None:
