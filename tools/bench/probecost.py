@@ -378,7 +378,13 @@ class WrapperCosts:
 
 
 def wrapper_costs(tokenizer: Path, rounds: int = 11, calls: int = 1000) -> WrapperCosts:
+    import logging
+
     import xgrammar as xgr
+
+    # The probe this process installs to measure its wrappers ships nowhere (as in tools.bench.probe).
+    os.environ["GDX_PROBE_SOCKET"] = "/nonexistent/gdx-bench.sock"
+    logging.getLogger("gdx.probe").setLevel(logging.ERROR)
     from transformers import PreTrainedTokenizerFast
 
     from tools.bench.probe import wrapper_rows
