@@ -192,6 +192,22 @@ def parse_uids(raw: Any) -> tuple[int, ...]:
     return tuple(uids)
 
 
+_NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def parse_namespaces(raw: Any) -> tuple[str, ...]:
+    """Kubernetes namespace names: `team-a,team-b` (flag or env) or a YAML list; duplicates dropped."""
+    items = raw if isinstance(raw, list) else [p for p in str(raw).split(",") if p.strip()]
+    names: list[str] = []
+    for item in items:
+        text = str(item).strip()
+        if not _NAMESPACE.match(text):
+            raise ValueError(f"{text[:70]!r} is not a namespace name (lower-case DNS label, at most 63)")
+        if text not in names:
+            names.append(text)
+    return tuple(names)
+
+
 def choice(*allowed: str) -> Callable[[Any], str]:
     def parse(raw: Any) -> str:
         text = str(raw).strip().lower()
@@ -564,6 +580,14 @@ class Config:
         parse_text,
         "This node's name; defaults to $NODE_NAME (set it from the downward API spec.nodeName).",
         metavar="NAME",
+    )
+    kubernetes_namespaces: tuple[str, ...] = _option(
+        (),
+        "kubernetes.namespaces",
+        parse_namespaces,
+        "Namespaces to find engine pods in, each listed on its own (RBAC: a Role with list on pods in each,"
+        " no ClusterRole). Empty: one list over every namespace (a ClusterRole).",
+        metavar="NS,...",
     )
     kubernetes_pod_selector: str = _option(
         "",

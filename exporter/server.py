@@ -58,6 +58,7 @@ def vllm_settings(config: Config) -> VllmSettings:
 def discovery_settings(config: Config) -> DiscoverySettings:
     return DiscoverySettings(
         node_name=config.kubernetes_node_name,
+        namespaces=config.kubernetes_namespaces,
         pod_selector=config.kubernetes_pod_selector,
         pod_annotation=config.kubernetes_pod_annotation,
         default_port=config.kubernetes_default_port,

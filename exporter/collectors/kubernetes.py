@@ -1,14 +1,16 @@
 """Engine pods on this node, from the Kubernetes API with the in-cluster service account.
 
 Lists pods with `fieldSelector=spec.nodeName=<node>` (and the label selector when one is set), so the
-daemon only ever sees its own node: RBAC needs get/list/watch on pods and nothing else. The list is
-refreshed at most every `refresh_interval`; when a refresh fails the last good list is kept (and the
-failure reported), so an API-server blip does not drop every target.
+daemon only ever sees its own node. The list is refreshed at most every `refresh_interval`; when a
+refresh fails the last good list is kept (and the failure reported), so an API-server blip does not
+drop every target.
 
-The list is asked with `resourceVersion=0`: the API server answers from its watch cache instead of a
-quorum read from etcd, which matters with a daemon on every GPU node listing every 30 s (the cache
-serves consistent reads by default only from Kubernetes 1.31). Only `list` is called: RBAC grants
-exactly that (deploy/). A list at most `refresh_interval` old is fine for scrape targets.
+Only `list` is called: RBAC grants exactly that (deploy/). With `namespaces` set, each is listed on
+its own (`/api/v1/namespaces/NS/pods`), which a Role in each namespace allows: no cluster-wide read of
+pods. Empty: one list over every namespace (a ClusterRole). Lists ask for `resourceVersion=0`: the
+API server answers from its watch cache instead of a quorum read from etcd, which matters with a
+daemon on every GPU node listing every 30 s (the cache serves consistent reads by default only from
+Kubernetes 1.31). A list at most `refresh_interval` old is fine for scrape targets.
 
 A pod's `<prefix>/engine` annotation names its engine (`vllm`, the default; `sglang`; `trtllm`),
 which decides the families passed through and the default path (`/metrics`; TensorRT-LLM's
@@ -20,6 +22,7 @@ with one log line. Each target carries the pod's namespace (a label of its serie
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import ssl
@@ -43,6 +46,7 @@ class DiscoverySettings:
     """What discovery uses of the configuration (`server.discovery_settings` maps the options)."""
 
     node_name: str = ""
+    namespaces: tuple[str, ...] = ()  # empty: every namespace in one list
     pod_selector: str = ""  # label selector; empty: every pod on the node with the annotation
     pod_annotation: str = "guided-decoding-exporter.io/scrape"
     default_port: int = 8000
@@ -148,6 +152,42 @@ class PodDiscovery:
             raise
         return self.targets
 
+    async def _get(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        params: dict[str, str],
+        token: str,
+        timeout: float,
+        namespace: str,
+    ) -> dict[str, Any]:
+        """One PodList from the API server, checked; errors name the node (and the namespace)."""
+        where = f"{self.settings.node_name}" + (f" in namespace {namespace}" if namespace else "")
+        try:
+            async with session.get(
+                url,
+                params=params,
+                headers={"Authorization": f"Bearer {token}"},
+                ssl=self._ssl(),
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as resp:
+                if resp.status != 200:
+                    raise CollectorError(f"listing pods on {where}: HTTP {resp.status}")
+                body = await read_capped(resp, MAX_POD_LIST_BYTES)
+                try:
+                    doc = json.loads(body)
+                except ValueError:
+                    raise CollectorError("the API server's answer is not JSON") from None
+        except BodyTooLarge:
+            raise CollectorError("the pod list is larger than 32 MiB") from None
+        except (aiohttp.ClientError, OSError, ssl.SSLError) as err:
+            raise CollectorError(f"listing pods: {type(err).__name__}: {err}") from None
+        except TimeoutError:
+            raise CollectorError(f"listing pods timed out after {timeout:g}s") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("items"), list):
+            raise CollectorError("the API server's answer is not a PodList")
+        return doc
+
     async def _list(self, session: aiohttp.ClientSession, timeout: float) -> list[Target]:
         settings = self.settings
         try:
@@ -162,28 +202,19 @@ class PodDiscovery:
         params = {"fieldSelector": f"spec.nodeName={settings.node_name}", "resourceVersion": "0"}
         if settings.pod_selector:
             params["labelSelector"] = settings.pod_selector
-        url = settings.api_server.rstrip("/") + "/api/v1/pods"
-        try:
-            async with session.get(
-                url,
-                params=params,
-                headers={"Authorization": f"Bearer {token}"},
-                ssl=self._ssl(),
-                timeout=aiohttp.ClientTimeout(total=timeout),
-            ) as resp:
-                if resp.status != 200:
-                    raise CollectorError(f"listing pods on {settings.node_name}: HTTP {resp.status}")
-                body = await read_capped(resp, MAX_POD_LIST_BYTES)
-                try:
-                    doc = json.loads(body)
-                except ValueError:
-                    raise CollectorError("the API server's answer is not JSON") from None
-        except BodyTooLarge:
-            raise CollectorError("the pod list is larger than 32 MiB") from None
-        except (aiohttp.ClientError, OSError, ssl.SSLError) as err:
-            raise CollectorError(f"listing pods: {type(err).__name__}: {err}") from None
-        except TimeoutError:
-            raise CollectorError(f"listing pods timed out after {timeout:g}s") from None
+        base = settings.api_server.rstrip("/") + "/api/v1"
+        if not settings.namespaces:
+            doc = await self._get(session, f"{base}/pods", params, token, timeout, "")
+            items = doc["items"]
+        else:  # one list per namespace, concurrently: what a Role in each allows
+            docs = await asyncio.gather(
+                *(
+                    self._get(session, f"{base}/namespaces/{ns}/pods", params, token, timeout, ns)
+                    for ns in settings.namespaces
+                )
+            )
+            items = [item for doc in docs for item in doc["items"]]
+        doc = {"items": items}
         skipped: list[str] = []
         targets = targets_from_pod_list(doc, settings, skipped)
         for reason in sorted(set(skipped) - self._skipped):

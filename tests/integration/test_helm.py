@@ -257,6 +257,32 @@ def test_rbac_is_exactly_list_pods(helm: str) -> None:
     assert sorted(r["verbs"] for r in rules) == [["list"], ["use"]]  # the SCC's `use` besides, nothing else
 
 
+def test_rbac_namespaces_grant_a_role_in_each_and_nothing_cluster_wide(helm: str) -> None:
+    """rbac.namespaces: a Role (list pods) and RoleBinding in each engine namespace, no ClusterRole on
+    pods, and the daemon's config lists exactly those namespaces (which it then lists one by one)."""
+    from exporter import config as cfg
+
+    docs = template(helm, {"rbac": {"namespaces": ["team-a", "team-b"]}})
+    roles = [d for d in docs if d["kind"] == "Role"]
+    assert sorted(d["metadata"]["namespace"] for d in roles) == ["team-a", "team-b"]
+    assert all(d["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}] for d in roles)
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert sorted(d["metadata"]["namespace"] for d in bindings) == ["team-a", "team-b"]
+    for binding in bindings:
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
+        assert binding["roleRef"]["kind"] == "Role"
+    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    (configmap,) = [d for d in docs if d["kind"] == "ConfigMap"]
+    path = Path(tempfile.mkdtemp(prefix="gdx-helm-config-")) / "config.yaml"
+    path.write_text(configmap["data"]["config.yaml"])
+    loaded = cfg.load({"config_file": str(path)}, {"NODE_NAME": "node-a"})
+    assert loaded.kubernetes_namespaces == ("team-a", "team-b") and loaded.kubernetes_enabled
+    for doc in docs:
+        validate(doc, VERSIONS[-1])
+    out = run(helm, "template", RELEASE, str(CHART), "--set", "rbac.namespaces[0]=Team_A")
+    assert out.returncode != 0 and "rbac" in out.stderr and "pattern" in out.stderr  # not a namespace name
+
+
 def test_settings_reach_the_daemonset(helm: str) -> None:
     docs = by_key(template(helm, ALL_TOGGLES))
     pod = docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -204,3 +205,53 @@ def test_settings_from_the_configuration() -> None:
 
     assert discovery_settings(Config()) == DiscoverySettings()
     assert discovery_settings(Config(kubernetes_node_name="gpu-7")) == DiscoverySettings(node_name="gpu-7")
+
+
+async def test_namespaces_are_listed_each_on_its_own(
+    aiohttp_server: Callable[..., Awaitable[Any]], token: Path
+) -> None:
+    """With namespaces set (a Role in each, no ClusterRole), each is listed at its own path and the
+    targets of all are merged; one namespace refused (its Role missing) fails the list and says which."""
+    seen: list[str] = []
+    refused = {"team-c"}
+    api = web.Application()
+
+    async def list_pods(request: web.Request) -> web.Response:
+        namespace = request.match_info["namespace"]
+        seen.append(namespace)
+        if namespace in refused:
+            return web.json_response({"kind": "Status"}, status=403)
+        found = pod(f"vllm-{namespace}", ip="127.0.0.1", **{ANN: "true"})
+        found["metadata"]["namespace"] = namespace
+        return web.json_response({"items": [found]})
+
+    api.router.add_get("/api/v1/namespaces/{namespace}/pods", list_pods)
+    server = await aiohttp_server(api)
+    settings = DiscoverySettings(
+        node_name="gpu-7",
+        namespaces=("team-a", "team-b"),
+        api_server=f"http://127.0.0.1:{server.port}",
+        token_file=str(token),
+        refresh_interval=0.0,
+    )
+    async with aiohttp.ClientSession() as session:
+        discovery = PodDiscovery(settings)
+        targets = await discovery.refresh(session, 1.0)
+        assert sorted((t.namespace, t.pod) for t in targets) == [
+            ("team-a", "vllm-team-a"),
+            ("team-b", "vllm-team-b"),
+        ]
+        assert sorted(seen) == ["team-a", "team-b"]
+        discovery.settings = dataclasses.replace(settings, namespaces=("team-a", "team-c"))
+        with pytest.raises(CollectorError, match="listing pods on gpu-7 in namespace team-c: HTTP 403"):
+            await discovery.refresh(session, 1.0)
+        assert len(discovery.targets) == 2  # the last good list is kept
+
+
+def test_namespaces_option_checks_names() -> None:
+    from exporter import config as cfg
+
+    loaded = cfg.load({"kubernetes_namespaces": "team-a, team-b,team-a"}, {"NODE_NAME": "n"})
+    assert loaded.kubernetes_namespaces == ("team-a", "team-b")
+    with pytest.raises((ValueError, SystemExit), match="not a namespace name"):
+        cfg.load({"kubernetes_namespaces": "Team_A"}, {"NODE_NAME": "n"})

@@ -41,7 +41,8 @@ app.kubernetes.io/part-of: guided-decoding
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
 
-{{/* The daemon's configuration: values `config`, with the probe socket under socketDir unless set. */}}
+{{/* The daemon's configuration: values `config`, with the probe socket under socketDir unless set,
+and kubernetes.namespaces from rbac.namespaces (the namespaces the Roles allow it to list). */}}
 {{- define "gdx.config" -}}
 {{- $config := deepCopy .Values.config }}
 {{- $probe := get $config "probe" | default dict }}
@@ -49,6 +50,11 @@ app.kubernetes.io/part-of: guided-decoding
 {{- $_ := set $probe "socket" (printf "%s/probe.sock" (trimSuffix "/" .Values.socketDir)) }}
 {{- end }}
 {{- $_ := set $config "probe" $probe }}
+{{- if .Values.rbac.namespaces }}
+{{- $kubernetes := get $config "kubernetes" | default dict }}
+{{- $_ := set $kubernetes "namespaces" .Values.rbac.namespaces }}
+{{- $_ := set $config "kubernetes" $kubernetes }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 
