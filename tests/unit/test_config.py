@@ -67,6 +67,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "nvml_retry_interval": ("10s", 10.0),
     "kubernetes_enabled": ("true", True),
     "kubernetes_node_name": ("node-a", "node-a"),
+    "kubernetes_namespaces": ("team-a,team-b", ("team-a", "team-b")),
     "kubernetes_pod_selector": ("app=vllm", "app=vllm"),
     "kubernetes_pod_annotation": ("example.com/scrape", "example.com/scrape"),
     "kubernetes_default_port": ("8080", 8080),
