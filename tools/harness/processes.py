@@ -24,24 +24,29 @@ from tools.harness import ROOT, free_port
 
 
 class LoopbackServer:
-    """A server binary run on a free loopback port, ready when its /-/ready answers 200."""
+    """A server binary run on a loopback port (a free one unless given: another process can be pointed
+    at it before it starts), ready when its /-/ready answers 200."""
 
-    def __init__(self, binary: str, args: list[str], workdir: Path, name: str) -> None:
+    def __init__(
+        self, binary: str, args: list[str], workdir: Path, name: str, port: int | None = None
+    ) -> None:
         path = shutil.which(binary)
         if path is None:
             raise FileNotFoundError(
                 f"{binary} is not installed: `make demo` and `make test` install it with apt"
             )
-        self.port = free_port()
+        self.port = port or free_port()
+        self.name = name
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = open(workdir / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
+        self.log_path = workdir / f"{name}.log"
+        self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [path, *args, f"--web.listen-address=127.0.0.1:{self.port}"],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.proc.poll() is None:
             try:
                 with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:
                     if resp.status == 200:
@@ -49,15 +54,16 @@ class LoopbackServer:
             except OSError:
                 time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"{binary} did not become ready (see {workdir / name}.log)")
+        raise RuntimeError(f"{binary} ({name}) did not become ready: {self.log_path.read_text()[-2000:]}")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self.log.close()
 
 
