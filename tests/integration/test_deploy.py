@@ -318,6 +318,28 @@ def test_another_namespace_keeps_the_bindings_right(tmp_path: Path) -> None:
     assert {d["metadata"].get("namespace") for d in namespaced} == {"other"}
 
 
+def test_an_existing_namespace_keeps_its_labels(tmp_path: Path) -> None:
+    """Into a namespace that exists (monitoring): without the component kustomize renames the base's
+    Namespace to it, and applying would relabel that shared namespace privileged; with
+    components/existing-namespace no Namespace object is applied and everything else moves there."""
+    renamed = by_key(kustomize_dir(overlay(tmp_path / "plain", ["base"], namespace="monitoring")))
+    assert renamed["Namespace/monitoring"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+    built = kustomize_dir(
+        overlay(
+            tmp_path / "kept",
+            ["overlays/kube-prometheus-stack"],
+            ["existing-namespace"],
+            namespace="monitoring",
+        )
+    )
+    assert not [d for d in built if d["kind"] == "Namespace"]
+    namespaced = [d for d in built if d["kind"] not in ("ClusterRole", "ClusterRoleBinding")]
+    assert {d["metadata"].get("namespace") for d in namespaced} == {"monitoring"}
+    (subject,) = by_key(built)["ClusterRoleBinding/guided-decoding-exporter"]["subjects"]
+    assert subject["namespace"] == "monitoring"
+    assert {"DaemonSet", "PodMonitor", "PrometheusRule"} <= {d["kind"] for d in built}
+
+
 def test_openshift_scc_allows_what_the_daemonset_needs(tmp_path: Path) -> None:
     built = by_key(kustomize_dir(overlay(tmp_path, ["base"], ["openshift"])))
     scc = built["SecurityContextConstraints/guided-decoding-exporter"]
