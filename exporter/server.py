@@ -95,13 +95,15 @@ def build_collectors(config: Config) -> list[Collector]:
         collectors.append(
             NvmlCollector(retry_interval=config.nvml_retry_interval, timeout=config.collector_timeout)
         )
+    discovery = PodDiscovery(discovery_settings(config)) if config.kubernetes_enabled else None
     if config.collector_vllm:
-        discovery = PodDiscovery(discovery_settings(config)) if config.kubernetes_enabled else None
         collectors.append(VllmCollector(vllm_settings(config), discovery))
     if config.collector_probe:
         from exporter.collectors.probe import ProbeCollector
 
-        collectors.append(ProbeCollector(probe_settings(config)))
+        # discovery's namespaces for probes that do not say theirs (only while the vllm collector lists)
+        namespaces = discovery.pod_namespaces if discovery is not None and config.collector_vllm else None
+        collectors.append(ProbeCollector(probe_settings(config), namespaces))
     return collectors
 
 

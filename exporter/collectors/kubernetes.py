@@ -27,6 +27,7 @@ import json
 import logging
 import ssl
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,6 +128,12 @@ class PodDiscovery:
         self.last_error: str | None = None
         self._listed_at = float("-inf")
         self._skipped: set[str] = set()  # pods left out, logged once each
+
+    def pod_namespaces(self) -> dict[str, str]:
+        """Pod name -> namespace of the last list, for names that occur once on this node: the
+        namespace of an engine whose probe does not say it (the probe collector fills it in)."""
+        names = Counter(target.pod for target in self.targets)
+        return {t.pod: t.namespace for t in self.targets if t.namespace and names[t.pod] == 1}
 
     def _ssl(self) -> ssl.SSLContext | bool:
         if not self.settings.api_server.startswith("https"):

@@ -255,3 +255,13 @@ def test_namespaces_option_checks_names() -> None:
     assert loaded.kubernetes_namespaces == ("team-a", "team-b")
     with pytest.raises((ValueError, SystemExit), match="not a namespace name"):
         cfg.load({"kubernetes_namespaces": "Team_A"}, {"NODE_NAME": "n"})
+
+
+def test_pod_namespaces_for_names_unique_on_the_node() -> None:
+    discovery = PodDiscovery(DiscoverySettings())
+    discovery.targets = [
+        Target("http://10.0.0.1:8000/metrics", "vllm-0", namespace="team-a"),
+        Target("http://10.0.0.2:8000/metrics", "vllm-0", namespace="team-b"),  # ambiguous: left out
+        Target("http://10.0.0.3:8000/metrics", "sglang-0", "sglang", namespace="team-c"),
+    ]
+    assert discovery.pod_namespaces() == {"sglang-0": "team-c"}

@@ -252,3 +252,26 @@ def test_one_pod_name_in_two_namespaces_is_two_engines_and_labels_say_which() ->
     ]
     labelled = [s for s in per_schema if "namespace" in s.labels]
     assert all(list(s.labels)[:3] == ["namespace", "pod", "engine"] for s in labelled)
+
+
+def test_discovery_names_the_namespace_of_a_probe_that_does_not() -> None:
+    """A probe without GDX_POD_NAMESPACE: its series take the namespace discovery lists for its pod name
+    (so they join target_up and the passed-through series); a probe that says its own keeps it."""
+    from exporter.collectors.probe.families import store_families
+    from exporter.collectors.probe.store import with_namespaces
+
+    store = ProbeStore(max_schemas=5)
+    silent, named = Link(store, pod="vllm-0"), Link(store, pod="vllm-1", namespace="team-b")
+    for link in (silent, named):
+        link.compile('{"type":"object"}', 0.002)
+        link.ship(fresh=True)
+    view = with_namespaces(store.view(), {"vllm-0": "team-a", "vllm-1": "elsewhere"})
+    families = {f.name: f for f in store_families(view)}
+    for name in (
+        "guided_decoding_compile_requests",
+        "guided_decoding_schema_requests",
+        "guided_decoding_probe",
+    ):
+        pods = {(s.labels["namespace"], s.labels["pod"]) for s in families[name].samples}
+        assert pods == {("team-a", "vllm-0"), ("team-b", "vllm-1")}, name
+    assert with_namespaces(store.view(), {}).series == store.view().series  # nothing known: unchanged

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client.core import Metric
@@ -23,6 +23,7 @@ from exporter.collectors.probe.store import (
     DEFAULT_MAX_FAMILIES,
     DEFAULT_MAX_SCHEMAS,
     ProbeStore,
+    with_namespaces,
 )
 from exporter.schema.lint import Finding, Thresholds
 
@@ -85,8 +86,12 @@ class SchemasView:
 class ProbeCollector(Collector):
     name = "probe"
 
-    def __init__(self, settings: ProbeSettings) -> None:
+    def __init__(
+        self, settings: ProbeSettings, pod_namespaces: Callable[[], Mapping[str, str]] | None = None
+    ) -> None:
+        """`pod_namespaces`: pod name -> namespace from pod discovery, for probes that do not say theirs."""
         super().__init__(settings.timeout)
+        self.pod_namespaces = pod_namespaces
         self.analysis = SchemaAnalysis(settings.thresholds, settings.shape_window)
         self.analysis_time = max(0.05, min(2.0, settings.timeout / 2))
         self.store = ProbeStore(
@@ -120,7 +125,10 @@ class ProbeCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         yield from listener_families(self.listener.view())
-        yield from store_families(self.store.view())
+        view = self.store.view()
+        if self.pod_namespaces is not None:
+            view = with_namespaces(view, self.pod_namespaces())
+        yield from store_families(view)
 
     def schemas_view(self) -> SchemasView:
         """The exposed families and schemas, ranked (blocking: call it off the event loop)."""

@@ -16,6 +16,7 @@ the scrape reads.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -82,6 +83,28 @@ class StoreView:
     tracked: int
     first_seen_total: int
     evicted_total: int
+
+
+def with_namespaces(view: StoreView, namespaces: Mapping[str, str]) -> StoreView:
+    """Pure: the view with each engine that did not say its namespace given the one discovery knows for
+    its pod name (`namespaces`: pod name -> namespace, names unique on the node). A probe without
+    GDX_POD_NAMESPACE and without a mounted service account still gets the label its pod's
+    passed-through series and `target_up` carry, so the two join on (instance, namespace, pod)."""
+    if not namespaces or all(e.hello.namespace for e in view.engines):
+        return view
+    engines = tuple(
+        EngineView(dataclasses.replace(e.hello, namespace=namespaces[e.hello.pod]), e.snapshot)
+        if not e.hello.namespace and e.hello.pod in namespaces
+        else e
+        for e in view.engines
+    )
+
+    def named(key: SeriesKey) -> SeriesKey:
+        known = not key.namespace and key.pod in namespaces
+        return key._replace(namespace=namespaces[key.pod]) if known else key
+
+    series = {named(key): totals for key, totals in view.series.items()}
+    return dataclasses.replace(view, engines=engines, series=series)
 
 
 @dataclass
