@@ -24,7 +24,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from exporter import wire
-from exporter.collectors.probe.store import EngineState, ProbeStore
+from exporter.collectors.probe.store import EngineState, ProbeStore, who
 
 log = logging.getLogger("gdx.collector.probe")
 MAX_MESSAGE_BYTES = 4 * 2**20
@@ -87,8 +87,7 @@ def describe(engine: EngineState | None) -> str:
     """Who is at the other end of a connection, for a log line."""
     if engine is None:
         return "a probe (before hello)"
-    namespace, pod, index = engine.key
-    return f"probe of pod={namespace + '/' if namespace else ''}{pod} engine={index}"
+    return "probe of " + who(*engine.key)
 
 
 class ProbeListener:

@@ -41,6 +41,11 @@ MAX_SPECS_PER_ENGINE = 20_000
 SEEN_LIMIT = 100_000  # hashes remembered for schemas_first_seen_total (about 10 MB at most)
 
 
+def who(namespace: str, pod: str, engine: str) -> str:
+    """An engine in a log line: `pod=NS/POD engine=E` (`pod=POD` where the namespace is unknown)."""
+    return f"pod={namespace + '/' if namespace else ''}{pod} engine={engine}"
+
+
 class SeriesKey(NamedTuple):
     """The labels of one schema-level series (`namespace` empty where the probe does not know it)."""
 
@@ -175,20 +180,11 @@ class ProbeStore:
                 return engine
             for other in list(self.engines.values()):
                 if other.key == (msg.namespace, msg.pod, msg.engine):  # restarted: its counters reset
-                    log.info(
-                        "engine namespace=%s pod=%s engine=%s restarted (new probe instance)", *other.key
-                    )
+                    log.info("engine %s restarted (new probe instance)", who(*other.key))
                     self._drop(other)
             engine = EngineState(msg.instance, msg, now)
             self.engines[engine.instance] = engine
-            log.info(
-                "probe connected: namespace=%s pod=%s engine=%s kind=%s pid=%d",
-                msg.namespace,
-                msg.pod,
-                msg.engine,
-                msg.engine_kind,
-                msg.pid,
-            )
+            log.info("probe connected: %s kind=%s pid=%d", who(*engine.key), msg.engine_kind, msg.pid)
             return engine
 
     def schemas(self, engine: EngineState, msg: wire.SchemasMessage, now: float) -> None:
@@ -313,11 +309,8 @@ class ProbeStore:
             self._end_lingering(now)
             for engine in list(self.engines.values()):
                 if now - engine.last_seen > self.engine_ttl:
-                    log.info(
-                        "probe of namespace=%s pod=%s engine=%s silent for %.0fs: dropped",
-                        *engine.key,
-                        now - engine.last_seen,
-                    )
+                    silent = now - engine.last_seen
+                    log.info("probe of %s silent for %.0fs: dropped", who(*engine.key), silent)
                     self._drop(engine)
 
     def _drop(self, engine: EngineState) -> None:
