@@ -359,7 +359,7 @@ class Config:
         "vllm.target",
         parse_targets,
         "vLLM /metrics URL to scrape; repeat the flag for more (env: comma-separated; YAML: list of URLs"
-        " or {url, pod}). The pod label defaults to host:port.",
+        " or {url, pod, namespace}). The pod label defaults to host:port; namespace to none.",
         yaml_key="vllm.targets",
         repeat=True,
         metavar="URL",

@@ -181,6 +181,8 @@ def phase_stats(prom: Prometheus, seconds: int) -> dict[str, float | None]:
         "compiles": f"sum(increase(guided_decoding_compile_requests_total[{w}]))",
         "new_schemas_per_min": f"sum(increase(guided_decoding_schemas_first_seen_total[{w}])) * 60 / {max(seconds, 5)}",
         "ttft_p95": f'histogram_quantile(0.95, sum by (le) (increase(vllm:time_to_first_token_seconds_bucket{{pod="{POD}"}}[{w}])))',
+        "ttft_mean": f'sum(increase(vllm:time_to_first_token_seconds_sum{{pod="{POD}"}}[{w}])) / sum(increase(vllm:time_to_first_token_seconds_count{{pod="{POD}"}}[{w}]))',
+        "grammar_wait_mean": f"sum(increase(guided_decoding_grammar_wait_seconds_sum[{w}])) / sum(increase(guided_decoding_grammar_wait_seconds_count[{w}]))",
         "grammar_wait_p95": f"histogram_quantile(0.95, sum by (le) (increase(guided_decoding_grammar_wait_seconds_bucket[{w}])))",
     }  # fmt: skip
     out: dict[str, float | None] = {}
