@@ -173,6 +173,16 @@ def test_repeated_target_flag_and_yaml_mappings(tmp_path: Path) -> None:
     path.write_text("vllm:\n  targets:\n    - {url: 'http://a:1/metrics', pod: vllm-0}\n    - http://b:2\n")
     cfg = config.load({"config_file": str(path)}, environ={})
     assert [t.pod for t in cfg.vllm_targets] == ["vllm-0", "b:2"]
+    # one pod name in two namespaces is two targets; the same namespace twice is refused
+    path.write_text(
+        "vllm:\n  targets:\n    - {url: 'http://a:1', pod: vllm-0, namespace: team-a}\n"
+        "    - {url: 'http://b:2', pod: vllm-0, namespace: team-b}\n"
+    )
+    cfg = config.load({"config_file": str(path)}, environ={})
+    assert [(t.namespace, t.pod) for t in cfg.vllm_targets] == [("team-a", "vllm-0"), ("team-b", "vllm-0")]
+    path.write_text(path.read_text().replace("team-b", "team-a"))
+    with pytest.raises(ConfigError, match="share the pod name 'vllm-0' in namespace 'team-a'"):
+        config.load({"config_file": str(path)}, environ={})
 
 
 def test_env_target_list_is_comma_separated() -> None:
