@@ -95,14 +95,15 @@ def build_collectors(config: Config) -> list[Collector]:
         collectors.append(
             NvmlCollector(retry_interval=config.nvml_retry_interval, timeout=config.collector_timeout)
         )
-    discovery = PodDiscovery(discovery_settings(config)) if config.kubernetes_enabled else None
+    # discovery lists pods for the vllm collector; the probe collector reads its namespaces
+    listing = config.kubernetes_enabled and config.collector_vllm
+    discovery = PodDiscovery(discovery_settings(config)) if listing else None
     if config.collector_vllm:
         collectors.append(VllmCollector(vllm_settings(config), discovery))
     if config.collector_probe:
         from exporter.collectors.probe import ProbeCollector
 
-        # discovery's namespaces for probes that do not say theirs (only while the vllm collector lists)
-        namespaces = discovery.pod_namespaces if discovery is not None and config.collector_vllm else None
+        namespaces = discovery.pod_namespaces if discovery is not None else None  # for probes without theirs
         collectors.append(ProbeCollector(probe_settings(config), namespaces))
     return collectors
 

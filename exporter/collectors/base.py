@@ -21,6 +21,12 @@ log = logging.getLogger("gdx.collector")
 T = TypeVar("T")
 
 
+def pod_labels(namespace: str, pod: str) -> dict[str, str]:
+    """The labels naming an engine pod: `namespace` first where it is known, then `pod`. Where it is
+    not (a static target, a probe outside Kubernetes) the series keep `pod` alone, as before."""
+    return {"namespace": namespace, "pod": pod} if namespace else {"pod": pod}
+
+
 class CollectorError(Exception):
     """A source could not collect; the message is what /healthz and the log show."""
 

@@ -210,18 +210,12 @@ class PodDiscovery:
         if settings.pod_selector:
             params["labelSelector"] = settings.pod_selector
         base = settings.api_server.rstrip("/") + "/api/v1"
-        if not settings.namespaces:
-            doc = await self._get(session, f"{base}/pods", params, token, timeout, "")
-            items = doc["items"]
-        else:  # one list per namespace, concurrently: what a Role in each allows
-            docs = await asyncio.gather(
-                *(
-                    self._get(session, f"{base}/namespaces/{ns}/pods", params, token, timeout, ns)
-                    for ns in settings.namespaces
-                )
-            )
-            items = [item for doc in docs for item in doc["items"]]
-        doc = {"items": items}
+        # every namespace in one list, or one list per namespace (concurrently): what a Role in each allows
+        lists = [(ns, f"{base}/namespaces/{ns}/pods") for ns in settings.namespaces] or [("", f"{base}/pods")]
+        docs = await asyncio.gather(
+            *(self._get(session, url, params, token, timeout, ns) for ns, url in lists)
+        )
+        doc = {"items": [item for listed in docs for item in listed["items"]]}
         skipped: list[str] = []
         targets = targets_from_pod_list(doc, settings, skipped)
         for reason in sorted(set(skipped) - self._skipped):

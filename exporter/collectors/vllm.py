@@ -20,7 +20,7 @@ import aiohttp
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from exporter import passthrough
-from exporter.collectors.base import Collector, CollectorError
+from exporter.collectors.base import Collector, CollectorError, pod_labels
 from exporter.collectors.kubernetes import PodDiscovery
 from exporter.config import ENGINES, Target
 from exporter.httpbody import BodyTooLarge, read_capped
@@ -28,11 +28,6 @@ from exporter.httpbody import BodyTooLarge, read_capped
 log = logging.getLogger("gdx.collector.vllm")
 # Ask for the classic text format: it is what the passthrough parser is tuned for.
 ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
-
-
-def target_identity(target: Target) -> dict[str, str]:
-    """The labels that name an engine pod: its namespace when known, then its name."""
-    return {"namespace": target.namespace, "pod": target.pod} if target.namespace else {"pod": target.pod}
 
 
 @dataclass(frozen=True)
@@ -216,7 +211,7 @@ class VllmCollector(Collector):
         results: Sequence[TargetResult] = self.results
         for r in results:
             # `namespace` only where known (discovered pods): a static target's series keep two labels.
-            labels = {"target": r.target.url, **target_identity(r.target)}
+            labels = {"target": r.target.url, **pod_labels(r.target.namespace, r.target.pod)}
             up.add_sample(up.name, labels, 1.0 if r.up else 0.0)
             duration.add_sample(duration.name, labels, r.duration)
         yield up

@@ -28,6 +28,8 @@ import pytest
 import yaml
 
 from tests.integration.test_alerts import _alert_labels, _post
+from tests.integration.test_deploy import kustomize_dir
+from tests.integration.test_helm import HELMS, helm_path
 from tools.harness import ROOT
 from tools.harness.processes import Alertmanager, Receiver
 
@@ -37,7 +39,6 @@ CHART_DEFAULTS = ROOT / "tests" / "support" / "data" / "kube-prometheus-stack-88
 MOUNTED_KEY = "/etc/alertmanager/secrets/alertmanager-pagerduty/routing-key"
 INSTALL_MD = ROOT / "docs" / "install.md"
 CHART_VERSION = "88.5.3"
-HELMS = {"helm4": ("GDX_HELM4", "v4"), "helm3": ("GDX_HELM3", "v3")}
 
 CHART_YAML = """\
 apiVersion: v2
@@ -94,14 +95,6 @@ OLD_STEP = (
 )
 
 
-def helm(name: str) -> Path:
-    env, major = HELMS[name]
-    path = Path(os.environ.get(env) or ROOT / ".cache" / "helm" / major / "helm")
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        pytest.fail(f"{name} not found at {path} (set {env}, or `make helm` installs it)")
-    return path
-
-
 def tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
@@ -124,7 +117,7 @@ def helm_template(name: str, where: Path, *args: str) -> dict[str, dict[str, Any
     chart = stand_in_chart(where)
     home = {f"HELM_{d}_HOME": str(where / f"helm-{d.lower()}") for d in ("CACHE", "CONFIG", "DATA")}
     out = subprocess.run(
-        [str(helm(name)), "template", "kube-prometheus-stack", str(chart), "-n", "monitoring", *args],
+        [helm_path(name), "template", "kube-prometheus-stack", str(chart), "-n", "monitoring", *args],
         capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, **home},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -374,14 +367,6 @@ def test_step_1_pages_on_a_real_alertmanager(tmp_path: Path) -> None:
 # ---- steps 3 and 4: the exporter and the engines, as install.md writes them ---------------------------
 
 
-def _kustomize(path: Path) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [tool("kubectl"), "kustomize", str(path)], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
 @pytest.mark.parametrize("name", sorted(HELMS))
 def test_step_3a_helm_commands_render_what_kube_prometheus_stack_selects(name: str, tmp_path: Path) -> None:
     """Step 3a's `helm upgrade --install`, run as `helm template` with every flag as written: the release
@@ -392,7 +377,7 @@ def test_step_3a_helm_commands_render_what_kube_prometheus_stack_selects(name: s
     args = install.replace("$REGISTRY", "registry.example").split()[3:]
     home = {f"HELM_{d}_HOME": str(tmp_path / d.lower()) for d in ("CACHE", "CONFIG", "DATA")}
     out = subprocess.run(
-        [str(helm(name)), "template", *args],  # release name, chart and flags as written
+        [helm_path(name), "template", *args],  # release name, chart and flags as written
         capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, **home},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
@@ -410,7 +395,7 @@ def test_step_3a_helm_commands_render_what_kube_prometheus_stack_selects(name: s
     assert images == {"registry.example/guided-decoding-exporter:0.1.0"}
     (label,) = [line for line in step3 if line.startswith("kubectl label namespace guided-decoding")]
     labels = dict(a.split("=", 1) for a in label.split()[4:])
-    base = _kustomize(ROOT / "deploy" / "kubernetes" / "base")
+    base = kustomize_dir(ROOT / "deploy" / "kubernetes" / "base")
     (namespace,) = [d for d in base if d["kind"] == "Namespace"]
     assert labels == {
         k: v for k, v in namespace["metadata"]["labels"].items() if k.startswith("pod-security")
@@ -422,7 +407,7 @@ def test_step_3b_overlay_builds_with_the_release_label() -> None:
     step3 = _shell_lines("3.")
     (cd,) = [line for line in step3 if line.startswith("cd deploy/kubernetes/overlays/")]
     overlay = ROOT / cd.split()[1]
-    docs = _kustomize(overlay)
+    docs = kustomize_dir(overlay)
     kinds = {d["kind"] for d in docs}
     assert {"Namespace", "DaemonSet", "PodMonitor", "PrometheusRule", "ConfigMap"} <= kinds
     for doc in docs:
@@ -440,7 +425,7 @@ def test_step_3b_overlay_builds_with_the_release_label() -> None:
 def test_step_4_engine_gets_the_probe_its_namespace_and_the_service_step_6_calls() -> None:
     step4 = _shell_lines("4.")
     (apply,) = [line for line in step4 if line.startswith("kubectl apply -k")]
-    docs = _kustomize(ROOT / apply.split()[3])
+    docs = kustomize_dir(ROOT / apply.split()[3])
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]
     (container,) = pod["spec"]["containers"]

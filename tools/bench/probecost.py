@@ -353,13 +353,9 @@ def start_server(workdir: Path, tokenizer: Path, socket_path: Path, server: Vllm
                 os.environ[k] = v
 
 
-def shipped(daemon: DaemonProcess) -> float:
-    """Compile calls the daemon holds from the probe (a re-armed probe is a new instance: from 0)."""
-    return sample(scrape(daemon.url), "guided_decoding_compile_requests_total", pod=POD)
-
-
 def probe_counts(daemon: DaemonProcess) -> tuple[float, float, float]:
-    """(compile calls, probe thread CPU seconds, engine steps) the daemon holds from the probe."""
+    """(compile calls, probe thread CPU seconds, engine steps) the daemon holds from the probe (a
+    re-armed probe is a new instance: from 0)."""
     m = scrape(daemon.url)
     return (
         sample(m, "guided_decoding_compile_requests_total", pod=POD),
@@ -521,7 +517,7 @@ def run(args: argparse.Namespace, out: Any = sys.stdout) -> int:
             probe.set(True)
             traffic.run(Window("on", 0, args.warmup), stop)
             time.sleep(1.5)  # the probe's last snapshot (every 0.5 s) reaches the daemon
-            if shipped(daemon) == 0:
+            if probe_counts(daemon)[0] == 0:
                 raise RuntimeError("the armed probe shipped nothing to the daemon: nothing to compare")
         print(
             f"\n{args.rounds} rounds, {args.seconds:g} s windows, {args.clients} streaming clients, "

@@ -18,6 +18,7 @@ from prometheus_client.core import (
 from prometheus_client.samples import Sample
 
 from exporter import wire
+from exporter.collectors.base import pod_labels
 from exporter.collectors.probe.analysis import AnalysisView, FamilyView
 from exporter.collectors.probe.listener import RESULTS, ListenerView
 from exporter.collectors.probe.rollup import RollupView
@@ -34,12 +35,8 @@ Labels = dict[str, str]
 
 
 def engine_identity(namespace: str, pod: str, engine: str) -> Labels:
-    """The labels naming one engine process: namespace (when known), pod, engine index."""
-    return (
-        {"namespace": namespace, "pod": pod, "engine": engine}
-        if namespace
-        else {"pod": pod, "engine": engine}
-    )
+    """The labels naming one engine process: its pod's (namespace when known, pod), its engine index."""
+    return {**pod_labels(namespace, pod), "engine": engine}
 
 
 def counter(family: CounterMetricFamily, labels: Labels, value: float) -> None:
@@ -375,8 +372,8 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
         labels=SCHEMA_LABELS,
     )
     for key, totals in sorted(view.series.items()):
-        labels = {**engine_identity(key.namespace, key.pod, key.engine), "backend": key.backend}
-        labels["schema_hash"] = key.schema_hash
+        labels = {**engine_identity(key.namespace, key.pod, key.engine), "backend": key.backend,
+                  "schema_hash": key.schema_hash}  # fmt: skip
         histogram(compile_seconds, labels, wire.SCHEMA_BUCKETS, totals.buckets, totals.sum)
         counter(requests, labels, totals.requests)
         counter(hits, labels, totals.hits)
