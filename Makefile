@@ -4,6 +4,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime
+# Independent installs (virtualenvs, apt, npm, helm) run side by side: JOBS=1 for one at a time.
+JOBS ?= 4
 TORCH  ?= 2.13.0
 VLLM_VERSION ?= 0.32.0
 VLLM_VENV ?= .venv-vllm
@@ -37,7 +40,7 @@ HELM3 := .cache/helm/v3/helm
 export GDX_HELM4 ?= $(abspath $(HELM4))
 export GDX_HELM3 ?= $(abspath $(HELM3))
 
-.PHONY: help demo test check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm033 sglang alerts dashboards deploy helm
+.PHONY: help demo demo-deps test test-deps check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm033 sglang alerts dashboards deploy helm
 
 help:
 	@echo "make demo     the per-tenant enum incident on a real vLLM, caught (installs what it needs; DEMO_DURATION=240)"
@@ -47,10 +50,17 @@ help:
 	@echo "make bench    performance figures (docs/performance.md)"
 	@echo "make clean    remove the virtualenv and caches"
 
-# torch first, pinned: it is the CPU build on these machines; unpinned, xgrammar would pull a CUDA one.
-$(STAMP): pyproject.toml
+# The product and its own dependencies: all that `make demo` and `make run` need in $(VENV) (no torch,
+# no grammar engines: the demo's engine runs in $(VLLM_VENV)).
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $(RUNTIME)
+
+# The tests' extras over it. torch first, pinned: it is the CPU build on these machines; unpinned,
+# xgrammar would pull a CUDA one.
+$(STAMP): $(RUNTIME)
 	$(BIN)/pip install --quiet torch==$(TORCH)
 	$(BIN)/pip install --quiet -e '.[test,dev]'
 	touch $(STAMP)
@@ -143,12 +153,18 @@ unit: $(STAMP)
 
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
 # Alertmanager, soaks, faults).
-suite: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS) $(HELM4) $(HELM3)
+SUITE_DEPS := $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS) \
+	$(HELM4) $(HELM3)
+suite: $(SUITE_DEPS)
 	@$(call PYTEST,$(PYTEST_ARGS))
 
 check: lint typecheck unit
 
-test: lint typecheck suite
+# Everything `make test` installs, JOBS at a time; then the checks and the suite one after another.
+test-deps:
+	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(SUITE_DEPS)
+
+test: test-deps lint typecheck suite
 
 bench: $(STAMP) $(TOKENIZER) $(VLLM_STAMP)
 	scripts/ensure-system-deps.sh prometheus-node-exporter
@@ -161,13 +177,17 @@ bench: $(STAMP) $(TOKENIZER) $(VLLM_STAMP)
 	$(BIN)/python -m tools.bench.scenarios
 	$(BIN)/python -m tools.bench.probecost
 
-run: $(STAMP)
+run: $(RUNTIME)
 	$(BIN)/gdx serve $(ARGS)
 
 # A real vLLM on the CPU with the probe, the daemon, Prometheus with the rules, Alertmanager and a local
 # PagerDuty endpoint; three phases of traffic; a live view. Ctrl-C stops everything it started.
 DEMO_DURATION ?= 240
-demo: $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP)
+DEMO_DEPS := $(RUNTIME) sysdeps $(TOKENIZER) $(VLLM_STAMP)
+demo-deps:
+	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(DEMO_DEPS)
+
+demo: demo-deps
 	DEMO_DURATION=$(DEMO_DURATION) $(BIN)/python -m tools.demo
 
 clean:

@@ -25,10 +25,9 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from tools.harness import ROOT
+from tools.harness import DATA, ROOT
 from tools.harness.processes import Prometheus
 
-DATA = ROOT / "tests" / "support" / "data"
 SGLANG_PAGE = (DATA / "sglang-0.5.23-metrics.txt").read_text(encoding="utf-8")
 TRTLLM_PAGE = (DATA / "trtllm-metrics.txt").read_text(encoding="utf-8")
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"

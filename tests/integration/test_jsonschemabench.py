@@ -12,9 +12,9 @@ from pathlib import Path
 
 from exporter.schema.identity import schema_hash, shape_hash
 from exporter.schema.lint import RULES, SEVERITIES, lint
-from tools.harness import SHARED
+from tools.harness import JSONSCHEMABENCH
 
-SCHEMAS = SHARED / "data" / "jsonschemabench" / "schemas"
+SCHEMAS = JSONSCHEMABENCH / "schemas"
 
 
 def test_every_schema_lints_within_budget() -> None:

@@ -21,8 +21,8 @@ from exporter import passthrough
 from exporter.collectors.kubernetes import DiscoverySettings, targets_from_pod_list
 from exporter.collectors.vllm import VllmCollector, VllmSettings
 from exporter.config import ENGINES, Config, ConfigError, Target, load
+from tools.harness import DATA
 
-DATA = Path(__file__).resolve().parents[1] / "support" / "data"
 SGLANG_PAGE = (DATA / "sglang-0.5.23-metrics.txt").read_text(encoding="utf-8")
 TRTLLM_PAGE = (DATA / "trtllm-metrics.txt").read_text(encoding="utf-8")
 ANN = "guided-decoding-exporter.io"

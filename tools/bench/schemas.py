@@ -25,9 +25,9 @@ from typing import Any
 
 from exporter.schema import identity, variants
 from exporter.schema.lint import lint
-from tools.harness import ROOT
+from tools.harness import JSONSCHEMABENCH
 
-DATA = Path(os.environ.get("GDX_SHARED_DIR", ROOT.parent / "shared")) / "data" / "jsonschemabench"
+DATA = JSONSCHEMABENCH
 RULE_COLUMNS = ("depth", "recursive_ref", "union_depth", "union_width", "bounded_quantifier", "large_enum",
                 "max_items", "xgrammar_unenforced", "llguidance_refused", "too_complex")  # fmt: skip
 

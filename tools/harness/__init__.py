@@ -11,11 +11,16 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("GDX_SHARED_DIR", ROOT.parent / "shared"))
+# The data the tests, benchmarks and demo read, vendored in the repository (tests/support/data/README.md
+# says where each file comes from). GDX_SHARED_DIR, when set, points the data readers at another copy
+# laid out as `data/fixtures/` and `data/jsonschemabench/` (a larger or newer development set).
+DATA = ROOT / "tests" / "support" / "data"
+_OVERRIDE = os.environ.get("GDX_SHARED_DIR")
+JSONSCHEMABENCH = Path(_OVERRIDE) / "data" / "jsonschemabench" if _OVERRIDE else DATA / "jsonschemabench"
+VLLM_PAGE = (Path(_OVERRIDE) / "data" / "fixtures" if _OVERRIDE else DATA) / "vllm-0.32.0-cpu-metrics.txt"
 TOKENIZER_JSON = Path(
     os.environ.get("GDX_TOKENIZER_JSON", ROOT / ".cache/tokenizer/package/models/tokenizer.json")
 )
-VLLM_PAGE = SHARED / "data" / "fixtures" / "vllm-0.32.0-cpu-metrics.txt"
 
 
 def free_port() -> int:

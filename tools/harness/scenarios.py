@@ -22,10 +22,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from tools.harness import SHARED
+from tools.harness import JSONSCHEMABENCH
 
 Request = tuple[str, str]  # (kind, spec_text)
-BENCH_SCHEMAS = SHARED / "data" / "jsonschemabench" / "schemas"
+BENCH_SCHEMAS = JSONSCHEMABENCH / "schemas"
 
 
 def dumps(schema: Any) -> str:
