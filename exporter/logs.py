@@ -29,13 +29,27 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def message(record: logging.LogRecord) -> tuple[str, str]:
+    """The record's message and, when its arguments do not fit its format (a bug at the call site), the
+    bare format with the error: the event is still logged, in the same line format as every other."""
+    try:
+        return record.getMessage(), ""
+    except Exception as err:  # TypeError, ValueError, KeyError: whatever `%` raised
+        return str(record.msg), f"unformattable log arguments: {type(err).__name__}: {err}"
+
+
+def timestamp(record: logging.LogRecord) -> str:
+    """RFC 3339 in UTC with milliseconds, as the Prometheus exporters write `ts`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
+
+
 class LogfmtFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        timestamp = (
-            time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z"
-        )
-        message = _quote(record.getMessage())
-        line = f"ts={timestamp} level={record.levelname.lower()} logger={record.name} msg={message}"
+        text, error = message(record)
+        level = record.levelname.lower()
+        line = f"ts={timestamp(record)} level={level} logger={record.name} msg={_quote(text)}"
+        if error:
+            line += " log_error=" + _quote(error)
         if record.exc_info:
             line += " err=" + _quote(self.formatException(record.exc_info))
         return line
@@ -43,12 +57,10 @@ class LogfmtFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        doc = {
-            "ts": record.created,
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
+        text, error = message(record)
+        doc = {"ts": record.created, "level": record.levelname.lower(), "logger": record.name, "msg": text}
+        if error:
+            doc["log_error"] = error
         if record.exc_info:
             doc["err"] = self.formatException(record.exc_info)
         return json.dumps(doc, ensure_ascii=False)
@@ -67,8 +79,11 @@ class BackgroundHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record)
-        except Exception:
-            line = f"ts={time.time():.3f} level=error msg=unformattable_log_record logger={record.name}"
+        except Exception:  # a formatter that is not ours, or an exception that will not print
+            line = (
+                f"ts={timestamp(record)} level=error logger={record.name} msg={_quote(str(record.msg))}"
+                " log_error=unformattable"
+            )
         try:
             self.queue.put_nowait(line + "\n")
         except queue.Full:

@@ -4,13 +4,51 @@ The processes themselves live in `tools.harness` (shared with the demo and the b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tools.harness import TOKENIZER_JSON, VLLM_PAGE
 from tools.harness.processes import DaemonProcess, PageServer
+
+
+class _LogCallCheck:
+    """A log-record factory that formats every record of the product's loggers (`gdx.*`) as it is made
+    and keeps those whose arguments do not fit their format: the daemon would log them with
+    `log_error=` instead of their message."""
+
+    def __init__(self, factory: Callable[..., logging.LogRecord]) -> None:
+        self.factory = factory
+        self.bad: list[str] = []
+
+    def __call__(self, *args: object, **kwargs: object) -> logging.LogRecord:
+        record: logging.LogRecord = self.factory(*args, **kwargs)
+        if record.name.startswith("gdx"):
+            try:
+                record.getMessage()
+            except Exception as err:
+                where = f"{record.pathname}:{record.lineno}"
+                self.bad.append(f"{where}: {record.msg!r} % {record.args!r}: {err!r}")
+        return record
+
+
+@pytest.fixture(autouse=True)
+def log_calls_format() -> Iterator[None]:
+    """Every log call a test reaches, at every level, must format: the product's loggers run at DEBUG
+    during tests so that each call site the tests exercise makes its record."""
+    check = _LogCallCheck(logging.getLogRecordFactory())
+    logging.setLogRecordFactory(check)
+    product = logging.getLogger("gdx")
+    level = product.level
+    product.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        product.setLevel(level)
+        logging.setLogRecordFactory(check.factory)
+    assert not check.bad, "log calls whose message cannot be formatted:\n" + "\n".join(check.bad)
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +79,8 @@ def daemon_factory(tmp_path: Path) -> Iterator[object]:
     yield start
     for daemon in started:
         daemon.stop()
+    unformattable = [line for daemon in started for line in daemon.lines if "log_error=" in line]
+    assert not unformattable, "the daemon logged calls it could not format:\n" + "\n".join(unformattable)
 
 
 @pytest.fixture(scope="session")

@@ -87,5 +87,7 @@ def test_metadata_and_a_clean_build(wheel: tuple[zipfile.ZipFile, str]) -> None:
     metadata = archive.read(f"{DIST_INFO}/METADATA").decode()
     assert "Name: guided-decoding-exporter" in metadata
     assert "License-Expression: Apache-2.0" in metadata  # an SPDX expression, not the deprecated table
+    assert "License-File: LICENSE" in metadata  # the licence's text travels with the wheel
+    assert archive.read(f"{DIST_INFO}/licenses/LICENSE").decode().lstrip().startswith("Apache License")
     warnings = [line for line in log.splitlines() if "deprecat" in line.lower() or "Warning:" in line]
     assert warnings == []

@@ -237,9 +237,8 @@ class ProbeListener:
             if engine is not None:
                 self.store.disconnected(engine)
                 log.info(
-                    "probe of pod=%s engine=%s disconnected (its series stay for --probe.engine-ttl"
-                    " unless it reconnects)",
-                    *engine.key,
+                    "%s disconnected (its series stay for --probe.engine-ttl unless it reconnects)",
+                    describe(engine),
                 )
             writer.close()
 
