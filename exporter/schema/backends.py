@@ -166,7 +166,7 @@ XGRAMMAR_UNENFORCED: dict[str, Behaviour] = {
         Behaviour("format iri", {"type": "string", "format": "iri"}, "zz zz"),
         Behaviour("format iri-reference", {"type": "string", "format": "iri-reference"}, "zz zz"),
         Behaviour("format regex", {"type": "string", "format": "regex"}, "(["),
-        # Measured for issue 15 on 0.2.7, 0.2.8 and 0.2.9 alike (docs/engine-versions.md).
+        # Measured for issue 15 on 0.2.7, 0.2.8 and 0.2.9 alike (docs/measurements/engine-versions.md).
         Behaviour(
             "dependencies",
             {

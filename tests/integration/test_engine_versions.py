@@ -4,7 +4,7 @@ llguidance 1.7.x, SGLang 0.5.23 pins xgrammar 0.2.7. `make engines` puts each ve
 folder under GDX_ENGINES_DIR; one xgrammar version can be loaded per process, so each combination
 runs test_schema_backends.py and test_prove.py (a counterexample for every entry) in its own
 interpreter with those folders first on its path, and they check they imported exactly the versions
-asked for (docs/engine-versions.md has what differs)."""
+asked for (docs/measurements/engine-versions.md has what differs)."""
 
 from __future__ import annotations
 

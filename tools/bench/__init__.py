@@ -1,1 +1,1 @@
-"""`make bench`: performance figures measured side by side in one run (docs/performance.md)."""
+"""`make bench`: performance figures measured side by side in one run (docs/measurements/performance.md)."""

@@ -3,8 +3,8 @@ maskbench`, docs/schema-analysis.md holds a run.)
 
 For every maskbench schema with must-reject instances, real xgrammar compiles the schema as vLLM does
 by default (any whitespace, the compiler cache on; compact separators would make xgrammar 0.2.7/0.2.8
-reject valid output for formatting reasons, docs/engine-versions.md §3) and is fed each must-reject
-instance. Each schema runs in a worker process, killed after --timeout. The engine's verdicts are
+reject valid output for formatting reasons, docs/measurements/engine-versions.md §3) and is fed each
+must-reject instance. Each schema runs in a worker process, killed after --timeout. The engine's verdicts are
 cached per schema and xgrammar version under .cache/maskbench/, so that recall can be recomputed
 after a table change without compiling again (`--cached` uses only the cache). Each acceptance that
 no finding explains is put to the `jsonschema` validator, which names the keyword the instance fails.
