@@ -256,7 +256,7 @@ def _schema(
         findings = enginelogs.merge(findings, said)
         findings.sort(key=_report_order)
         keywords = {
-            _keyword(finding)
+            finding.keyword
             for finding in findings
             if finding.rule in ("xgrammar_unenforced", "llguidance_refused")
         }
@@ -284,10 +284,3 @@ def _schema(
 def _report_order(finding: Finding) -> tuple[int, str, str]:
     """Errors first, then by place in the document."""
     return SEVERITIES.index(finding.severity), finding.pointer, finding.rule
-
-
-def _keyword(finding: Finding) -> str:
-    """The keyword a backend rule names between backticks in its message."""
-    start = finding.message.find("`")
-    end = finding.message.find("`", start + 1)
-    return finding.message[start + 1 : end] if 0 <= start < end else ""

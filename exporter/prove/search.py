@@ -50,13 +50,6 @@ class Outcome:
     error: str = ""
 
 
-def keyword(finding: Finding) -> str:
-    """The keyword a backend finding names between backticks."""
-    start = finding.message.find("`")
-    end = finding.message.find("`", start + 1)
-    return finding.message[start + 1 : end] if 0 <= start < end else ""
-
-
 def covers(finding: Finding, violation: Violation) -> bool:
     """Whether a validator error proves this finding: it sits where the dropped keyword acts, in the
     document or on the validator's way there (a `$ref` under an `allOf` branch leads elsewhere)."""
@@ -65,7 +58,7 @@ def covers(finding: Finding, violation: Violation) -> bool:
 
 
 def _covers(finding: Finding, violation: Violation, place: str) -> bool:
-    name, pointer = keyword(finding), finding.pointer
+    name, pointer = finding.keyword, finding.pointer
     if not pointer:
         return bool(name) and violation.keyword in name
     node = pointer.rpartition("/")[0]
@@ -260,7 +253,7 @@ def _places(made: candidates.Exemplar, target: Finding) -> list[str]:
     """The subschemas whose values a finding is about: its own, and for `properties beside` a
     union, every place under those properties that the example filled."""
     node = target.pointer.rpartition("/")[0]
-    if not keyword(target).startswith("properties beside"):
+    if not target.keyword.startswith("properties beside"):
         return [node]
     under = [pointer for pointer in made.where if pointer.startswith(f"{node}/properties/")]
     return [node, *under[:MAX_SIBLING_PLACES]]
@@ -288,8 +281,7 @@ def _discovered(violation: Violation, proof: Proof) -> Finding:
         RULE, "warning", violation.pointer,
         f"xgrammar accepts an instance that fails `{violation.keyword}` here, a gap no known keyword "
         f"names (found by --prove on {proof.engine})",
-        "validate the output after decoding",
-        proof,
+        "validate the output after decoding", violation.keyword, proof,
     )  # fmt: skip
 
 

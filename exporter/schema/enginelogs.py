@@ -100,7 +100,7 @@ def observable(finding: Finding, schema: Any, live: frozenset[str] | None) -> bo
     """Whether what xgrammar logged can change what it emits, as the table decides: not where the
     parser never reaches (`live`), not a oneOf whose branches exclude each other anyway (xgrammar's
     own proof is narrower than the table's, exporter/schema/compiled.py)."""
-    word = keyword(finding)
+    word = finding.keyword
     if not word or live is None:
         return True
     node = finding.pointer.rpartition("/")[0]
@@ -124,7 +124,9 @@ def xgrammar_findings(nodes: Sequence[Node], version: str, messages: Iterable[st
                 if site.keyword
                 else said
             )
-            finding = Finding("xgrammar_unenforced", "warning", site.pointer, body, XGRAMMAR_FIX)
+            finding = Finding(
+                "xgrammar_unenforced", "warning", site.pointer, body, XGRAMMAR_FIX, site.keyword
+            )
             out.append(Reported(finding, f"xgrammar {version} logged it"))
     return out
 
@@ -139,7 +141,9 @@ def llguidance_refusals(nodes: Sequence[Node], version: str, error: str) -> list
             if site.keyword
             else f"llguidance {version} refuses this schema at compile time: {_plain(error)}"
         )
-        finding = Finding("llguidance_refused", "error", site.pointer, body, LLGUIDANCE_REFUSED_FIX)
+        finding = Finding(
+            "llguidance_refused", "error", site.pointer, body, LLGUIDANCE_REFUSED_FIX, site.keyword
+        )
         out.append(Reported(finding, said))
     return out
 
@@ -151,7 +155,9 @@ def llguidance_warnings(nodes: Sequence[Node], version: str, warnings: Iterable[
         said = f"llguidance {version} warned: {_plain(warning)}"
         for site in llguidance_sites(nodes, warning):
             body = f"llguidance compiles `{site.keyword}` and ignores it ({said})" if site.keyword else said
-            finding = Finding("llguidance_ignored", "warning", site.pointer, body, LLGUIDANCE_IGNORED_FIX)
+            finding = Finding(
+                "llguidance_ignored", "warning", site.pointer, body, LLGUIDANCE_IGNORED_FIX, site.keyword
+            )
             out.append(Reported(finding, said, replaces="llguidance_refused"))
     return out
 
@@ -162,12 +168,12 @@ def merge(table: Iterable[Finding], engine: Iterable[Reported]) -> list[Finding]
     table finding the engine contradicts (llguidance compiled what the table says it refuses, in
     lenient mode) gives way to the engine's."""
     out: list[Finding | None] = list(table)
-    where = {(f.rule, f.pointer, keyword(f)): i for i, f in reversed(list(enumerate(out))) if f}
+    where = {(f.rule, f.pointer, f.keyword): i for i, f in reversed(list(enumerate(out))) if f}
     confirmed: set[int] = set()
     seen: set[tuple[str, str, str]] = set()
     for reported in engine:
         finding = reported.finding
-        word = keyword(finding)
+        word = finding.keyword
         key = (finding.rule, finding.pointer, word or finding.message)
         index = where.get(key)
         contradicted = where.get((reported.replaces, finding.pointer, word)) if word else None
@@ -182,13 +188,6 @@ def merge(table: Iterable[Finding], engine: Iterable[Reported]) -> list[Finding]
             seen.add(key)
             out.append(finding)
     return [finding for finding in out if finding is not None]
-
-
-def keyword(finding: Finding) -> str:
-    """The keyword a backend finding names between backticks (as exporter/lintreport.py reads it)."""
-    start = finding.message.find("`")
-    end = finding.message.find("`", start + 1)
-    return finding.message[start + 1 : end] if 0 <= start < end else ""
 
 
 def xgrammar_sites(nodes: Sequence[Node], message: str) -> list[Site]:

@@ -64,6 +64,7 @@ class Finding:
     pointer: str
     message: str
     fix: str
+    keyword: str = ""  # the keyword a backend rule is about (`format email`, `minLength`); "" for others
     proof: Proof | None = field(default=None, compare=False)
 
     def doc(self) -> dict[str, Any]:
@@ -173,21 +174,21 @@ def xgrammar_unenforced(
                 "xgrammar_unenforced", "info", f"{node.pointer}/{escape(key)}",
                 f"xgrammar compiles `{keyword}` and ignores it, as JSON Schema validators ignore a format "
                 f"the spec does not define (verified on xgrammar {version})",
-                "check the value after decoding if it matters",
+                "check the value after decoding if it matters", keyword,
             )  # fmt: skip
             continue
         yield Finding(
             "xgrammar_unenforced", "warning", f"{node.pointer}/{escape(key)}",
             f"xgrammar compiles `{keyword}` and does not enforce it{WHAT_IT_DOES.get(keyword, '')} "
             f"(verified on xgrammar {version})",
-            "validate the output after decoding, or use llguidance where it refuses instead",
+            "validate the output after decoding, or use llguidance where it refuses instead", keyword,
         )  # fmt: skip
     for keyword, key in backends.xgrammar_refusals(schema, version):
         yield Finding(
             "xgrammar_refused", "error", f"{node.pointer}/{escape(key)}",
             f"xgrammar refuses `{keyword}` at compile time (verified on xgrammar {version}): "
             "the request fails",
-            "rewrite the schema without it, or upgrade xgrammar",
+            "rewrite the schema without it, or upgrade xgrammar", keyword,
         )  # fmt: skip
 
 
@@ -201,7 +202,7 @@ def llguidance_refused(
             "llguidance_refused", "error", f"{node.pointer}/{escape(key)}",
             f"llguidance refuses `{keyword}` at compile time (verified on llguidance {version}): "
             "the request fails",
-            "remove the keyword from the grammar and validate after decoding",
+            "remove the keyword from the grammar and validate after decoding", keyword,
         )  # fmt: skip
 
 

@@ -159,14 +159,14 @@ def _lookaround(engines: set[str], versions: backends.Versions) -> Iterator[Find
             f"xgrammar refuses `lookaround` in a regex at compile time (verified on xgrammar "
             f"{backends.xgrammar_table_version(versions.xgrammar)}; in a JSON `pattern` it compiles and "
             "drops it): the request fails",
-            fix,
+            fix, "lookaround",
         )  # fmt: skip
     if "llguidance" in engines:
         yield Finding(
             "llguidance_refused", "error", "",
             f"llguidance refuses `lookaround` at compile time (verified on llguidance "
             f"{backends.llguidance_table_version(versions.llguidance)}): the request fails",
-            fix,
+            fix, "lookaround",
         )  # fmt: skip
 
 

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from exporter.prove.engine import XgrammarEngine
-from exporter.prove.search import Settings, keyword, prove
+from exporter.prove.search import Settings, prove
 from exporter.schema import backends
 from exporter.schema.lint import Finding, lint
 
@@ -65,9 +65,7 @@ def _short(message: str) -> str:
 
 def _finding(schema: Any, name: str) -> Finding:
     found = [
-        f
-        for f in lint(schema, engines=["xgrammar"])
-        if f.rule == "xgrammar_unenforced" and keyword(f) == name
+        f for f in lint(schema, engines=["xgrammar"]) if f.rule == "xgrammar_unenforced" and f.keyword == name
     ]
     assert found, f"the linter does not name `{name}` on its own example"
     return found[0]

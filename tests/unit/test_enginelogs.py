@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from exporter.lintreport import _keyword
 from exporter.schema import enginelogs
 from exporter.schema.enginelogs import llguidance_sites, merge, parse, xgrammar_sites
 from exporter.schema.lint import lint
@@ -175,7 +174,7 @@ def test_an_unknown_message_is_the_root_without_a_keyword() -> None:
     (finding,) = [r.finding for r in enginelogs.xgrammar_findings([], "0.3.0", ["some `new` thing"])]
     assert (finding.rule, finding.severity, finding.pointer) == ("xgrammar_unenforced", "warning", "")
     assert finding.message == "xgrammar 0.3.0 logged while compiling: some 'new' thing"
-    assert enginelogs.keyword(finding) == ""
+    assert finding.keyword == ""
 
 
 def test_llguidance_messages_map_to_the_keywords_they_name() -> None:
@@ -232,7 +231,7 @@ def test_merge_confirms_a_table_finding_and_adds_what_it_lacks() -> None:
     assert "(verified on xgrammar" in oneof.message
     assert oneof.message.endswith(" (xgrammar 0.2.8 logged it)")
     number = by_pointer["/properties/n/multipleOf"]
-    assert (number.rule, number.severity, enginelogs.keyword(number)) == (
+    assert (number.rule, number.severity, number.keyword) == (
         "xgrammar_unenforced",
         "warning",
         "number multipleOf",
@@ -302,15 +301,15 @@ def test_a_schema_past_the_budget_maps_what_was_walked() -> None:
     assert sites(True, ONEOF) == [("oneOf exclusivity", "")]
 
 
-def test_findings_keep_the_keyword_where_lintreport_reads_it() -> None:
-    """lintreport probes the keyword a backend finding names between backticks."""
+def test_findings_carry_the_keyword_their_message_names() -> None:
+    """The keyword a backend finding is about is its own field, the one its message names."""
     schema = {"oneOf": [{"type": "integer"}, {"type": "number"}], "pattern": "a$b"}
     nodes = enginelogs._nodes(schema, Budget())
     messages = [ONEOF, "Anchor '$' in the middle of regex is ignored: a$b"]
-    words = {_keyword(r.finding) for r in enginelogs.xgrammar_findings(nodes, "0.2.9", messages)}
+    words = {r.finding.keyword for r in enginelogs.xgrammar_findings(nodes, "0.2.9", messages)}
     assert words == {"oneOf exclusivity", "pattern anchor in the middle"}
     refused = enginelogs.llguidance_refusals(nodes, "1.9.1", "oneOf constraints are not `supported`")
-    assert [_keyword(r.finding) for r in refused] == ["oneOf"]
+    assert [r.finding.keyword for r in refused] == ["oneOf"]
 
 
 def test_what_xgrammar_logs_counts_only_where_it_can_show() -> None:

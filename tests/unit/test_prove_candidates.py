@@ -15,7 +15,9 @@ from exporter.schema.lint import Finding, lint
 
 
 def _finding(pointer: str, keyword: str) -> Finding:
-    return Finding("xgrammar_unenforced", "warning", pointer, f"xgrammar compiles `{keyword}` and ...", "")
+    return Finding(
+        "xgrammar_unenforced", "warning", pointer, f"xgrammar compiles `{keyword}` and ...", "", keyword
+    )
 
 
 def test_a_lookahead_gives_the_string_it_forbids() -> None:

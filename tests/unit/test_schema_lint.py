@@ -12,6 +12,7 @@ from exporter.schema import backends
 from exporter.schema.lint import Thresholds, count, lint, parse_and_lint
 from exporter.schema.regex import analyse
 from exporter.schema.walk import Budget
+from tools.bench.schemas import DATA, read
 
 
 def fired(schema: Any, rule: str, **thresholds: Any) -> list[str]:
@@ -244,3 +245,20 @@ def test_new_xgrammar_gaps_are_detected(schema: dict[str, Any], keyword: str, po
 )
 def test_what_xgrammar_enforces_stays_quiet(schema: dict[str, Any]) -> None:
     assert [f.message for f in lint(schema) if f.rule.startswith("xgrammar")] == []
+
+
+def test_backend_findings_name_their_keyword_in_a_field() -> None:
+    """A backend rule's keyword is its own field (what `gdx lint` probes, the daemon's /schemas shows
+    and proofs search for), the same one its message names between backticks; other rules have none."""
+    backend = {"xgrammar_unenforced", "xgrammar_refused", "llguidance_refused"}
+    seen = 0
+    for doc in read(DATA / "schemas"):
+        if doc["category"] not in ("JsonSchemaStore", "Snowplow"):
+            continue
+        for finding in lint(doc["schema"]):
+            if finding.rule in backend:
+                seen += 1
+                assert finding.keyword and f"`{finding.keyword}`" in finding.message, finding
+            else:
+                assert finding.keyword == "", finding
+    assert seen > 100
