@@ -21,7 +21,7 @@ from exporter import config
 from exporter.enginecheck import Engines
 from exporter.lintreport import FamilyReport, Report, SchemaReport, analyse
 from exporter.prove.engine import XgrammarEngine
-from exporter.prove.search import Prover, Settings
+from exporter.prove.search import ProofSettings, Prover
 from exporter.requestlog import KINDS, InputError, read_inputs, spec_text
 from exporter.schema import backends, identity
 from exporter.schema.lint import RULES, SEVERITIES, Finding
@@ -79,7 +79,7 @@ def lint_main(args: argparse.Namespace) -> int:
             if args.prove:
                 import jsonschema  # type: ignore[import-untyped]  # noqa: F401 - the reference of a proof
 
-                settings = Settings(seconds=args.prove_seconds, explore=min(1.0, args.prove_seconds))
+                settings = ProofSettings(seconds=args.prove_seconds, explore=min(1.0, args.prove_seconds))
                 prover = Prover(XgrammarEngine(args.tokenizer), settings)
         except (OSError, ImportError, ValueError) as err:
             hint = " (install the `prove` extra)" if isinstance(err, ImportError) else ""

@@ -35,7 +35,7 @@ from exporter.collectors.vllm import VllmCollector, VllmSettings
 from exporter.config import Config, split_address
 
 if TYPE_CHECKING:  # imported when the probe collector is enabled: it brings the schema analysis
-    from exporter.collectors.probe import ProbeSettings, SchemaReport, SchemasView
+    from exporter.collectors.probe import ExposedSchema, ProbeSettings, SchemasView
 
 log = logging.getLogger("gdx.server")
 SHUTDOWN_GRACE = 1.0  # seconds in-flight requests get after SIGTERM; the whole stop stays well under 5 s
@@ -195,7 +195,7 @@ class Exporter:
         }
 
 
-def _schema_doc(report: SchemaReport) -> dict[str, object]:
+def _schema_doc(report: ExposedSchema) -> dict[str, object]:
     return {
         "schema_hash": report.schema_hash,
         "shape_hash": report.shape_hash,

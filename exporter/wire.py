@@ -173,7 +173,7 @@ class Snapshot:
     evicted: tuple[int, ...]
     cpu: CpuSeconds
     probe: Mapping[str, int]  # the probe's own counters (PROBE_COUNTERS); absent ones are 0
-    engine: EngineState | None = None  # None from older probes
+    engine: EngineSizing | None = None  # None from older probes
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +198,7 @@ class CgroupCpu:
 
 
 @dataclass(frozen=True, slots=True)
-class EngineState:
+class EngineSizing:
     """What the engine is sized with: caches, compile pool workers (0: unknown), the CPUs it counts
     (os.cpu_count(): the node's, whatever the quota) and its container's CPU cgroup."""
 
@@ -365,7 +365,7 @@ def _schemas(doc: dict[str, Any]) -> SchemasMessage:
 MAX_CACHES = 16
 
 
-def _engine(doc: Any) -> EngineState | None:
+def _engine(doc: Any) -> EngineSizing | None:
     if doc is None:
         return None
     _require(isinstance(doc, dict), "snapshot.engine")
@@ -392,7 +392,7 @@ def _engine(doc: Any) -> EngineState | None:
             _seconds(group.get("throttled_seconds"), "snapshot.engine.cgroup.throttled_seconds"),
             _seconds(group.get("quota_cores"), "snapshot.engine.cgroup.quota_cores"),
         )
-    return EngineState(
+    return EngineSizing(
         tuple(sizes),
         _count(doc.get("pool_workers", 0), "snapshot.engine.pool_workers"),
         _count(doc.get("cpus", 0), "snapshot.engine.cpus"),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporter.probe.facts import EngineFacts
-from exporter.probe.identity import SpecIdentity, identify
+from exporter.probe.spec_identity import SpecIdentity, identify
 from exporter.wire import COMPILE_BUCKETS, MASK_BUCKETS, MAX_TEXT_CHARS, SCHEMA_BUCKETS
 
 _perf = time.perf_counter
@@ -42,7 +42,7 @@ def _seconds(value: float) -> float:
     return value if value >= 0 and value != float("inf") else 0.0
 
 
-class Histogram:
+class LiveHistogram:
     """Non-cumulative bucket counts (the last is +Inf) and a sum: observe() is one bisect."""
 
     __slots__ = ("bounds", "counts", "total")
@@ -56,7 +56,7 @@ class Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.total += value
 
-    def merge(self, other: Histogram) -> None:
+    def merge(self, other: LiveHistogram) -> None:
         for i, n in enumerate(other.counts):
             self.counts[i] += n
         self.total += other.total
@@ -74,7 +74,7 @@ class SpecCounts:
         self.requests = 0
         self.hits = 0
         self.errors: dict[str, int] = {}
-        self.histogram = Histogram(SCHEMA_BUCKETS)
+        self.histogram = LiveHistogram(SCHEMA_BUCKETS)
         self.rejected = 0  # grammar rejections after the compile
 
     def merge(self, other: SpecCounts) -> None:
@@ -144,10 +144,10 @@ class BackendStats:
         self.hits = 0
         self.errors: dict[str, int] = {}
         self.rejections: dict[str, int] = {}  # REJECTION_REASONS -> grammar advances that failed
-        self.compile = Histogram(COMPILE_BUCKETS)
-        self.miss = Histogram(COMPILE_BUCKETS)  # the calls that compiled: how slow a real compile is
-        self.wait = Histogram(COMPILE_BUCKETS)
-        self.mask = Histogram(MASK_BUCKETS)
+        self.compile = LiveHistogram(COMPILE_BUCKETS)
+        self.miss = LiveHistogram(COMPILE_BUCKETS)  # the calls that compiled: how slow a real compile is
+        self.wait = LiveHistogram(COMPILE_BUCKETS)
+        self.mask = LiveHistogram(MASK_BUCKETS)
 
     def to_wire(self) -> dict[str, Any]:
         """The snapshot's form; the in-flight fields are filled in by the caller."""

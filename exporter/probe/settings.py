@@ -22,7 +22,9 @@ DEPRECATED_TRACKED_SPECS = "GDX_PROBE_MAX_SCHEMAS"
 
 
 @dataclass(frozen=True, slots=True)
-class Settings:
+class EngineProbeSettings:
+    """What the probe inside an engine reads from its environment (GDX_PROBE_*, GDX_POD_*)."""
+
     socket_path: str
     tracked_specs: int
     hit_max_seconds: float
@@ -79,9 +81,9 @@ def tracked_specs() -> int:
     return int(number(TRACKED_SPECS, DEFAULT_TRACKED_SPECS))
 
 
-def read_settings(engine: str | None = None, socket_path: str | None = None) -> Settings:
+def read_settings(engine: str | None = None, socket_path: str | None = None) -> EngineProbeSettings:
     """The environment's settings; `engine` and `socket_path`, when given, win over it."""
-    return Settings(
+    return EngineProbeSettings(
         socket_path=socket_path or os.environ.get("GDX_PROBE_SOCKET") or DEFAULT_SOCKET,
         tracked_specs=tracked_specs(),
         hit_max_seconds=number("GDX_PROBE_HIT_MAX_SECONDS", DEFAULT_HIT_MAX_SECONDS),

@@ -23,7 +23,7 @@ APPETITES = (1.0, 1.0, 3.0, 8.0)  # most walks short, some long enough to fill t
 
 
 @dataclass(frozen=True)
-class Compiled:
+class CompiledGrammar:
     grammar: Any
     seconds: float
 
@@ -50,7 +50,7 @@ class XgrammarEngine:
         self._chars, self._char_ids = _character_tokens(self._info.decoded_vocab)
         self._np_ids = numpy.array(self._char_ids, dtype=numpy.int64)
 
-    def compile(self, schema_text: str) -> Compiled:
+    def compile(self, schema_text: str) -> CompiledGrammar:
         import xgrammar
 
         from exporter.schema import enginelogs
@@ -61,12 +61,12 @@ class XgrammarEngine:
             grammar = compiler.compile_json_schema(schema_text, any_whitespace=True)
             seconds = time.perf_counter() - started
         enginecheck.forward(enginelogs.parse("".join(written))[1])
-        return Compiled(grammar, seconds)
+        return CompiledGrammar(grammar, seconds)
 
     def tokens(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def accepts(self, compiled: Compiled, text: str) -> bool:
+    def accepts(self, compiled: CompiledGrammar, text: str) -> bool:
         """Token by token, then end of text: would a decoder constrained by this grammar emit it?"""
         import xgrammar
 
@@ -76,7 +76,7 @@ class XgrammarEngine:
                 return False
         return bool(matcher.accept_token(self.stop) and matcher.is_terminated())
 
-    def sample(self, compiled: Compiled, rng: random.Random) -> str | None:
+    def sample(self, compiled: CompiledGrammar, rng: random.Random) -> str | None:
         """A random text the grammar accepts, or None when the walk ran too long or got stuck."""
         import xgrammar
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from exporter.prove import candidates
-from exporter.prove.engine import Compiled, XgrammarEngine
+from exporter.prove.engine import CompiledGrammar, XgrammarEngine
 from exporter.prove.validator import Validator, Violation, dumps
 from exporter.schema.lint import Finding, Proof
 from exporter.schema.walk import resolve
@@ -32,7 +32,7 @@ MAX_STUCK = 20  # walks in a row that did not finish: the grammar's strings are 
 
 
 @dataclass(frozen=True)
-class Settings:
+class ProofSettings:
     seconds: float = 10.0  # search budget per schema, after the compile
     explore: float = 1.0  # searched for gaps no finding names, once the findings are settled
     patience: float = 1.5  # stop when the last proof is this old: what is left is likely unprovable
@@ -87,7 +87,7 @@ def _within(pointer: str, prefix: str) -> bool:
 
 class _Search:
     def __init__(
-        self, engine: XgrammarEngine, compiled: Compiled, schema: Any, targets: list[Finding]
+        self, engine: XgrammarEngine, compiled: CompiledGrammar, schema: Any, targets: list[Finding]
     ) -> None:
         self.engine = engine
         self.compiled = compiled
@@ -141,7 +141,7 @@ class _Search:
 
 
 def prove(
-    text: str, findings: Sequence[Finding], engine: XgrammarEngine, settings: Settings = Settings()
+    text: str, findings: Sequence[Finding], engine: XgrammarEngine, settings: ProofSettings = ProofSettings()
 ) -> Outcome:
     """Proofs for the `xgrammar_unenforced` findings among `findings` (others are returned as they
     are, not in the outcome) and the gaps the search found on its own. Never raises on a schema."""
@@ -290,7 +290,7 @@ class Prover:
     """The engine and budget `gdx lint --prove` runs with, applied to one schema's findings."""
 
     engine: XgrammarEngine
-    settings: Settings = Settings()
+    settings: ProofSettings = ProofSettings()
 
     def apply(self, text: str, findings: Sequence[Finding]) -> list[Finding]:
         """The findings with each xgrammar one proven or dropped to info, plus the gaps found."""

@@ -34,7 +34,7 @@ _LOWER = ("minimum", "exclusiveMinimum")
 _UPPER = ("maximum", "exclusiveMaximum")
 
 
-class Compiled(Protocol):
+class CompileOutcome(Protocol):
     """What the mapping needs of one engine's compile (exporter.enginecheck.CompileResult)."""
 
     @property
@@ -80,7 +80,7 @@ def parse(text: str) -> tuple[tuple[str, ...], str]:
     return tuple(messages), "".join(other)
 
 
-def findings(schema: Any, compiles: Iterable[Compiled], budget: Budget) -> list[Reported]:
+def findings(schema: Any, compiles: Iterable[CompileOutcome], budget: Budget) -> list[Reported]:
     """The findings of each engine's own diagnostics about `schema` (unsorted)."""
     nodes = _nodes(schema, budget)
     live = compiled.live(schema) if isinstance(schema, dict) else None

@@ -17,11 +17,11 @@ import jsonschema
 import pytest
 
 from exporter.prove.engine import XgrammarEngine
-from exporter.prove.search import Settings, prove
+from exporter.prove.search import ProofSettings, prove
 from exporter.schema import backends
 from exporter.schema.lint import Finding, lint
 
-SETTINGS = Settings(seconds=20.0, explore=0.0, patience=20.0)
+SETTINGS = ProofSettings(seconds=20.0, explore=0.0, patience=20.0)
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ def test_a_gap_no_table_names_is_found_by_the_search(engine: XgrammarEngine, rec
     schema = {"type": "object", "anyOf": [{"required": ["a"]}]}
     table = [f for f in lint(schema, engines=["xgrammar"]) if f.rule == "xgrammar_unenforced"]
     assert all(f.pointer != "/type" for f in table)
-    outcome = prove(json.dumps(schema), table, engine, Settings(seconds=20.0, explore=5.0))
+    outcome = prove(json.dumps(schema), table, engine, ProofSettings(seconds=20.0, explore=5.0))
     (gap,) = [f for f in outcome.discovered if f.pointer == "/type"]
     assert gap.rule == "xgrammar_unenforced" and gap.severity == "warning" and gap.proof is not None
     assert "`type`" in gap.message and "no known keyword" in gap.message
@@ -101,7 +101,7 @@ def test_a_finding_without_counterexample_drops_to_info(engine: XgrammarEngine) 
     # `not` is dropped, but the type already excludes what it forbids: nothing to show
     schema = {"type": "object", "properties": {"a": {"type": "string", "not": {"type": "integer"}}}}
     target = _finding(schema, "not")
-    (result,) = prove(json.dumps(schema), [target], engine, Settings(seconds=1.0)).findings
+    (result,) = prove(json.dumps(schema), [target], engine, ProofSettings(seconds=1.0)).findings
     assert result.severity == "info" and result.proof is not None
     assert result.proof.status == "unproven" and "no counterexample" in result.proof.how
 
@@ -109,7 +109,7 @@ def test_a_finding_without_counterexample_drops_to_info(engine: XgrammarEngine) 
 def test_a_schema_that_does_not_compile_leaves_its_findings_unproven(engine: XgrammarEngine) -> None:
     schema = {"type": "string", "pattern": "(a)\\1", "not": {"const": "x"}}
     target = _finding(schema, "not")
-    outcome = prove(json.dumps(schema), [target], engine, Settings(seconds=1.0))
+    outcome = prove(json.dumps(schema), [target], engine, ProofSettings(seconds=1.0))
     assert outcome.error and outcome.findings[0].severity == "info"
     assert outcome.findings[0].proof is not None and "not compiled" in outcome.findings[0].proof.how
 
@@ -181,7 +181,7 @@ def test_a_date_deep_in_optional_objects_is_proven(engine: XgrammarEngine, reche
             "properties": {"x": {"type": "string"}, "y": {"type": "number"}, name: schema},
         }
     target = _finding(schema, "format date day of month")
-    (proved,) = prove(json.dumps(schema), [target], engine, Settings(seconds=3.0, patience=3.0)).findings
+    (proved,) = prove(json.dumps(schema), [target], engine, ProofSettings(seconds=3.0, patience=3.0)).findings
     assert proved.proof is not None and proved.proof.status == "proven", proved.proof
     assert "-02-30" in proved.proof.instance or "-04-31" in proved.proof.instance
     assert proved.proof.how == "edit of the schema's example where the finding points"  # before any walk

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from exporter.probe.identity import identify
 from exporter.probe.recorder import Recorder
+from exporter.probe.spec_identity import identify
 from exporter.wire import MAX_TEXT_CHARS
 
 

@@ -37,7 +37,7 @@ def _worker(tokenizer: str, engines_path: str, seconds: float, inbox: Any, outbo
     from importlib import metadata
 
     from exporter.prove.engine import XgrammarEngine
-    from exporter.prove.search import Settings, covers, prove
+    from exporter.prove.search import ProofSettings, covers, prove
     from exporter.prove.validator import Validator
     from exporter.schema import backends
     from exporter.schema.lint import lint
@@ -55,7 +55,7 @@ def _worker(tokenizer: str, engines_path: str, seconds: float, inbox: Any, outbo
         findings = lint(schema, engines=["xgrammar"], versions=backends.Versions(xgrammar=version))
         table = [f for f in findings if f.rule == "xgrammar_unenforced"]
         started = time.perf_counter()
-        outcome = prove(text, table, engine, Settings(seconds=seconds, explore=min(1.0, seconds)))
+        outcome = prove(text, table, engine, ProofSettings(seconds=seconds, explore=min(1.0, seconds)))
         elapsed = time.perf_counter() - started
         proofs = [
             f.proof

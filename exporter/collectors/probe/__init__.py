@@ -45,7 +45,7 @@ class ProbeSettings:
 
 
 @dataclass(frozen=True, slots=True)
-class SchemaReport:
+class ExposedSchema:
     """One exposed schema as /schemas shows it: identity, findings, the structure with every literal
     value redacted (never a schema's values)."""
 
@@ -74,13 +74,13 @@ class FamilyEntry:
     varies: tuple[str, ...]
     findings: Mapping[RuleSeverity, int]
     finding: Finding | None  # dynamic_schema, with its message and fix
-    schemas: tuple[SchemaReport, ...]
+    schemas: tuple[ExposedSchema, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class SchemasView:
     families: tuple[FamilyEntry, ...]  # ranked by recent compile seconds, the family at fault first
-    schemas: tuple[SchemaReport, ...]  # every exposed schema, ranked the same way
+    schemas: tuple[ExposedSchema, ...]  # every exposed schema, ranked the same way
 
 
 class ProbeCollector(Collector):
@@ -136,7 +136,7 @@ class ProbeCollector(Collector):
         structures = self.analysis.structures(view.info)
         reports = sorted(
             (
-                SchemaReport(
+                ExposedSchema(
                     schema_hash=schema_hash,
                     shape_hash=info.shape_hash,
                     family=view.analysis.families.get(schema_hash, ""),

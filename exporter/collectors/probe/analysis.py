@@ -68,7 +68,7 @@ class AnalysisView:
 
 
 @dataclass(frozen=True, slots=True)
-class FamilyReport:
+class FamilyVerdict:
     """What /metrics and /schemas say of one family: never a value from inside its specs."""
 
     kind: str  # schema, json, regex, grammar, structural_tag, choice, other
@@ -80,7 +80,7 @@ class FamilyReport:
 
 @dataclass(frozen=True, slots=True)
 class FamilyView:
-    reports: Mapping[str, FamilyReport]  # family -> report, for the families given
+    reports: Mapping[str, FamilyVerdict]  # family -> report, for the families given
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +294,7 @@ class SchemaAnalysis:
     def family_view(self, usage: Mapping[str, FamilyUsage], titles: bool) -> FamilyView:
         """Per family: kind, name, what varies between its recent variants and `dynamic_schema`,
         weighed on its traffic in the window (`usage`, from the store's rollup)."""
-        reports: dict[str, FamilyReport] = {}
+        reports: dict[str, FamilyVerdict] = {}
         with self._lock:
             for family_id, used in usage.items():
                 meta = self._meta.get(family_id)
@@ -307,7 +307,7 @@ class SchemaAnalysis:
                 name = ""
                 if titles and meta is not None:
                     name = meta.title or meta.structure
-                reports[family_id] = FamilyReport(
+                reports[family_id] = FamilyVerdict(
                     kind=meta.kind if meta is not None else "other",
                     name=name,
                     variation=variation,
@@ -384,7 +384,7 @@ def redact(kind: str, text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class EngineSaid:
-    """What an engine's backend said when it compiled the spec (enginelogs.Compiled): the daemon
+    """What an engine's backend said when it compiled the spec (enginelogs.CompileOutcome): the daemon
     gets llguidance's grammar warnings from the probe, which reads them off the engine's matcher."""
 
     engine: str

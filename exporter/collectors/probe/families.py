@@ -321,7 +321,7 @@ class SizingFamilies:
             labels=process,
         )
 
-    def add(self, hello: wire.Hello, state: wire.EngineState | None) -> None:
+    def add(self, hello: wire.Hello, state: wire.EngineSizing | None) -> None:
         if state is None:
             return
         process = engine_identity(hello.namespace, hello.pod, hello.engine)

@@ -26,7 +26,7 @@ os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
 import exporter.probe as probe
-from exporter.probe.identity import identify
+from exporter.probe.spec_identity import identify
 
 EOS = 128009  # <|eot_id|>
 END_OF_TEXT = 128001  # <|end_of_text|>: the request's own stop token
