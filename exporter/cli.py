@@ -7,7 +7,8 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from exporter import __version__, config
+from exporter import __version__
+from exporter.daemon import config
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,9 +30,9 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     config.add_flags(serve)
-    from exporter import lintcli
+    from exporter.lint import command as lint_command
 
-    lintcli.add_parsers(commands)
+    lint_command.add_parsers(commands)
     return parser
 
 
@@ -43,12 +44,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         return _serve(vars(args))
-    from exporter import lintcli
+    from exporter.lint import command as lint_command
 
     if args.command == "hash":
-        return lintcli.hash_main(args)
+        return lint_command.hash_main(args)
     if args.command == "lint":
-        return lintcli.lint_main(args)
+        return lint_command.lint_main(args)
     return 2
 
 
@@ -60,14 +61,14 @@ def _serve(flags: dict[str, object]) -> int:
         print(f"gdx serve: {err}", file=sys.stderr)
         return 2
     if cfg.web_config_file:  # checked before anything starts, like the rest of the configuration
-        from exporter import webconfig
+        from exporter.daemon import webconfig
 
         try:
             webconfig.load(cfg.web_config_file)
         except ValueError as err:
             print(f"gdx serve: invalid configuration: web.config.file: {err}", file=sys.stderr)
             return 2
-    from exporter import logs, server
+    from exporter.daemon import logs, server
 
     logs.setup(cfg.log_level, cfg.log_format)
     try:

@@ -8,7 +8,7 @@ compiles in strict mode), and so are arrays without `items`, except a bare `{"ty
 `{"type": "array"}`, which takes any object or array. What the parser never reaches is not
 compiled: a dropped keyword there changes nothing the engine emits, so a finding there is noise.
 The table (backends.py) asks this module where a finding can be observed; the prover
-(exporter/prove/) then shows it.
+(exporter/lint/prove/) then shows it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 llguidance refuses with or warns about.
 
 xgrammar's C++ writes a warning to fd 2 when it drops a keyword ("[HH:MM:SS] /project/cpp/x.cc:N:
-Warning: <message>", file and line differ per version; docs/measurements/engine-versions.md §4); exporter/
-enginecheck.py captures those bytes around a compile and parse() here reads them. llguidance returns
+Warning: <message>", file and line differ per version; docs/measurements/engine-versions.md §4);
+exporter/lint/engines.py captures those bytes around a compile and parse() here reads them. llguidance returns
 its error and warnings through its API. Neither names the subschema (only regex messages carry the
 regex), so each message is mapped to the places in the schema that produce it. Pure functions: no
 I/O, the walk bounded by the lint budget.
@@ -35,7 +35,7 @@ _UPPER = ("maximum", "exclusiveMaximum")
 
 
 class CompileOutcome(Protocol):
-    """What the mapping needs of one engine's compile (exporter.enginecheck.CompileResult)."""
+    """What the mapping needs of one engine's compile (exporter.lint.engines.CompileResult)."""
 
     @property
     def engine(self) -> str: ...

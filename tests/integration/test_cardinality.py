@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
-from exporter.collectors.probe.analysis import MAX_PENDING
-from exporter.collectors.probe.families import store_families
-from exporter.collectors.probe.listener import classify
-from exporter.collectors.probe.store import ProbeStore
+from exporter.daemon.receiver.analysis import MAX_PENDING
+from exporter.daemon.receiver.listener import classify
+from exporter.daemon.receiver.metric_families import store_families
+from exporter.daemon.receiver.store import ProbeStore
 from tests.support.probelink import Link
 
 FLOOD = int(os.environ.get("GDX_FLOOD_SCHEMAS", "200000"))  # 1,000,000 in the long mode

@@ -163,7 +163,7 @@ def test_generated_parts_match_their_sources(tmp_path: Path) -> None:
     assert {k: json.loads(v) for k, v in dashboards["data"].items()} == sources
     config = built["ConfigMap/guided-decoding-exporter"]["data"]["config.yaml"]
     (tmp_path / "config.yaml").write_text(config)
-    from exporter import config as cfg
+    from exporter.daemon import config as cfg
 
     loaded = cfg.load(
         {"config_file": str(tmp_path / "config.yaml")}, {"NODE_NAME": "node-a"}

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from exporter.enginecheck import Engines
-from exporter.lintreport import analyse
-from exporter.requestlog import read_inputs
+from exporter.lint.engines import Engines
+from exporter.lint.report import analyse
+from exporter.lint.requests import read_inputs
 from exporter.schema.lint import Finding, Thresholds
 from tools.harness import ROOT
 

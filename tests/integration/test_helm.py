@@ -260,7 +260,7 @@ def test_rbac_is_exactly_list_pods(helm: str) -> None:
 def test_rbac_namespaces_grant_a_role_in_each_and_nothing_cluster_wide(helm: str) -> None:
     """rbac.namespaces: a Role (list pods) and RoleBinding in each engine namespace, no ClusterRole on
     pods, and the daemon's config lists exactly those namespaces (which it then lists one by one)."""
-    from exporter import config as cfg
+    from exporter.daemon import config as cfg
 
     docs = template(helm, {"rbac": {"namespaces": ["team-a", "team-b"]}})
     roles = [d for d in docs if d["kind"] == "Role"]
@@ -331,7 +331,7 @@ def test_socket_dir_and_config(helm: str, tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text(
         by_key(template(helm))[f"ConfigMap/{RELEASE}"]["data"]["config.yaml"]
     )
-    from exporter import config as cfg
+    from exporter.daemon import config as cfg
 
     loaded = cfg.load({"config_file": str(tmp_path / "config.yaml")}, {"NODE_NAME": "node-a"})
     assert loaded.probe_socket == "/run/guided-decoding-exporter/probe.sock" and loaded.kubernetes_enabled

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from exporter import cli
-from exporter.lintcli import OLD_SPELLINGS
+from exporter.lint.command import OLD_SPELLINGS
 from exporter.schema.identity import schema_hash, shape_hash
 
 PATTERN = {

@@ -16,8 +16,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from exporter.prove.engine import XgrammarEngine
-from exporter.prove.search import ProofSettings, prove
+from exporter.lint.prove.engine import XgrammarEngine
+from exporter.lint.prove.search import ProofSettings, prove
 from exporter.schema import backends
 from exporter.schema.lint import Finding, lint
 

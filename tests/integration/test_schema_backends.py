@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from exporter.enginecheck import Engines
+from exporter.lint.engines import Engines
 from exporter.schema import backends
 from exporter.schema.lint import lint
 

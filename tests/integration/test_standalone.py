@@ -24,10 +24,10 @@ pytestmark = pytest.mark.slow
 
 # What the copy runs: every module that reads the vendored data, one JSONSchemaBench test of each kind.
 DATA_TESTS = (
-    "tests/unit/test_passthrough.py",  # the vLLM page (the session fixture)
-    "tests/unit/test_engine_passthrough.py",  # the SGLang and TRT-LLM pages
+    "tests/unit/daemon/test_passthrough.py",  # the vLLM page (the session fixture)
+    "tests/unit/daemon/test_engine_passthrough.py",  # the SGLang and TRT-LLM pages
     "tests/unit/test_dashboards.py",  # the vLLM page through the dashboard's queries
-    "tests/unit/test_family.py::test_fifty_benchmark_schemas_stay_in_separate_families",
+    "tests/unit/schema/test_family.py::test_fifty_benchmark_schemas_stay_in_separate_families",
     "tests/integration/test_jsonschemabench.py::test_gdx_lint_reads_a_benchmark_file",
 )
 # The ways a file can name a folder outside the repository by default.

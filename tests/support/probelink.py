@@ -4,8 +4,8 @@ message classifier, without a socket: what the store and exposition unit tests d
 from __future__ import annotations
 
 from exporter import wire
-from exporter.collectors.probe.listener import classify
-from exporter.collectors.probe.store import EngineState, ProbeStore
+from exporter.daemon.receiver.listener import classify
+from exporter.daemon.receiver.store import EngineState, ProbeStore
 from exporter.probe.recorder import Recorder
 from exporter.probe.shipper import Shipper
 

@@ -9,20 +9,16 @@ import json
 import subprocess
 import sys
 
-DAEMON_MODULES = (
-    "exporter.wire",
-    "exporter.server",
-    "exporter.cli",
-    "exporter.lintcli",
-    "exporter.collectors",
-)
+DAEMON_MODULES = ("exporter.wire", "exporter.cli")
 
+# Every module of the daemon and of `gdx lint` (the command, its report, engine checks and proofs).
 LOADED_PROBE_MODULES = """
 import importlib, json, pkgutil, sys
-import exporter.collectors
-names = list(sys.argv[1:]) + [
-    info.name for info in pkgutil.walk_packages(exporter.collectors.__path__, "exporter.collectors.")
-]
+import exporter.daemon, exporter.lint
+names = list(sys.argv[1:])
+for package in (exporter.daemon, exporter.lint):
+    names += [info.name for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+assert len(names) > 30, names
 for name in names:
     importlib.import_module(name)
 print(json.dumps(sorted(m for m in sys.modules if m == "exporter.probe" or m.startswith("exporter.probe."))))

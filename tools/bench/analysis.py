@@ -18,7 +18,7 @@ import statistics
 import time
 from pathlib import Path
 
-from exporter.collectors.probe.analysis import analyse, positions
+from exporter.daemon.receiver.analysis import analyse, positions
 from exporter.schema import family, identity, lint, variants
 from tools.bench.schemas import DATA, read
 

@@ -102,7 +102,7 @@ def load_cache(path: Path) -> dict[tuple[str, str], Measured]:
 def _worker(tokenizer: str, engines_path: str, inbox: Any, outbox: Any) -> None:
     if engines_path:
         sys.path[:0] = engines_path.split(os.pathsep)
-    from exporter.enginecheck import Engines
+    from exporter.lint.engines import Engines
 
     engines = Engines(tokenizer, ["xgrammar"], vllm_defaults=True)
     outbox.put(("version", metadata.version("xgrammar"), []))

@@ -36,9 +36,9 @@ def _worker(tokenizer: str, engines_path: str, seconds: float, inbox: Any, outbo
         sys.path[:0] = engines_path.split(os.pathsep)
     from importlib import metadata
 
-    from exporter.prove.engine import XgrammarEngine
-    from exporter.prove.search import ProofSettings, covers, prove
-    from exporter.prove.validator import Validator
+    from exporter.lint.prove.engine import XgrammarEngine
+    from exporter.lint.prove.search import ProofSettings, covers, prove
+    from exporter.lint.prove.validator import Validator
     from exporter.schema import backends
     from exporter.schema.lint import lint
 

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import yaml
 
 from alerts import generate as alert_rules
-from exporter.collectors.probe.rollup import RECENT_VARIANTS
+from exporter.daemon.receiver.rollup import RECENT_VARIANTS
 from tools.harness import ROOT
 from tools.harness.processes import Alertmanager, DaemonProcess, Prometheus, Receiver
 from tools.harness.scraping import scrape

@@ -1,0 +1,1 @@
+"""The node daemon (`gdx serve`): its options, HTTP server, exposition, collectors and the probe receiver."""

@@ -1,0 +1,51 @@
+"""Per-core CPU seconds, as node_exporter's `node_cpu_seconds_total{cpu,mode}`.
+
+Compile storms show as every core busy in `user`; the ratio is derived in PromQL, never here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import psutil
+from prometheus_client.core import CounterMetricFamily, Metric
+
+from exporter.daemon.collectors.base import Collector
+
+# psutil's Linux fields that node_exporter reports as modes; guest time is already inside user.
+MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def _per_core_times() -> Sequence[Any]:
+    return psutil.cpu_times(percpu=True)
+
+
+class CpuCollector(Collector):
+    name = "cpu"
+
+    def __init__(
+        self, cpu_times: Callable[[], Sequence[Any]] = _per_core_times, timeout: float = 5.0
+    ) -> None:
+        super().__init__(timeout)
+        self._cpu_times = cpu_times
+        self._rows: list[tuple[str, str, float]] = []
+
+    async def refresh(self) -> None:
+        rows = []
+        for index, times in enumerate(self._cpu_times()):
+            for mode in MODES:
+                value = getattr(times, mode, None)
+                if value is not None:
+                    rows.append((str(index), mode, float(value)))
+        self._rows = rows
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "guided_decoding_cpu_seconds",
+            "Seconds each CPU spent in each mode (as node_cpu_seconds_total).",
+            labels=["cpu", "mode"],
+        )
+        for cpu, mode, value in self._rows:
+            family.add_metric([cpu, mode], value)
+        yield family

@@ -1,0 +1,223 @@
+"""The engine scraper (the `vllm` collector): per-target up/duration, and each engine's own families
+passed through: `vllm:*` from vLLM, `sglang:*` from SGLang, `trtllm_*` from TensorRT-LLM.
+
+Every target is scraped concurrently at scrape time, each under its own timeout and body cap; a
+target that times out, errors, refuses, sends garbage or too much is marked down and the others are
+untouched. A target is of one engine (`Target.engine`): only that engine's families are kept from its
+page, and only while that engine's passthrough is on. Targets are the static ones from the
+configuration plus, when enabled, the engine pods Kubernetes reports on this node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from exporter.daemon import passthrough
+from exporter.daemon.collectors.base import Collector, CollectorError, pod_labels
+from exporter.daemon.collectors.kubernetes import PodDiscovery
+from exporter.daemon.config import ENGINES, Target
+from exporter.daemon.httpbody import BodyTooLarge, read_capped
+
+log = logging.getLogger("gdx.collector.vllm")
+# Ask for the classic text format: it is what the passthrough parser is tuned for.
+ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
+
+
+@dataclass(frozen=True)
+class VllmSettings:
+    """What the scraper uses of the configuration (`server.vllm_settings` maps the options)."""
+
+    targets: tuple[Target, ...] = ()  # static targets of every engine; discovered pods are added
+    timeout: float = 3.0  # per target, whole body included
+    max_body_bytes: int = 16 * 2**20
+    max_series: int = 10_000  # samples of its engine's families accepted from one target
+    passthrough: bool = True  # re-export vLLM's vllm:* families with a pod label
+    sglang_passthrough: bool = True  # SGLang's sglang:*
+    trtllm_passthrough: bool = True  # TensorRT-LLM's trtllm_*
+
+    def passes(self, engine: str) -> bool:
+        """Whether the families of this engine's targets are re-exported."""
+        return {
+            "vllm": self.passthrough,
+            "sglang": self.sglang_passthrough,
+            "trtllm": self.trtllm_passthrough,
+        }.get(engine, False)
+
+
+@dataclass
+class TargetResult:
+    target: Target
+    up: bool = False
+    duration: float = 0.0
+    error: str | None = None
+    families: list[passthrough.Family] = field(default_factory=list)
+
+
+class VllmCollector(Collector):
+    name = "vllm"
+
+    def __init__(self, settings: VllmSettings, discovery: PodDiscovery | None = None) -> None:
+        # The source's own timeout leaves room for every target's: they run concurrently.
+        super().__init__(timeout=settings.timeout + 2.0)
+        self.settings = settings
+        self.discovery = discovery
+        self.results: list[TargetResult] = []
+        self.type_conflicts = 0
+        self._conflicting: set[str] = set()  # families whose types disagreed at the last refresh
+        self._session: aiohttp.ClientSession | None = None
+        self._errors: dict[str, str | None] = {}
+        # Per target (url, pod): the parser's line cache, kept between scrapes, dropped with the target.
+        self._line_caches: dict[Target, dict[str, tuple[str, str]]] = {}
+        # (merged families, renders of them by format), swapped whole so a render thread sees one refresh.
+        self._passthrough: tuple[list[passthrough.Family], dict[str, str]] = ([], {})
+
+    async def start(self) -> None:
+        self._session = aiohttp.ClientSession(
+            headers={"Accept": ACCEPT, "User-Agent": "guided-decoding-exporter"},
+            connector=aiohttp.TCPConnector(limit=64, force_close=False),
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _scrape(self, target: Target) -> TargetResult:
+        assert self._session is not None
+        result = TargetResult(target)
+        started = time.perf_counter()
+        try:
+            engine = ENGINES.get(target.engine)
+            if engine is None:
+                raise CollectorError(f"unknown engine {target.engine!r}")
+            async with self._session.get(
+                target.url,
+                timeout=aiohttp.ClientTimeout(total=self.settings.timeout),
+                allow_redirects=False,
+            ) as resp:
+                if resp.status != 200:
+                    raise CollectorError(f"HTTP {resp.status}")
+                body = await read_capped(resp, self.settings.max_body_bytes)
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise CollectorError(f"body is not UTF-8 (byte {err.start})") from None
+            try:
+                cache = self._line_caches.setdefault(target, {})
+                result.families = passthrough.parse(
+                    text,
+                    target.pod,
+                    engine.prefix,
+                    cache=cache,
+                    max_samples=self.settings.max_series,
+                    namespace=target.namespace,
+                )
+            except passthrough.ParseError as err:
+                raise CollectorError(f"not the Prometheus text format: {err}") from None
+            except passthrough.TooManySamples as err:
+                raise CollectorError(f"{err} (vllm.max-series)") from None
+            result.up = True
+        except CollectorError as err:
+            result.error = str(err)
+        except TimeoutError:
+            result.error = f"timed out after {self.settings.timeout:g}s"
+        except BodyTooLarge as err:
+            result.error = f"{err} (vllm.max-body-bytes)"
+        except (aiohttp.ClientError, OSError) as err:
+            result.error = f"{type(err).__name__}: {err}"
+        result.duration = time.perf_counter() - started
+        if self._errors.get(target.url) != result.error:
+            if result.error:
+                log.warning("target %s (pod %s) down: %s", target.url, target.pod, result.error)
+            elif target.url in self._errors:
+                log.info("target %s (pod %s) up", target.url, target.pod)
+        self._errors[target.url] = result.error
+        return result
+
+    async def refresh(self) -> None:
+        targets: list[Target] = list(self.settings.targets)
+        discovery_error = None
+        if self.discovery is not None:
+            assert self._session is not None
+            try:
+                found = await self.discovery.refresh(self._session, self.settings.timeout)
+            except CollectorError as err:
+                discovery_error = f"kubernetes discovery: {err}"
+                found = self.discovery.targets
+            static = {t.url for t in targets}
+            targets += [t for t in found if t.url not in static]
+        results = list(await asyncio.gather(*(self._scrape(t) for t in targets)))
+        merged, conflicts = passthrough.merge(
+            r.families for r in results if self.settings.passes(r.target.engine)
+        )
+        self.type_conflicts += len(conflicts)
+        if set(conflicts) - self._conflicting:  # logged when a family starts to conflict, not every scrape
+            log.warning(
+                "targets disagree on the type of %s; kept the first", ", ".join(sorted(set(conflicts)))
+            )
+        self._conflicting = set(conflicts)
+        current = set(targets)  # forget the state of targets that went away (pods deleted)
+        self._errors = {t.url: self._errors.get(t.url) for t in current}
+        self._line_caches = {t: c for t, c in self._line_caches.items() if t in current}
+        self.results, self._passthrough = results, (merged, {})
+        down = [r for r in results if not r.up]
+        problems = [discovery_error] if discovery_error else []
+        if down:
+            detail = "; ".join(f"{r.target.pod} ({r.error})" for r in down[:5])
+            problems.append(f"{len(down)} of {len(results)} targets down: {detail}")
+        if problems:
+            raise CollectorError(". ".join(problems))
+
+    async def not_ready(self) -> str | None:
+        """Why discovery does not work now (readiness), or None. Lists pods when the last list is older
+        than the refresh interval, as a scrape would (so readiness is known before the first scrape)."""
+        if self.discovery is None or self._session is None:
+            return None
+        try:
+            await self.discovery.refresh(self._session, self.settings.timeout)
+        except CollectorError as err:
+            return f"kubernetes discovery: {err}"
+        return None
+
+    def passthrough_text(self, openmetrics: bool) -> str:
+        """The merged families of the last refresh (engines whose passthrough is on), rendered once per
+        format."""
+        merged, cache = self._passthrough
+        key = "om" if openmetrics else "text"
+        rendered = cache.get(key)
+        if rendered is None:
+            render = passthrough.render_openmetrics if openmetrics else passthrough.render_text
+            rendered = cache[key] = render(merged)
+        return rendered
+
+    def collect(self) -> Iterable[Metric]:
+        up = GaugeMetricFamily(
+            "guided_decoding_target_up",
+            "1 when the engine's metrics page answered and parsed, else 0.",
+            labels=["target", "pod"],
+        )
+        duration = GaugeMetricFamily(
+            "guided_decoding_target_scrape_duration_seconds",
+            "Time the last scrape of the engine took.",
+            labels=["target", "pod"],
+        )
+        results: Sequence[TargetResult] = self.results
+        for r in results:
+            # `namespace` only where known (discovered pods): a static target's series keep two labels.
+            labels = {"target": r.target.url, **pod_labels(r.target.namespace, r.target.pod)}
+            up.add_sample(up.name, labels, 1.0 if r.up else 0.0)
+            duration.add_sample(duration.name, labels, r.duration)
+        yield up
+        yield duration
+        yield CounterMetricFamily(
+            "guided_decoding_passthrough_type_conflicts",
+            "Families dropped from the passthrough because targets declared them with different types.",
+            value=self.type_conflicts,
+        )

@@ -1,0 +1,174 @@
+"""The probe receiver: engines' probes send cumulative snapshots over a unix socket (`listener`),
+the daemon keeps bounded per-engine and per-schema state (`store`), lints the schema texts off the
+event loop (`analysis`) and exposes the metric contract's families (`families`, docs/metrics.md).
+This module only wires them together as one collector.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client.core import Metric
+
+from exporter import wire
+from exporter.daemon.collectors.base import Collector, CollectorError
+from exporter.daemon.receiver.analysis import DEFAULT_WINDOW, RuleSeverity, SchemaAnalysis
+from exporter.daemon.receiver.listener import ProbeListener
+from exporter.daemon.receiver.metric_families import listener_families, store_families
+from exporter.daemon.receiver.store import (
+    DEFAULT_ENGINE_TTL,
+    DEFAULT_MAX_FAMILIES,
+    DEFAULT_MAX_SCHEMAS,
+    ProbeStore,
+    with_namespaces,
+)
+from exporter.schema.lint import Finding, Thresholds
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What the receiver uses of the configuration (`server.probe_settings` maps the options)."""
+
+    socket: str = wire.DEFAULT_SOCKET
+    socket_group: str = ""  # name or gid given to the socket; empty: the daemon's
+    allowed_uids: tuple[int, ...] = ()  # empty: whoever the socket's mode lets in
+    max_schemas: int = DEFAULT_MAX_SCHEMAS
+    max_families: int = DEFAULT_MAX_FAMILIES
+    engine_ttl: float = DEFAULT_ENGINE_TTL
+    titles: bool = True
+    shape_window: float = DEFAULT_WINDOW
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    timeout: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ExposedSchema:
+    """One exposed schema as /schemas shows it: identity, findings, the structure with every literal
+    value redacted (never a schema's values)."""
+
+    schema_hash: str
+    shape_hash: str
+    family: str  # empty until analysed
+    kind: str
+    backend: str
+    title: str
+    recent_compile_seconds: float
+    findings: Mapping[RuleSeverity, int]
+    structure: str
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyEntry:
+    """One family on /metrics as /schemas shows it, with its exposed schemas (ranked)."""
+
+    family: str
+    kind: str
+    name: str
+    recent_compile_seconds: float
+    requests: int  # in the window
+    hits: int
+    variants: int
+    varies: tuple[str, ...]
+    findings: Mapping[RuleSeverity, int]
+    finding: Finding | None  # dynamic_schema, with its message and fix
+    schemas: tuple[ExposedSchema, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SchemasView:
+    families: tuple[FamilyEntry, ...]  # ranked by recent compile seconds, the family at fault first
+    schemas: tuple[ExposedSchema, ...]  # every exposed schema, ranked the same way
+
+
+class ProbeCollector(Collector):
+    name = "probe"
+
+    def __init__(
+        self, settings: ProbeSettings, pod_namespaces: Callable[[], Mapping[str, str]] | None = None
+    ) -> None:
+        """`pod_namespaces`: pod name -> namespace from pod discovery, for probes that do not say theirs."""
+        super().__init__(settings.timeout)
+        self.pod_namespaces = pod_namespaces
+        self.analysis = SchemaAnalysis(settings.thresholds, settings.shape_window)
+        self.analysis_time = max(0.05, min(2.0, settings.timeout / 2))
+        self.store = ProbeStore(
+            settings.max_schemas,
+            settings.engine_ttl,
+            settings.titles,
+            self.analysis,
+            max_families=settings.max_families,
+        )
+        self.listener = ProbeListener(
+            settings.socket, settings.socket_group, settings.allowed_uids, self.store
+        )
+
+    async def start(self) -> None:
+        await self.listener.start()
+
+    async def close(self) -> None:
+        await self.listener.close()
+
+    async def refresh(self) -> None:
+        self.store.expire(time.monotonic())
+        if self.analysis.pending:  # new schemas: lint them in a worker thread, within a time slice
+            deadline = time.monotonic() + self.analysis_time
+            await asyncio.get_running_loop().run_in_executor(None, self.analysis.run, deadline)
+        self.store.settle(time.monotonic())
+        if self.listener.listen_error:
+            raise CollectorError(self.listener.listen_error)
+
+    async def not_ready(self) -> str | None:
+        return self.listener.not_listening()
+
+    def collect(self) -> Iterable[Metric]:
+        yield from listener_families(self.listener.view())
+        view = self.store.view()
+        if self.pod_namespaces is not None:
+            view = with_namespaces(view, self.pod_namespaces())
+        yield from store_families(view)
+
+    def schemas_view(self) -> SchemasView:
+        """The exposed families and schemas, ranked (blocking: call it off the event loop)."""
+        view = self.store.view()
+        structures = self.analysis.structures(view.info)
+        reports = sorted(
+            (
+                ExposedSchema(
+                    schema_hash=schema_hash,
+                    shape_hash=info.shape_hash,
+                    family=view.analysis.families.get(schema_hash, ""),
+                    kind=info.kind,
+                    backend=info.backend,
+                    title=info.title,
+                    recent_compile_seconds=view.recent.get(schema_hash, 0.0),
+                    findings=view.analysis.findings.get(schema_hash, {}),
+                    structure=structures[schema_hash],
+                )
+                for schema_hash, info in view.info.items()
+            ),
+            key=lambda r: (-r.recent_compile_seconds, r.schema_hash),
+        )
+        entries = []
+        for family_id, score in view.families.recent.items():
+            report = view.family_analysis.reports.get(family_id)
+            used = view.families.usage.get(family_id)
+            entries.append(
+                FamilyEntry(
+                    family=family_id,
+                    kind=report.kind if report else "",
+                    name=report.name if report else "",
+                    recent_compile_seconds=score,
+                    requests=used.requests if used else 0,
+                    hits=used.hits if used else 0,
+                    variants=used.variants if used else 0,
+                    varies=report.variation.lines()[:5] if report else (),
+                    findings=report.findings if report else {},
+                    finding=report.finding if report else None,
+                    schemas=tuple(r for r in reports if r.family == family_id),
+                )
+            )
+        entries.sort(key=lambda e: (-e.recent_compile_seconds, e.family))
+        return SchemasView(tuple(entries), tuple(reports))

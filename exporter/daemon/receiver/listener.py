@@ -1,0 +1,294 @@
+"""The probe socket: a unix stream server that engines send cumulative snapshots to.
+
+Framing is one JSON object per line (protocol: `exporter.wire`). Every message is checked (size,
+JSON, protocol version, kind, field types); anything else is dropped and counted in
+`guided_decoding_probe_snapshots_total{result}`, never raised. The socket is created with mode 0660
+so that only the daemon's user and group (the engine pods' fsGroup) can connect, and peers can be
+restricted further by uid (SO_PEERCRED). If the socket file is removed or replaced, it is created
+again. Valid messages go to the `ProbeStore`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import json
+import logging
+import os
+import socket
+import stat
+import struct
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from exporter import wire
+from exporter.daemon.receiver.store import EngineState, ProbeStore, who
+
+log = logging.getLogger("gdx.collector.probe")
+MAX_MESSAGE_BYTES = 4 * 2**20
+MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connection is refused, and counted
+RESULTS = ("ok", "malformed", "oversize", "rejected")
+REFUSALS = ("limit", "credentials")
+WATCH_INTERVAL = 1.0  # how often the socket file is checked (removed or replaced: listen again)
+LOG_EVERY = 60.0  # at most one line per kind of probe trouble per minute
+MAX_REFUSED_UIDS_LOGGED = 64
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerView:
+    """The socket's own counters, for one scrape."""
+
+    results: Mapping[str, int]  # messages by result (RESULTS)
+    connections: int  # open now
+    refused: Mapping[str, int]  # connections refused by reason (REFUSALS)
+    max_connections: int
+
+
+def resolve_group(group: str) -> int:
+    """A group name or numeric id to a gid (KeyError when there is no such group)."""
+    if group.isdigit():
+        return int(group)
+    return grp.getgrnam(group).gr_gid
+
+
+def peer_uid(writer: asyncio.StreamWriter) -> int | None:
+    """The connecting process's user id, from the kernel (SO_PEERCRED), or None when unknown."""
+    sock = writer.get_extra_info("socket")
+    try:
+        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return None
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return int(uid)
+
+
+def classify(line: bytes) -> tuple[str, wire.Message | None]:
+    """Pure: the result label for one framed message and, when it is ok, the validated message.
+
+    malformed: not a JSON object with a known kind; rejected: another protocol version, or a field
+    of the wrong type or out of range; oversize: over MAX_MESSAGE_BYTES."""
+    if len(line) > MAX_MESSAGE_BYTES:
+        return "oversize", None
+    try:
+        doc = json.loads(line)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return "malformed", None
+    if not isinstance(doc, dict) or doc.get("kind") not in wire.KINDS:
+        return "malformed", None
+    try:
+        return "ok", wire.validate(doc)
+    except (wire.Invalid, TypeError, ValueError, RecursionError):
+        return "rejected", None
+
+
+def describe(engine: EngineState | None) -> str:
+    """Who is at the other end of a connection, for a log line."""
+    if engine is None:
+        return "a probe (before hello)"
+    return "probe of " + who(*engine.key)
+
+
+class ProbeListener:
+    """Listens on the socket, admits connections and applies every valid message to the store."""
+
+    def __init__(self, path: str, group: str, allowed_uids: Collection[int], store: ProbeStore) -> None:
+        self.path = path
+        self.group = group
+        self.allowed_uids = set(allowed_uids)
+        self.store = store
+        self.counts = dict.fromkeys(RESULTS, 0)
+        self.connections = 0
+        self.refused = dict.fromkeys(REFUSALS, 0)
+        self.listen_error: str | None = None
+        self._refused_uids: set[int] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._socket_id: tuple[int, int] | None = None
+        self._watcher: asyncio.Task[None] | None = None
+        self._logged_at: dict[str, float] = {}
+
+    def view(self) -> ListenerView:
+        return ListenerView(dict(self.counts), self.connections, dict(self.refused), MAX_CONNECTIONS)
+
+    def not_listening(self) -> str | None:
+        """Why engines cannot connect now (readiness), or None: listening, and the socket file is ours."""
+        if self.listen_error:
+            return self.listen_error
+        if self._server is None:
+            return f"probe socket {self.path} not created yet"
+        if self._socket_gone():
+            return f"probe socket {self.path} was removed or replaced (re-creating it)"
+        return None
+
+    # ---- the socket file ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._listen()
+        self._watcher = asyncio.ensure_future(self._watch())
+
+    async def _listen(self) -> None:
+        """Creates the socket (mode 0660, the configured group); on failure `listen_error` says why
+        and the watcher tries again every second, logging only when the reason changes."""
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISSOCK(os.lstat(self.path).st_mode):
+                    os.unlink(self.path)  # a stale socket from a previous run
+            server = await asyncio.start_unix_server(self._handle, path=self.path, limit=MAX_MESSAGE_BYTES)
+            try:
+                os.chmod(self.path, 0o660)
+                if self.group:
+                    os.chown(self.path, -1, resolve_group(self.group))
+                st = os.lstat(self.path)
+            except BaseException:
+                server.close()
+                raise
+        except (OSError, KeyError) as err:
+            why = f"no group {self.group!r}" if isinstance(err, KeyError) else err.strerror or err
+            error = f"cannot listen on probe socket {self.path}: {why}"
+            if error != self.listen_error:
+                log.error("%s (retrying every %gs)", error, WATCH_INTERVAL)
+            self.listen_error = error
+            return
+        self._server, self._socket_id = server, (st.st_dev, st.st_ino)
+        if self.listen_error:
+            log.info("probe socket listening on %s (recovered)", self.path)
+        else:
+            log.info("probe socket listening on %s", self.path)
+        self.listen_error = None
+
+    def _socket_gone(self) -> bool:
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return True
+        return (st.st_dev, st.st_ino) != self._socket_id
+
+    async def _watch(self) -> None:
+        """Someone removed the socket (or its directory: a hostPath cleaned, a node agent) or put
+        another file there: probes could never reach us again, so listen anew. Connected probes
+        keep their connections."""
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL)
+            try:
+                if self._server is not None and self._socket_gone():
+                    log.warning("probe socket %s was removed or replaced: listening again", self.path)
+                    self._server.close()
+                    self._server = None
+                if self._server is None:
+                    await self._listen()
+            except Exception:  # never let the watcher die
+                log.exception("probe socket watcher")
+
+    async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(BaseException):
+                await self._watcher
+            self._watcher = None
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            if not self._socket_gone():
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
+            self._server = None
+
+    # ---- connections --------------------------------------------------------------------------------
+
+    def _log_limited(self, kind: str, level: int, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._logged_at.get(kind, -LOG_EVERY) >= LOG_EVERY:
+            self._logged_at[kind] = now
+            log.log(level, msg, *args)
+
+    def _admit(self, writer: asyncio.StreamWriter) -> bool:
+        """Whether a new connection may stay: under the connection limit, from an allowed uid."""
+        if self.connections >= MAX_CONNECTIONS:
+            self.refused["limit"] += 1
+            return False
+        if self.allowed_uids:
+            uid = peer_uid(writer)
+            if uid not in self.allowed_uids:
+                self.refused["credentials"] += 1
+                if uid not in self._refused_uids and len(self._refused_uids) < MAX_REFUSED_UIDS_LOGGED:
+                    self._refused_uids.add(uid if uid is not None else -1)  # a line per uid, bounded
+                    log.warning("refused a probe connection from uid %s (not in --probe.allowed-uids)", uid)
+                return False
+        return True
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self._admit(writer):
+            writer.close()
+            return
+        self.connections += 1
+        engine: EngineState | None = None
+        try:
+            while (line := await self._read_message(reader, engine)) is not None:
+                engine = self._apply(line, engine)
+        except (ConnectionError, OSError):
+            pass
+        except asyncio.CancelledError:
+            pass  # daemon shutting down: end quietly, the probe reconnects to the next daemon
+        finally:
+            self.connections -= 1
+            if engine is not None:
+                self.store.disconnected(engine)
+                log.info(
+                    "%s disconnected (its series stay for --probe.engine-ttl unless it reconnects)",
+                    describe(engine),
+                )
+            writer.close()
+
+    async def _read_message(self, reader: asyncio.StreamReader, engine: EngineState | None) -> bytes | None:
+        """The next whole line, or None once the peer closed. Oversize messages are skipped and counted."""
+        while True:
+            try:
+                return await reader.readuntil(b"\n")
+            except asyncio.LimitOverrunError:
+                self.counts["oversize"] += 1
+                await self._skip_line(reader)
+            except asyncio.IncompleteReadError as err:
+                if err.partial:  # the engine died (or closed) halfway through a message
+                    self.counts["malformed"] += 1
+                    self._log_limited(
+                        "cut", logging.WARNING,
+                        "%s closed its connection mid-message: %d bytes dropped, counted as"
+                        " malformed; its totals stay as of its last whole snapshot",
+                        describe(engine), len(err.partial),
+                    )  # fmt: skip
+                return None
+
+    @staticmethod
+    async def _skip_line(reader: asyncio.StreamReader) -> None:
+        """Discards the rest of an oversize message, in bounded chunks."""
+        while True:
+            try:
+                await reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as err:
+                await reader.readexactly(err.consumed)
+
+    def _apply(self, line: bytes, engine: EngineState | None) -> EngineState | None:
+        """Classifies one message, hands it to the store and counts it; returns the connection's
+        engine, which a hello (always first) names."""
+        result, message = classify(line)
+        if isinstance(message, wire.Hello):
+            engine = self.store.hello(message, time.monotonic())
+        elif message is not None:
+            if engine is None:
+                result = "rejected"  # a probe always says hello first
+            elif isinstance(message, wire.SchemasMessage):
+                self.store.schemas(engine, message, time.monotonic())
+            else:
+                self.store.snapshot(engine, message, time.monotonic())
+        if result != "ok":
+            self._log_limited(
+                "dropped", logging.WARNING,
+                "dropped a %s probe message (counted in guided_decoding_probe_snapshots_total;"
+                " at most one such line a minute)", result,
+            )  # fmt: skip
+        self.counts[result] += 1
+        return engine

@@ -1,0 +1,512 @@
+"""The probe receiver's metric families, built from typed views: the listener's counters, the
+engines' cumulative totals, the schema-level series and the analysis of the exposed schemas.
+
+Names, help texts, label sets and the order families are yielded in are the metric contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.samples import Sample
+
+from exporter import wire
+from exporter.daemon.collectors.base import pod_labels
+from exporter.daemon.receiver.analysis import AnalysisView, FamilyView
+from exporter.daemon.receiver.listener import RESULTS, ListenerView
+from exporter.daemon.receiver.rollup import RollupView
+from exporter.daemon.receiver.store import EngineView, StoreView
+from exporter.schema import variants
+
+PREFIX = "guided_decoding_"
+# An engine's series carry `namespace` first where its probe knows it (GDX_POD_NAMESPACE); older
+# probes and engines outside Kubernetes give none, and their series keep the labels below. Samples are
+# added with their own label dicts (`counter`, `gauge`, `histogram`, `info`) so a family can hold both.
+ENGINE_LABELS = ["pod", "engine", "backend"]
+SCHEMA_LABELS = [*ENGINE_LABELS, "schema_hash"]
+Labels = dict[str, str]
+
+
+def engine_identity(namespace: str, pod: str, engine: str) -> Labels:
+    """The labels naming one engine process: its pod's (namespace when known, pod), its engine index."""
+    return {**pod_labels(namespace, pod), "engine": engine}
+
+
+def counter(family: CounterMetricFamily, labels: Labels, value: float) -> None:
+    family.samples.append(Sample(family.name + "_total", labels, value))
+
+
+def gauge(family: GaugeMetricFamily, labels: Labels, value: float) -> None:
+    family.samples.append(Sample(family.name, labels, value))
+
+
+def info(family: InfoMetricFamily, labels: Labels, values: Labels) -> None:
+    family.samples.append(Sample(family.name + "_info", {**labels, **values}, 1))
+
+
+def histogram(
+    family: HistogramMetricFamily,
+    labels: Labels,
+    bounds: tuple[float, ...],
+    counts: Iterable[int],
+    total: float,
+) -> None:
+    """As prometheus-client's add_metric: the cumulative buckets, then _count and _sum."""
+    buckets = cumulative_buckets(bounds, counts)
+    for le, count in buckets:
+        family.samples.append(Sample(family.name + "_bucket", {**labels, "le": le}, count))
+    family.samples.append(Sample(family.name + "_count", labels, buckets[-1][1]))
+    family.samples.append(Sample(family.name + "_sum", labels, total))
+
+
+def cumulative_buckets(bounds: tuple[float, ...], counts: Iterable[int]) -> list[tuple[str, float]]:
+    """Cumulative (le, count) pairs from non-cumulative counts, +Inf last."""
+    out: list[tuple[str, float]] = []
+    running = 0
+    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
+        running += n
+        out.append(("+Inf" if bound == float("inf") else repr(bound), running))
+    return out
+
+
+def listener_families(view: ListenerView) -> Iterable[Metric]:
+    snapshots = CounterMetricFamily(
+        PREFIX + "probe_snapshots",
+        "Messages received from in-engine probes, by result (ok, malformed, oversize, rejected).",
+        labels=["result"],
+    )
+    for result in RESULTS:
+        snapshots.add_metric([result], view.results[result])
+    yield snapshots
+    yield GaugeMetricFamily(
+        PREFIX + "probe_connections", "Engine probes connected now.", value=view.connections
+    )
+    refused = CounterMetricFamily(
+        PREFIX + "probe_connections_refused",
+        f"Probe connections refused: limit ({view.max_connections} already open), "
+        "credentials (the peer's uid is not allowed).",
+        labels=["reason"],
+    )
+    for reason, n in view.refused.items():
+        refused.add_metric([reason], n)
+    yield refused
+
+
+def store_families(view: StoreView) -> Iterable[Metric]:
+    """The probe families of the metric contract (docs/metrics.md) from one consistent view of the store."""
+    yield from engine_families(view.engines)
+    yield from schema_families(view)
+    yield from analysis_families(view.analysis, view.serialisations)
+    yield from family_families(view.families, view.family_analysis)
+    yield CounterMetricFamily(
+        PREFIX + "schemas_first_seen", "Distinct schema hashes seen for the first time on this node.",
+        value=view.first_seen_total,
+    )  # fmt: skip
+    yield GaugeMetricFamily(
+        PREFIX + "schemas_tracked",
+        "Distinct schema hashes the engines on this node track now.",
+        value=view.tracked,
+    )
+    yield CounterMetricFamily(
+        PREFIX + "schemas_evicted", "Schema hashes moved out of the exposed top set into other.",
+        value=view.evicted_total,
+    )  # fmt: skip
+
+
+def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
+    """Engine-level totals, as each engine's probe last reported them."""
+    backends, processes, sizing = BackendFamilies(), ProcessFamilies(), SizingFamilies()
+    for engine in engines:
+        if engine.snapshot is None:
+            continue
+        for name in sorted(engine.snapshot.backends):
+            backends.add(engine.hello, name, engine.snapshot.backends[name])
+        processes.add(engine.hello, engine.snapshot)
+        sizing.add(engine.hello, engine.snapshot.engine)
+    yield from backends.families()
+    yield from processes.families()
+    yield from sizing.families()
+
+
+def has_grammar_cache(engine_kind: str, backend: str) -> bool:
+    """Whether repeats of a spec can be served from a cache on this engine and backend. SGLang caches
+    compiled grammars itself, for every backend; elsewhere llguidance builds each grammar anew (vLLM's
+    guidance backend and direct `LLMatcher` use keep no cache), so every call is a miss and a low hit
+    ratio says nothing about the schemas. The cache alerts read this as `probe_info{cache}`."""
+    return engine_kind == "sglang" or backend != "llguidance"
+
+
+class BackendFamilies:
+    """Per pod, engine and grammar backend: the compile, wait and mask-fill families and the probe's info."""
+
+    def __init__(self) -> None:
+        self.compile_seconds = HistogramMetricFamily(
+            PREFIX + "compile_seconds",
+            "Wall time of each grammar compile call, cache hits included.",
+            labels=ENGINE_LABELS,
+        )
+        self.miss_seconds = HistogramMetricFamily(
+            PREFIX + "compile_miss_seconds",
+            "Wall time of the compile calls that missed the grammar cache: how slow a real compile is.",
+            labels=ENGINE_LABELS,
+        )
+        self.requests = CounterMetricFamily(
+            PREFIX + "compile_requests", "Grammar compile calls.", labels=ENGINE_LABELS
+        )
+        self.hits = CounterMetricFamily(
+            PREFIX + "compile_cache_hits",
+            "Compile calls served from the grammar cache.",
+            labels=ENGINE_LABELS,
+        )
+        self.errors = CounterMetricFamily(
+            PREFIX + "compile_errors",
+            "Failed compile calls by reason (invalid_schema, unsupported, timeout, internal).",
+            labels=[*ENGINE_LABELS, "reason"],
+        )
+        self.rejections = CounterMetricFamily(
+            PREFIX + "grammar_rejections",
+            "Compiled grammars that failed later, by reason: rejected (refused tokens its own mask allowed: "
+            "vLLM ends the request with an error), error (advancing it raised).",
+            labels=[*ENGINE_LABELS, "reason"],
+        )
+        self.running = GaugeMetricFamily(
+            PREFIX + "compile_in_progress", "Compiles running now.", labels=ENGINE_LABELS
+        )
+        self.oldest = GaugeMetricFamily(
+            PREFIX + "compile_oldest_running_seconds",
+            "Age of the longest-running compile (0: none).",
+            labels=ENGINE_LABELS,
+        )
+        self.wait = HistogramMetricFamily(
+            PREFIX + "grammar_wait_seconds",
+            "A request's grammar from submission to ready, queueing in the compile pool included.",
+            labels=ENGINE_LABELS,
+        )
+        self.mask = HistogramMetricFamily(
+            PREFIX + "mask_seconds",
+            "Time to fill the batch's token bitmask, per engine step.",
+            labels=ENGINE_LABELS,
+        )
+        self.info = InfoMetricFamily(
+            PREFIX + "probe",
+            "The probe in each engine process.",
+            labels=[
+                *ENGINE_LABELS,
+                "engine_kind",
+                "engine_version",
+                "backend_version",
+                "probe_version",
+                "cache",
+            ],
+        )
+
+    def add(self, hello: wire.Hello, backend: str, totals: wire.BackendTotals) -> None:
+        labels = {**engine_identity(hello.namespace, hello.pod, hello.engine), "backend": backend}
+        histogram(
+            self.compile_seconds, labels, wire.COMPILE_BUCKETS, totals.compile.buckets, totals.compile.sum
+        )
+        if totals.miss is not None:
+            histogram(self.miss_seconds, labels, wire.COMPILE_BUCKETS, totals.miss.buckets, totals.miss.sum)
+        histogram(self.wait, labels, wire.COMPILE_BUCKETS, totals.wait.buckets, totals.wait.sum)
+        histogram(self.mask, labels, wire.MASK_BUCKETS, totals.mask.buckets, totals.mask.sum)
+        counter(self.requests, labels, totals.requests)
+        counter(self.hits, labels, totals.hits)
+        for reason in wire.ERROR_REASONS:
+            counter(self.errors, {**labels, "reason": reason}, totals.errors.get(reason, 0))
+        for reason in wire.REJECTION_REASONS:
+            counter(self.rejections, {**labels, "reason": reason}, totals.rejections.get(reason, 0))
+        gauge(self.running, labels, totals.in_progress)
+        gauge(self.oldest, labels, totals.oldest_seconds)
+        info(
+            self.info,
+            labels,
+            {
+                "engine_kind": hello.engine_kind,
+                "engine_version": hello.engine_version,
+                "backend_version": hello.backends.get(backend, ""),
+                "probe_version": hello.probe_version,
+                "cache": "true" if has_grammar_cache(hello.engine_kind, backend) else "false",
+            },
+        )
+
+    def families(self) -> tuple[Metric, ...]:
+        return (
+            self.compile_seconds, self.miss_seconds, self.requests, self.hits, self.errors, self.rejections,
+            self.running,
+            self.oldest, self.wait, self.mask, self.info,
+        )  # fmt: skip
+
+
+class ProcessFamilies:
+    """Per engine process: its CPU seconds and the probe's own counters."""
+
+    def __init__(self) -> None:
+        self.cpu = CounterMetricFamily(
+            PREFIX + "engine_cpu_seconds",
+            "CPU seconds of the engine process, by mode.",
+            labels=["pod", "engine", "mode"],
+        )
+        self.probe_cpu = CounterMetricFamily(
+            PREFIX + "probe_cpu_seconds",
+            "CPU seconds of the probe's own thread in the engine process (aggregation, snapshots, sends):"
+            " what the probe costs besides the microseconds its wrappers add to each call.",
+            labels=["pod", "engine"],
+        )
+        self.events = CounterMetricFamily(
+            PREFIX + "probe_events",
+            "The probe's own counters: internal_errors, send_failures, connects, texts_dropped, evicted.",
+            labels=["pod", "engine", "event"],
+        )
+
+    def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
+        process = engine_identity(hello.namespace, hello.pod, hello.engine)
+        counter(self.cpu, {**process, "mode": "user"}, snapshot.cpu.user)
+        counter(self.cpu, {**process, "mode": "system"}, snapshot.cpu.system)
+        counter(self.probe_cpu, process, snapshot.cpu.probe)
+        for event in wire.PROBE_COUNTERS:
+            counter(self.events, {**process, "event": event}, snapshot.probe.get(event, 0))
+
+    def families(self) -> tuple[Metric, ...]:
+        return self.cpu, self.probe_cpu, self.events
+
+
+class SizingFamilies:
+    """Per engine process, what it is sized with: grammar cache bytes against their limit, the compile
+    pool's workers, the CPUs it counts (its pool is sized from them) against its container's CPU
+    quota, and that container's CFS throttling (from the probe, inside the container)."""
+
+    def __init__(self) -> None:
+        process, cache = ["pod", "engine"], ["pod", "engine", "backend", "compiler"]
+        self.cache = GaugeMetricFamily(
+            PREFIX + "grammar_cache_bytes", "Bytes held by each grammar compiler's cache.", labels=cache
+        )
+        self.limit = GaugeMetricFamily(
+            PREFIX + "grammar_cache_limit_bytes",
+            "Each grammar compiler's cache limit (vLLM: VLLM_XGRAMMAR_CACHE_MB); absent when unlimited.",
+            labels=cache,
+        )
+        self.workers = GaugeMetricFamily(
+            PREFIX + "compile_pool_workers", "Workers of the engine's grammar compile pool.", labels=process
+        )
+        self.cpus = GaugeMetricFamily(
+            PREFIX + "engine_cpus",
+            "CPUs the engine process counts (os.cpu_count(): the node's, whatever its quota).",
+            labels=process,
+        )
+        self.quota = GaugeMetricFamily(
+            PREFIX + "engine_cpu_quota_cores",
+            "The engine container's CFS CPU quota in cores; 0 when it has none.",
+            labels=process,
+        )
+        self.periods = CounterMetricFamily(
+            PREFIX + "engine_cpu_cfs_periods",
+            "CFS periods the engine container had runnable tasks.",
+            labels=process,
+        )
+        self.throttled = CounterMetricFamily(
+            PREFIX + "engine_cpu_cfs_throttled_periods",
+            "CFS periods in which the engine container used up its quota and was held back.",
+            labels=process,
+        )
+        self.throttled_seconds = CounterMetricFamily(
+            PREFIX + "engine_cpu_cfs_throttled_seconds",
+            "Time the engine container's tasks were held back by its CPU quota.",
+            labels=process,
+        )
+
+    def add(self, hello: wire.Hello, state: wire.EngineSizing | None) -> None:
+        if state is None:
+            return
+        process = engine_identity(hello.namespace, hello.pod, hello.engine)
+        for c in state.caches:
+            cache = {**process, "backend": c.backend, "compiler": c.compiler}
+            gauge(self.cache, cache, c.bytes)
+            if c.limit_bytes >= 0:
+                gauge(self.limit, cache, c.limit_bytes)
+        if state.pool_workers:
+            gauge(self.workers, process, state.pool_workers)
+        if state.cpus:
+            gauge(self.cpus, process, state.cpus)
+        if state.cgroup is not None:
+            gauge(self.quota, process, state.cgroup.quota_cores)
+            counter(self.periods, process, state.cgroup.periods)
+            counter(self.throttled, process, state.cgroup.throttled_periods)
+            counter(self.throttled_seconds, process, state.cgroup.throttled_seconds)
+
+    def families(self) -> tuple[Metric, ...]:
+        return (
+            self.cache, self.limit, self.workers, self.cpus, self.quota, self.periods, self.throttled,
+            self.throttled_seconds,
+        )  # fmt: skip
+
+
+def schema_families(view: StoreView) -> Iterable[Metric]:
+    """The exposed schemas' series (and `other`), what each hash is, and the daemon's ranking."""
+    compile_seconds = HistogramMetricFamily(
+        PREFIX + "schema_compile_seconds", "Compile call wall time per schema hash.", labels=SCHEMA_LABELS
+    )
+    requests = CounterMetricFamily(
+        PREFIX + "schema_requests", "Compile calls per schema hash.", labels=SCHEMA_LABELS
+    )
+    hits = CounterMetricFamily(
+        PREFIX + "schema_cache_hits",
+        "Compile calls served from the grammar cache, per schema hash.",
+        labels=SCHEMA_LABELS,
+    )
+    failed = CounterMetricFamily(
+        PREFIX + "schema_compile_errors",
+        "Failed compile calls per schema hash, every reason (present once one failed).",
+        labels=SCHEMA_LABELS,
+    )
+    rejected = CounterMetricFamily(
+        PREFIX + "schema_grammar_rejections",
+        "Grammar rejections per schema hash after it compiled: the engine ended the request with an error"
+        " (present once one happened).",
+        labels=SCHEMA_LABELS,
+    )
+    for key, totals in sorted(view.series.items()):
+        labels = {**engine_identity(key.namespace, key.pod, key.engine), "backend": key.backend,
+                  "schema_hash": key.schema_hash}  # fmt: skip
+        histogram(compile_seconds, labels, wire.SCHEMA_BUCKETS, totals.buckets, totals.sum)
+        counter(requests, labels, totals.requests)
+        counter(hits, labels, totals.hits)
+        if totals.failed:
+            counter(failed, labels, totals.failed)
+        if totals.rejected:
+            counter(rejected, labels, totals.rejected)
+    info = InfoMetricFamily(
+        PREFIX + "schema",
+        "One per exposed schema hash: its shape hash, family (empty until analysed), request kind, "
+        "backend and sanitised title.",
+        labels=["schema_hash", "shape_hash", "family", "kind", "backend", "title"],
+    )
+    for schema_hash, schema in sorted(view.info.items()):
+        info.add_metric(
+            [schema_hash],
+            {
+                "shape_hash": schema.shape_hash,
+                "family": view.analysis.families.get(schema_hash, ""),
+                "kind": schema.kind,
+                "backend": schema.backend,
+                "title": schema.title,
+            },
+        )
+    recent = GaugeMetricFamily(
+        PREFIX + "schema_recent_compile_seconds",
+        "Compile seconds of each exposed schema, decayed with a 5-minute half-life: the daemon's ranking."
+        " Unlike rate(), it sees a schema compiled once (a new series' first sample has no predecessor).",
+        labels=["schema_hash"],
+    )
+    for schema_hash, score in sorted(view.recent.items()):
+        recent.add_metric([schema_hash], score)
+    yield from (compile_seconds, requests, hits, failed, rejected, info, recent)
+
+
+def analysis_families(analysis: AnalysisView, serialisations: Mapping[str, int]) -> Iterable[Metric]:
+    """Lint findings of the exposed schemas, their shapes' variants and varying paths."""
+    findings = GaugeMetricFamily(
+        PREFIX + "schema_lint_findings",
+        "Places a lint rule fires in a schema (gdx lint FILE shows them with pointers and fixes).",
+        labels=["schema_hash", "rule", "severity"],
+    )
+    for schema_hash, counts in sorted(analysis.findings.items()):
+        exact_strings = serialisations.get(schema_hash, 0)
+        merged = {**counts, **variants.unstable_serialization_counts(exact_strings)}
+        for (rule, severity), value in sorted(merged.items()):
+            findings.add_metric([schema_hash, rule, severity], value)
+    yield findings
+    shape_variants = GaugeMetricFamily(
+        PREFIX + "shape_variants",
+        "Distinct schemas of this shape compiled within the window: many means per-request injection.",
+        labels=["shape_hash"],
+    )
+    paths = GaugeMetricFamily(
+        PREFIX + "shape_varying_path_info",
+        "JSON pointers whose literal values differ between variants of the shape (at most 5).",
+        labels=["shape_hash", "path"],
+    )
+    for shape_hash, shape in sorted(analysis.shapes.items()):
+        shape_variants.add_metric([shape_hash], shape.variants)
+        for path, _ in shape.varying_paths:
+            paths.add_metric([shape_hash, path], 1)
+    yield shape_variants
+    yield paths
+    yield CounterMetricFamily(
+        PREFIX + "schemas_analysed", "Distinct schemas linted by the daemon.", value=analysis.analysed
+    )
+    yield CounterMetricFamily(
+        PREFIX + "schema_analysis_skipped",
+        "Schemas not analysed because the queue of texts was full.",
+        value=analysis.skipped,
+    )
+    yield CounterMetricFamily(
+        PREFIX + "schema_analysis_seconds", "Time the daemon spent analysing schemas.", value=analysis.seconds
+    )
+
+
+def family_families(rollup: RollupView, analysis: FamilyView) -> Iterable[Metric]:
+    """Family-level series (docs/families.md): what the product ranks by and names as the cause."""
+    compile_seconds = CounterMetricFamily(
+        PREFIX + "family_compile_seconds",
+        'Compile call wall time per schema family on this node (all engines); the rest in family="other".',
+        labels=["family"],
+    )
+    requests = CounterMetricFamily(
+        PREFIX + "family_requests", "Compile calls per schema family.", labels=["family"]
+    )
+    hits = CounterMetricFamily(
+        PREFIX + "family_cache_hits",
+        "Compile calls served from the grammar cache, per schema family.",
+        labels=["family"],
+    )
+    for family_id, totals in sorted(rollup.series.items()):
+        compile_seconds.add_metric([family_id], totals.sum)
+        requests.add_metric([family_id], totals.requests)
+        hits.add_metric([family_id], totals.hits)
+    recent = GaugeMetricFamily(
+        PREFIX + "family_recent_compile_seconds",
+        "Compile seconds of each exposed family, decayed with a 5-minute half-life: the ranking.",
+        labels=["family"],
+    )
+    for family_id, score in sorted(rollup.recent.items()):
+        recent.add_metric([family_id], score)
+    info = InfoMetricFamily(
+        PREFIX + "family",
+        "One per exposed family: its kind and a readable name (its title, else from its structure).",
+        labels=["family", "kind", "name"],
+    )
+    variant_counts = GaugeMetricFamily(
+        PREFIX + "family_variants",
+        "Distinct specs of the family compiled within the window.",
+        labels=["family"],
+    )
+    varying = GaugeMetricFamily(
+        PREFIX + "family_varying",
+        "What varies between the family's variants (at most 5): branches (distinct subsets of the union "
+        "at pointer), optional (properties that come and go), literal (variants whose literal differs).",
+        labels=["family", "pointer", "what"],
+    )
+    findings = GaugeMetricFamily(
+        PREFIX + "family_findings",
+        "dynamic_schema: the family's variants are rarely reused in the window (injection per request).",
+        labels=["family", "rule", "severity"],
+    )
+    for family_id in sorted(rollup.recent):
+        report = analysis.reports.get(family_id)
+        if report is None:
+            continue
+        info.add_metric([family_id], {"kind": report.kind, "name": report.name})
+        used = rollup.usage.get(family_id)
+        variant_counts.add_metric([family_id], used.variants if used is not None else 0)
+        for pointer, what, n in report.variation.parts()[:5]:
+            varying.add_metric([family_id, pointer, what], n)
+        for (rule, severity), n in sorted(report.findings.items()):
+            findings.add_metric([family_id, rule, severity], n)
+    yield from (compile_seconds, requests, hits, recent, info, variant_counts, varying, findings)

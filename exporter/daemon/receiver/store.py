@@ -1,0 +1,357 @@
+"""What the daemon knows from the probes: per engine the latest cumulative totals, per node the
+schema-level series, bounded to the top `max_schemas` schema hashes by recent compile seconds.
+
+Engine-level families are the probe's cumulative values as they are. Schema-level series are the
+daemon's own accumulators fed with increments, so that a schema moving in or out of the top set
+never makes a counter jump or go backwards: while a hash is exposed its increments go to its own
+series, otherwise to `schema_hash="other"` of the same pod, engine and backend. A demoted hash's
+series stays on /metrics, frozen, for `linger` seconds (2 minutes), so that every scraper reads its
+final value: the last value seen of every series ever exposed adds up to the engines' totals. Then
+it is kept aside (as long as its score is remembered) and resumes from that value if the hash comes
+back. At most `max_schemas` hashes are active and `max_schemas` lingering: a demotion waits for room.
+When a daemon starts (or restarts) the first snapshot of each engine is an increment from zero, so
+every counter is back at the engine's cumulative value. Thread-safe: the event loop applies messages,
+the scrape reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from exporter import wire
+from exporter.daemon.receiver.analysis import AnalysisView, FamilyView, SchemaAnalysis
+from exporter.daemon.receiver.ranking import LINGER, Ranking
+from exporter.daemon.receiver.rollup import FamilyRollup, RollupView
+from exporter.daemon.receiver.series import NO_CALLS, SeriesAccumulator, SeriesTotals, add, delta, subtract
+from exporter.schema import backends, identity
+
+log = logging.getLogger("gdx.collector.probe")
+OTHER = "other"
+DEFAULT_MAX_SCHEMAS = 50
+DEFAULT_MAX_FAMILIES = 50
+DEFAULT_ENGINE_TTL = 120.0
+MAX_SPECS_PER_ENGINE = 20_000
+SEEN_LIMIT = 100_000  # hashes remembered for schemas_first_seen_total (about 10 MB at most)
+
+
+def who(namespace: str, pod: str, engine: str) -> str:
+    """An engine in a log line: `pod=NS/POD engine=E` (`pod=POD` where the namespace is unknown)."""
+    return f"pod={namespace + '/' if namespace else ''}{pod} engine={engine}"
+
+
+class SeriesKey(NamedTuple):
+    """The labels of one schema-level series (`namespace` empty where the probe does not know it)."""
+
+    namespace: str
+    pod: str
+    engine: str
+    backend: str
+    schema_hash: str  # or OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaInfo:
+    """What `schema_info` says of a schema hash: never a value from inside the schema."""
+
+    schema_hash: str
+    shape_hash: str
+    kind: str
+    backend: str
+    title: str  # sanitised by the probe, volatile words masked (identity.mask_title); empty when off
+
+
+@dataclass(frozen=True, slots=True)
+class EngineView:
+    hello: wire.Hello
+    snapshot: wire.Snapshot | None  # None until its first snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class StoreView:
+    """One consistent copy of the store for a scrape."""
+
+    engines: tuple[EngineView, ...]
+    series: Mapping[SeriesKey, SeriesTotals]
+    info: Mapping[str, SchemaInfo]  # every hash with a series on /metrics
+    recent: Mapping[str, float]  # the same hashes' decayed compile seconds: the ranking
+    serialisations: Mapping[str, int]  # the same hashes' exact strings (the most in one engine)
+    analysis: AnalysisView
+    families: RollupView  # family-level series, ranking and window
+    family_analysis: FamilyView  # what each family on /metrics is, what varies, its finding
+    tracked: int
+    first_seen_total: int
+    evicted_total: int
+
+
+def with_namespaces(view: StoreView, namespaces: Mapping[str, str]) -> StoreView:
+    """Pure: the view with each engine that did not say its namespace given the one discovery knows for
+    its pod name (`namespaces`: pod name -> namespace, names unique on the node). A probe without
+    GDX_POD_NAMESPACE and without a mounted service account still gets the label its pod's
+    passed-through series and `target_up` carry, so the two join on (instance, namespace, pod)."""
+    if not namespaces or all(e.hello.namespace for e in view.engines):
+        return view
+    engines = tuple(
+        EngineView(dataclasses.replace(e.hello, namespace=namespaces[e.hello.pod]), e.snapshot)
+        if not e.hello.namespace and e.hello.pod in namespaces
+        else e
+        for e in view.engines
+    )
+
+    def named(key: SeriesKey) -> SeriesKey:
+        known = not key.namespace and key.pod in namespaces
+        return key._replace(namespace=namespaces[key.pod]) if known else key
+
+    series = {named(key): totals for key, totals in view.series.items()}
+    return dataclasses.replace(view, engines=engines, series=series)
+
+
+@dataclass
+class EngineState:
+    """One engine process as its probe described it; the handle its connection passes back."""
+
+    instance: str
+    hello: wire.Hello
+    last_seen: float
+    connected: bool = True
+    specs: dict[int, SchemaInfo] = field(default_factory=dict)  # the probe's spec id -> its schema
+    last_rows: dict[int, tuple[str, wire.SpecTotals]] = field(default_factory=dict)  # id -> (backend, row)
+    last_other: dict[str, wire.SpecTotals] = field(default_factory=dict)  # backend -> its `other` row
+    snapshot: wire.Snapshot | None = None
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.hello.namespace, self.hello.pod, self.hello.engine
+
+
+class ProbeStore:
+    def __init__(
+        self,
+        max_schemas: int = DEFAULT_MAX_SCHEMAS,
+        engine_ttl: float = DEFAULT_ENGINE_TTL,
+        titles: bool = True,
+        analysis: SchemaAnalysis | None = None,
+        linger: float = LINGER,
+        max_families: int = DEFAULT_MAX_FAMILIES,
+    ) -> None:
+        self.analysis = analysis or SchemaAnalysis()
+        self.max_schemas = max(1, max_schemas)
+        self.engine_ttl = engine_ttl
+        self.titles = titles
+        self._lock = threading.Lock()
+        self.engines: dict[str, EngineState] = {}
+        self.series: dict[SeriesKey, SeriesAccumulator] = {}
+        self.retired: dict[SeriesKey, SeriesAccumulator] = {}  # demoted series, resumed on return
+        self.ranking = Ranking(self.max_schemas, linger)
+        self.families = FamilyRollup(max_families, self.analysis.window, linger)
+        self.info: dict[str, SchemaInfo] = {}
+        self.seen: OrderedDict[str, None] = OrderedDict()
+        self.first_seen_total = 0
+        self.dropped_engines_total = 0
+
+    @property
+    def exposed(self) -> set[str]:
+        """Schema hashes whose increments go to their own series."""
+        return self.ranking.exposed
+
+    @property
+    def evicted_total(self) -> int:
+        return self.ranking.evicted_total
+
+    @property
+    def lingering(self) -> dict[str, float]:
+        """Demoted schema hashes still on /metrics (frozen), until when."""
+        return self.ranking.lingering
+
+    # ---- messages -------------------------------------------------------------------------------
+
+    def hello(self, msg: wire.Hello, now: float) -> EngineState:
+        with self._lock:
+            engine = self.engines.get(msg.instance)
+            if engine is not None:  # the same process reconnecting: keep its totals, it resends metadata
+                engine.hello, engine.last_seen, engine.connected = msg, now, True
+                engine.specs.clear()
+                return engine
+            for other in list(self.engines.values()):
+                if other.key == (msg.namespace, msg.pod, msg.engine):  # restarted: its counters reset
+                    log.info("engine %s restarted (new probe instance)", who(*other.key))
+                    self._drop(other)
+            engine = EngineState(msg.instance, msg, now)
+            self.engines[engine.instance] = engine
+            log.info("probe connected: %s kind=%s pid=%d", who(*engine.key), msg.engine_kind, msg.pid)
+            return engine
+
+    def schemas(self, engine: EngineState, msg: wire.SchemasMessage, now: float) -> None:
+        with self._lock:
+            engine.last_seen = now
+            for item in msg.schemas:
+                title = identity.mask_title(item.title) if self.titles else ""
+                info = SchemaInfo(item.hash, item.shape, item.kind, item.backend, title)
+                engine.specs[item.id] = info
+                if len(engine.specs) > MAX_SPECS_PER_ENGINE:  # a probe tracks at most a few hundred
+                    del engine.specs[next(iter(engine.specs))]
+                if info.schema_hash not in self.seen:
+                    self.first_seen_total += 1
+                    self.seen[info.schema_hash] = None
+                    if len(self.seen) > SEEN_LIMIT:
+                        self.seen.popitem(last=False)
+                else:
+                    self.seen.move_to_end(info.schema_hash)
+                self.info.setdefault(info.schema_hash, info)
+                # analysed once, off the loop; the store keeps no schema text
+                # linted with the backend tables of the engine that first reports it
+                versions = backends.versions_of(engine.hello.backends)
+                self.analysis.submit(
+                    info.schema_hash, info.shape_hash, info.kind, item.text, item.title, versions=versions,
+                    warnings=item.warnings,
+                )  # fmt: skip
+
+    def snapshot(self, engine: EngineState, msg: wire.Snapshot, now: float) -> None:
+        with self._lock:
+            self._end_lingering(now)
+            engine.last_seen = now
+            engine.snapshot = msg
+            namespace, pod, eng = engine.key
+            increments = self._spec_increments(engine, msg)
+            for schema_hash, backend, increment in sorted(increments, key=lambda item: -item[2].sum):
+                self._attribute(SeriesKey(namespace, pod, eng, backend, schema_hash), increment, now)
+
+    def _spec_increments(
+        self, engine: EngineState, msg: wire.Snapshot
+    ) -> list[tuple[str, str, SeriesTotals]]:
+        """(schema hash or OTHER, backend, increment) of every row that grew since the last snapshot.
+        A row the probe evicted moves into its `other`: its last value is taken off `other`'s growth,
+        so that nothing is counted twice."""
+        if msg.full:
+            listed = {row.id for row in msg.schemas}
+            vanished = [i for i in engine.last_rows if i not in listed]
+        else:
+            vanished = [i for i in msg.evicted if i in engine.last_rows]
+        increments: list[tuple[str, str, SeriesTotals]] = []
+        for row in msg.schemas:
+            info = engine.specs.get(row.id)
+            if info is None:
+                continue  # metadata not here yet: counted once it is (from zero), or via `other`
+            last = engine.last_rows.get(row.id)
+            increment = delta(row, last[1] if last is not None else NO_CALLS)
+            if increment is None:
+                continue
+            engine.last_rows[row.id] = (info.backend, row)
+            increments.append((info.schema_hash, info.backend, increment))
+        folded: dict[str, SeriesTotals] = {}
+        for i in vanished:
+            backend, last_row = engine.last_rows.pop(i)
+            folded[backend] = add(folded.get(backend, NO_CALLS), last_row)
+        for i in msg.evicted:
+            engine.specs.pop(i, None)
+        for backend, other in msg.other.items():
+            increment = delta(other, engine.last_other.get(backend, NO_CALLS))
+            engine.last_other[backend] = other
+            if increment is not None:
+                increment = subtract(increment, folded.get(backend, NO_CALLS))
+                if increment.requests or increment.sum:
+                    increments.append((OTHER, backend, increment))
+        return increments
+
+    def disconnected(self, engine: EngineState) -> None:
+        with self._lock:
+            engine.connected = False
+
+    # ---- exposure -------------------------------------------------------------------------------
+
+    def _attribute(self, key: SeriesKey, increment: SeriesTotals, now: float) -> None:
+        schema_hash = key.schema_hash
+        self.families.add(None if schema_hash == OTHER else schema_hash, increment, now)
+        if schema_hash != OTHER:
+            info = self.info.get(schema_hash)
+            if info is not None:
+                self.analysis.seen(schema_hash, info.shape_hash, now)
+            if not self.ranking.credit(schema_hash, increment.sum, now):
+                key = key._replace(schema_hash=OTHER)
+        series = self.series.get(key)
+        if series is None:
+            series = self.series[key] = self.retired.pop(key) if key in self.retired else SeriesAccumulator()
+        series.add(increment)
+        if self.ranking.crowded():
+            self._prune_scores(now)
+
+    def _end_lingering(self, now: float) -> None:
+        """Demoted hashes whose final values have been on show long enough leave /metrics (Prometheus
+        marks them stale); their accumulators are kept aside to resume from if they come back."""
+        done = self.ranking.end_lingering(now)
+        if not done:
+            return
+        for key in [k for k in self.series if k.schema_hash in done]:
+            self.retired[key] = self.series.pop(key)
+
+    def _prune_scores(self, now: float) -> None:
+        keep_set = self.ranking.prune(now)
+        self.retired = {k: a for k, a in self.retired.items() if k.schema_hash in keep_set}
+        live = {m.schema_hash for e in self.engines.values() for m in e.specs.values()}
+        self.info = {h: m for h, m in self.info.items() if h in keep_set or h in live}
+
+    def settle(self, now: float) -> None:
+        """After the analysis ran: held increments join their families (called by each refresh)."""
+        with self._lock:
+            self.families.settle(self.analysis.family_of, self.analysis.take_merges(), now)
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def expire(self, now: float) -> None:
+        """Drops engines whose probe has been silent for longer than the TTL, and ends lingering."""
+        with self._lock:
+            self._end_lingering(now)
+            for engine in list(self.engines.values()):
+                if now - engine.last_seen > self.engine_ttl:
+                    silent = now - engine.last_seen
+                    log.info("probe of %s silent for %.0fs: dropped", who(*engine.key), silent)
+                    self._drop(engine)
+
+    def _drop(self, engine: EngineState) -> None:
+        self.engines.pop(engine.instance, None)
+        self.dropped_engines_total += 1
+        ident = engine.key
+        if not any(e.key == ident for e in self.engines.values()):
+            for key in [k for k in self.series if (k.namespace, k.pod, k.engine) == ident]:
+                del self.series[key]
+            for key in [k for k in self.retired if (k.namespace, k.pod, k.engine) == ident]:
+                del self.retired[key]
+
+    def view(self, now: float | None = None) -> StoreView:
+        """A consistent copy for one scrape (at `now`, monotonic; tests pass their own clock)."""
+        with self._lock:
+            live_hashes = {m.schema_hash for e in self.engines.values() for m in e.specs.values()}
+            exposed = self.ranking.shown()  # every hash with a series on /metrics
+            now = time.monotonic() if now is None else now
+            families = self.families.view(now)
+            return StoreView(
+                engines=tuple(EngineView(e.hello, e.snapshot) for e in self.engines.values()),
+                series={k: a.totals() for k, a in self.series.items()},
+                info={h: self.info[h] for h in exposed if h in self.info},
+                recent={h: self.ranking.score(h, now) for h in exposed},
+                serialisations=self._serialisations(exposed),
+                analysis=self.analysis.view(now, exposed),
+                families=families,
+                family_analysis=self.analysis.family_view(families.usage, self.titles),
+                tracked=len(live_hashes),
+                first_seen_total=self.first_seen_total,
+                evicted_total=self.ranking.evicted_total,
+            )
+
+    def _serialisations(self, schema_hashes: set[str]) -> dict[str, int]:
+        """Per hash, the most specs of it one engine tracks: each is another exact string that compiles."""
+        most: dict[str, int] = {}
+        for engine in self.engines.values():
+            per_engine: dict[str, int] = {}
+            for info in engine.specs.values():
+                if info.schema_hash in schema_hashes:
+                    per_engine[info.schema_hash] = per_engine.get(info.schema_hash, 0) + 1
+            for h, n in per_engine.items():
+                most[h] = max(most.get(h, 0), n)
+        return most

@@ -1,0 +1,337 @@
+"""`gdx hash` and `gdx lint`: the schema analysis on the command line, usable in CI.
+
+The flags, the text and JSON output and the exit codes; the files are read by exporter/lint/requests.py
+and analysed by exporter/lint/report.py.
+
+Exit codes of `gdx lint`: 0 no `error` finding, 1 at least one, 2 unreadable input (the file and the
+reason on stderr) or an invalid flag value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from importlib import metadata
+from typing import Any
+
+from exporter.daemon import config
+from exporter.lint.engines import Engines
+from exporter.lint.prove.engine import XgrammarEngine
+from exporter.lint.prove.search import ProofSettings, Prover
+from exporter.lint.report import FamilyReport, Report, SchemaReport, analyse
+from exporter.lint.requests import KINDS, InputError, read_inputs, spec_text
+from exporter.schema import backends, identity
+from exporter.schema.lint import RULES, SEVERITIES, Finding
+
+# The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
+# kept for one release (0.1.x), that say which flag replaces them.
+OLD_SPELLINGS = {
+    "--depth": "lint.depth",
+    "--max-items": "lint.max-items",
+    "--union-depth": "lint.union-depth",
+    "--union-width": "lint.union-width",
+    "--enum-size": "lint.enum-size",
+    "--quantifier": "lint.quantifier",
+    "--budget-seconds": "lint.budget",
+    "--budget-nodes": "lint.budget-nodes",
+}
+SHOWN_HASHES = 3  # schema hashes listed on a "same for the other variants" line
+SHOWN_CHARS = 300  # of a counterexample in the text output (--format json has it whole)
+
+
+def hash_main(args: argparse.Namespace) -> int:
+    try:
+        for path in args.files:
+            text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
+            spec_string = spec_text(text)
+            parsed = identity.parse_spec(spec_string)
+            schema_hash = identity.schema_hash(spec_string, parsed)
+            print(f"schema_hash={schema_hash} shape_hash={identity.shape_hash(spec_string, parsed)} {path}")
+    except (OSError, UnicodeDecodeError) as err:
+        print(f"gdx hash: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def lint_main(args: argparse.Namespace) -> int:
+    try:
+        thresholds = config.lint_thresholds_from(vars(args))
+        engines, versions = engine_versions(args.engine or ["all"], bool(args.tokenizer))
+        if args.prove and not (args.tokenizer and "xgrammar" in engines):
+            raise FlagError("--prove needs --tokenizer and the xgrammar engine")
+        if not args.prove_seconds > 0:
+            raise FlagError(f"--prove.seconds {args.prove_seconds:g}: must be above 0")
+    except (config.ConfigError, FlagError) as err:
+        print(f"gdx lint: {err}", file=sys.stderr)
+        return 2
+    try:
+        inputs = read_inputs(args.files, sys.stdin, args.kind)
+    except InputError as err:
+        print(f"gdx lint: {err}", file=sys.stderr)
+        return 2
+    checker = prover = None
+    if args.tokenizer:
+        try:
+            checker = Engines(args.tokenizer, engines)
+            if args.prove:
+                import jsonschema  # type: ignore[import-untyped]  # noqa: F401 - the reference of a proof
+
+                settings = ProofSettings(seconds=args.prove_seconds, explore=min(1.0, args.prove_seconds))
+                prover = Prover(XgrammarEngine(args.tokenizer), settings)
+        except (OSError, ImportError, ValueError) as err:
+            hint = " (install the `prove` extra)" if isinstance(err, ImportError) else ""
+            print(f"gdx lint: cannot load the engines with {args.tokenizer}: {err}{hint}", file=sys.stderr)
+            return 2
+    report = analyse(inputs, thresholds, engines, checker, prover, versions)
+    held = {name: getattr(versions, name) for name in engines}
+    if args.format == "json":
+        json.dump({**report.doc(), "engines": held}, sys.stdout, indent=2)
+        print()
+    else:
+        print_text(report)
+        print("findings hold for " + ", ".join(f"{name} {version}" for name, version in held.items()))
+    return 1 if any(finding.severity == "error" for finding in report.findings()) else 0
+
+
+class FlagError(ValueError):
+    """Flags that do not go together; exit 2 with the message."""
+
+
+def engine_versions(values: Sequence[str], compiling: bool) -> tuple[list[str], backends.Versions]:
+    """The engines asked for and the table version of each: the one given (`xgrammar==0.2.8`), else
+    the installed one, else the newest known. A version no table was verified on uses the closest
+    older one, and says so; compiling with another version than the installed one cannot be done."""
+    names: list[str] = []
+    chosen: dict[str, str] = {}
+    for value in values:
+        name, _, version = value.partition("==")
+        for engine in ("xgrammar", "llguidance") if name == "all" else (name,):
+            if engine not in ("xgrammar", "llguidance"):
+                raise FlagError(f"--engine {value}: not xgrammar, llguidance or all")
+            if engine not in names:
+                names.append(engine)
+            installed = _installed(engine)
+            if version and compiling and installed and version != installed:
+                raise FlagError(
+                    f"--engine {value}: --tokenizer compiles with the installed {engine} {installed}; "
+                    f"install {engine}=={version} or drop --tokenizer to get the {version} table alone"
+                )
+            chosen[engine] = version or chosen.get(engine) or installed or ""
+    known = {"xgrammar": backends.XGRAMMAR_VERSIONS, "llguidance": backends.LLGUIDANCE_VERSIONS}
+    resolved = {}
+    for engine, version in chosen.items():
+        table = backends.table_version(known[engine], version) if version else known[engine][-1]
+        if version and table != version:
+            print(
+                f"gdx lint: {engine} {version} is not a verified version ({', '.join(known[engine])}): "
+                f"its findings use the {table} table",
+                file=sys.stderr,
+            )
+        resolved[engine] = table
+    return names, backends.Versions(**resolved)
+
+
+def _installed(engine: str) -> str:
+    try:
+        return metadata.version(engine)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def print_text(report: Report) -> None:
+    """One block per family, then a summary line. Variants whose own findings, compile results and
+    probes read the same are printed once ("same for N other variants"); --format json lists each."""
+    for group_ in report.families:
+        _print_family(group_)
+    summary = report.summary()
+    counts = ", ".join(f"{summary[severity]} {severity}" for severity in SEVERITIES)
+    skipped = f"; {_count(report.skipped, 'request')} without a spec skipped" if report.skipped else ""
+    print(
+        f"{_count(summary['families'], 'family', 'families')}, {_count(summary['schemas'], 'schema')}, "
+        f"{_count(summary['requests'], 'request')}: {counts}{skipped}"
+    )
+
+
+def _print_family(report: FamilyReport) -> None:
+    cost = "" if report.seconds is None else f", {_duration(report.seconds)} of compiles"
+    print(
+        f"family {report.family} {report.name}  {_count(report.requests, 'request')}, "
+        f"{_count(report.variants, 'variant')}{cost}"
+    )
+    for finding in report.findings:
+        _print_finding(finding, "  ")
+    named = len(report.varies) <= 3 and report.findings  # dynamic_schema's message names the first 3
+    for number, line in enumerate(() if named else report.varies):
+        print(f"  {'varies:' if number == 0 else '':<8} {line}")
+    _print_schemas(report.schemas)
+
+
+def _print_schemas(schemas: Sequence[SchemaReport]) -> None:
+    """Each distinct spec; those that read the same as an earlier one are named on one line."""
+    outcomes: dict[tuple[Any, ...], list[SchemaReport]] = defaultdict(list)
+    for schema in schemas:
+        outcomes[schema.outcome()].append(schema)
+    for same in outcomes.values():
+        _print_schema(same[0])
+        others = same[1:]
+        if others:
+            shown = ", ".join(s.schema_hash for s in others[:SHOWN_HASHES])
+            more = f", +{len(others) - SHOWN_HASHES}" if len(others) > SHOWN_HASHES else ""
+            timed = [s.seconds for s in others if s.seconds is not None]
+            cost = f" ({_duration(sum(timed))} of compiles)" if timed else ""
+            print(f"    same for {_count(len(others), 'other variant')}{cost}: {shown}{more}")
+
+
+def _print_schema(schema: SchemaReport) -> None:
+    title = f" title={schema.title}" if schema.title else ""
+    print(
+        f"  schema {schema.schema_hash}  shape_hash={schema.shape_hash} kind={schema.kind}{title}  "
+        f"{schema.name} ({_count(schema.lines, 'request')})"
+    )
+    for compiled in schema.compiles:
+        state = (
+            f"compiles in {compiled.seconds * 1000:.1f} ms"
+            if compiled.ok
+            else f"does not compile: {compiled.error}"
+        )
+        print(f"    {compiled.engine}: {state}")
+    for probe in schema.probes:
+        print(f"    probe {probe.engine} `{probe.keyword}`: {probe.outcome}")
+    for finding in schema.findings:
+        _print_finding(finding, "    ")
+    if not schema.findings:
+        print("    no findings")
+
+
+def _print_finding(finding: Finding, indent: str) -> None:
+    print(f"{indent}{finding.severity:<8} {finding.rule:<22} {finding.pointer or '/'}")
+    print(f"{indent}         {finding.message}")
+    print(f"{indent}         fix: {finding.fix}")
+    proof = finding.proof
+    if proof is not None and proof.status == "proven":
+        shown = proof.instance if len(proof.instance) <= SHOWN_CHARS else proof.instance[:SHOWN_CHARS] + "..."
+        print(
+            f"{indent}         proven on {proof.engine}: it accepts {shown} ({_count(proof.tokens, 'token')})"
+        )
+        print(f"{indent}         the validator: {proof.violation}")
+    elif proof is not None:
+        print(f"{indent}         not proven on {proof.engine}: {proof.how}")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1000:.1f} ms"
+
+
+def _count(number: int, noun: str, plural: str = "") -> str:
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
+
+
+class _OldSpelling(argparse.Action):
+    """A hidden alias of a `--lint.*` flag: stores its value where the new flag would, and says so once."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.new_flag = new_flag
+        self.warned = False
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        if not self.warned:
+            print(
+                f"gdx lint: {option_string} is deprecated and goes away in the next release; "
+                f"use --{self.new_flag}",
+                file=sys.stderr,
+            )
+            self.warned = True
+        setattr(namespace, self.dest, values)
+
+
+def add_parsers(commands: Any) -> None:
+    """`gdx hash` and `gdx lint`, added to the `gdx` subcommands."""
+    hash_parser = commands.add_parser(
+        "hash",
+        help="print a schema's schema_hash and shape_hash (as the probe reports them)",
+        description="Print schema_hash (SHA-256 of the canonical JSON, 12 hex digits) and shape_hash "
+        "(literals removed) of each FILE ('-' for stdin), the values the dashboards show. A file that "
+        "is not JSON (a regex, a grammar) is hashed as its text without the trailing newline.",
+    )
+    hash_parser.add_argument("files", nargs="+", metavar="FILE")
+    lint_parser = commands.add_parser(
+        "lint",
+        help="find what makes specs slow to compile or not enforced, by schema family",
+        description="Lint structured-output specs for grammar-compile cost and backend gaps. FILE ('-' "
+        "reads stdin) is one spec (a JSON Schema, a structural tag, a regex or a grammar) or a request "
+        'log: JSONL, one request per line, each a schema, a {"id", "schema"} line, an OpenAI/vLLM '
+        "request body (response_format json_schema or structural_tag; structured_outputs or "
+        "guided_decoding json/regex/grammar/choice/structural_tag; guided_json, guided_regex, "
+        'guided_grammar, guided_choice) or a batch line {"custom_id", "body"}; requests without a '
+        "spec (json_object) are skipped. Specs are grouped into families: the same spec up to injected "
+        "values, key order and per-request subsets of union branches or optional properties. Each family "
+        "is reported with its requests, its distinct variants and what varies between them, and "
+        "dynamic_schema when its variants are not reused (injected per request: every request compiles); "
+        "then each distinct spec with its own findings. Exit 0: no error finding; 1: errors; 2: unreadable "
+        "input or an invalid flag. Rules: " + ", ".join(RULES) + ".",
+    )
+    lint_parser.add_argument("files", nargs="+", metavar="FILE")
+    lint_parser.add_argument(
+        "--format", choices=("text", "json"), default="text",
+        help="output format (default text); json: {families: [{family, name, kind, requests, variants, "
+        "seconds, varies, findings, schemas: [...]}], summary, engines: {name: version its findings hold "
+        "for}}; with --prove each xgrammar finding has a proof",
+    )  # fmt: skip
+    lint_parser.add_argument(
+        "--kind", choices=KINDS, default="auto",
+        help="what each FILE holds (default auto: one JSON value is one spec, json or structural_tag, or one "
+        "request as in a log; "
+        "JSON on every line is a request log; anything else, trailing newline stripped as gdx hash does, "
+        "is one regex or grammar, unless it is a .json/.jsonl file or starts with '{'). json and "
+        "structural_tag: JSON or JSONL, else exit 2. regex and grammar: the whole file is one spec, even "
+        "when it is also valid JSON text",
+    )  # fmt: skip
+    lint_parser.add_argument(
+        "--engine", action="append", metavar="NAME[==VERSION]",
+        help="backend whose gaps to report (and, with --tokenizer, to compile with): xgrammar, llguidance "
+        "or all (default), repeatable; NAME==VERSION (xgrammar==0.2.8: what vLLM 0.33 pins) reports "
+        "that version's table, else the installed version's, else the newest verified "
+        f"(xgrammar {', '.join(backends.XGRAMMAR_VERSIONS)}; llguidance "
+        f"{', '.join(backends.LLGUIDANCE_VERSIONS)}). The output says which versions its findings hold for",
+    )  # fmt: skip
+    lint_parser.add_argument(
+        "--prove", action="store_true",
+        help="with --tokenizer: for each xgrammar finding, search for a counterexample (an instance the "
+        "compiled grammar accepts token by token and the jsonschema validator rejects at the finding's "
+        "pointer) and print it; a finding with none drops to info; a gap no keyword names becomes a "
+        "finding of its own. Needs the `prove` extra (jsonschema with its format checkers)",
+    )  # fmt: skip
+    lint_parser.add_argument(
+        "--prove.seconds", dest="prove_seconds", type=float, default=10.0, metavar="SECONDS",
+        help="search budget per schema after its compile (default 10)",
+    )  # fmt: skip
+    lint_parser.add_argument(
+        "--tokenizer", metavar="PATH",
+        help="a tokenizer.json: also compile each distinct JSON Schema once with the real engine(s), report "
+        "the time and whether it compiles, probe the keywords it uses with must-reject instances, report "
+        "what the engines themselves say (xgrammar's compile log, llguidance's error and warnings) as "
+        "findings, and count a family's compile seconds (dynamic_schema is an error from "
+        "--lint.dynamic-seconds)",
+    )  # fmt: skip
+    limits = lint_parser.add_argument_group(
+        "limits",
+        "Where each rule starts to fire. These are `gdx serve`'s --lint.* options: given the daemon's "
+        "values, a schema gets the same findings here as on the daemon's /metrics.",
+    )
+    config.add_lint_flags(limits)
+    dests = {option.metadata["flag"]: option.name for option in config.LINT_OPTIONS}
+    for old, new in OLD_SPELLINGS.items():
+        lint_parser.add_argument(
+            old, dest=dests[new], action=_OldSpelling, new_flag=new, default=argparse.SUPPRESS,
+            help=argparse.SUPPRESS,
+        )  # fmt: skip

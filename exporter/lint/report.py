@@ -1,0 +1,286 @@
+"""`gdx lint`'s analysis: requests into a Report of schema families, each with its distinct specs.
+
+Engines cache compiled grammars by the exact string, so a service that injects a value per request
+compiles every request; one schema hash per variant would hide that. So the specs are grouped into
+families (exporter/schema/family.py: the same spec up to injected literals, key order, whitespace and
+per-request subsets) and each family is reported with its traffic, what varies and the reuse-aware
+`dynamic_schema` finding (exporter/schema/injection.py, shared with the daemon); then each distinct
+spec with its own findings (exporter/schema/spec.py), computed once per schema hash however many
+lines send it. Printing and exit codes are exporter/lint/command.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.lint.engines import CompileResult, Engines, ProbeResult
+from exporter.lint.prove.search import Prover
+from exporter.lint.requests import Inputs, Request
+from exporter.schema import backends, enginelogs, family, identity, injection, spec, variants
+from exporter.schema.family import Fingerprint, Variation
+from exporter.schema.lint import SEVERITIES, Finding, Thresholds
+from exporter.schema.walk import Budget
+
+
+@dataclass(frozen=True)
+class SchemaReport:
+    """One distinct spec (schema hash) of the input and what it costs on its own."""
+
+    name: str  # the first request that sent it
+    schema_hash: str
+    shape_hash: str
+    kind: str
+    title: str
+    lines: int  # request lines that sent it
+    findings: tuple[Finding, ...]
+    compiles: tuple[CompileResult, ...] = ()
+    probes: tuple[ProbeResult, ...] = ()
+
+    @property
+    def seconds(self) -> float | None:
+        """A cold compile with the slowest of the engines asked for; None when not compiled."""
+        return max((c.seconds for c in self.compiles), default=None)
+
+    def outcome(self) -> tuple[Any, ...]:
+        """What two variants share when their output would read the same (compile times aside)."""
+        compiled = tuple((c.engine, c.ok, c.error) for c in self.compiles)
+        return self.findings, compiled, tuple((p.engine, p.keyword, p.outcome) for p in self.probes)
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "schema_hash": self.schema_hash,
+            "shape_hash": self.shape_hash,
+            "kind": self.kind,
+            "title": self.title,
+            "lines": self.lines,
+            "findings": [finding.doc() for finding in self.findings],
+            "compile": [compiled.doc() for compiled in self.compiles],
+            "probes": [probe.doc() for probe in self.probes],
+        }
+
+
+@dataclass(frozen=True)
+class FamilyReport:
+    """A family of specs: its traffic in the input, what varies, `dynamic_schema`, its specs."""
+
+    family: str
+    name: str  # the first variant's sanitised title, else a name from its structure
+    kind: str
+    requests: int
+    variants: int
+    seconds: float | None  # compile seconds of its distinct variants (--tokenizer), else None
+    varies: tuple[str, ...]
+    findings: tuple[Finding, ...]
+    schemas: tuple[SchemaReport, ...]
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "family": self.family,
+            "name": self.name,
+            "kind": self.kind,
+            "requests": self.requests,
+            "variants": self.variants,
+            "seconds": None if self.seconds is None else round(self.seconds, 6),
+            "varies": list(self.varies),
+            "findings": [finding.doc() for finding in self.findings],
+            "schemas": [schema.doc() for schema in self.schemas],
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    families: tuple[FamilyReport, ...]
+    skipped: int = 0
+
+    def findings(self) -> Iterator[Finding]:
+        for group in self.families:
+            yield from group.findings
+            for schema in group.schemas:
+                yield from schema.findings
+
+    def summary(self) -> dict[str, int]:
+        counts = {severity: 0 for severity in SEVERITIES}
+        for finding in self.findings():
+            counts[finding.severity] += 1
+        return {
+            "families": len(self.families),
+            "schemas": sum(len(group.schemas) for group in self.families),
+            "requests": sum(group.requests for group in self.families),
+            "skipped": self.skipped,
+            **counts,
+        }
+
+    def doc(self) -> dict[str, Any]:
+        return {"families": [group.doc() for group in self.families], "summary": self.summary()}
+
+
+@dataclass
+class _Distinct:
+    """A distinct spec while the requests are counted."""
+
+    first: Request
+    schema_hash: str
+    texts: set[str] = field(default_factory=set)  # its exact strings (unstable_serialization)
+    lines: int = 0
+
+
+def analyse(
+    inputs: Inputs,
+    thresholds: Thresholds,
+    engines: Sequence[str],
+    checker: Engines | None = None,
+    prover: Prover | None = None,
+    versions: backends.Versions | None = None,
+) -> Report:
+    """Distinct specs (each analysed, compiled and fingerprinted once), grouped into families in log
+    order; each family ranked by compile seconds (when measured), variants, requests."""
+    distinct = distinct_specs(inputs.requests)
+    families = group(distinct, thresholds.budget)
+    reports = [
+        _family(family_id, members, thresholds, engines, checker, prover, versions)
+        for family_id, members in families.items()
+    ]
+    reports.sort(key=lambda f: (f.seconds or 0.0, f.variants, f.requests), reverse=True)
+    return Report(tuple(reports), inputs.skipped)
+
+
+def distinct_specs(requests: Iterable[Request]) -> list[_Distinct]:
+    """By schema hash, in order of first appearance; a repeated exact string is hashed once."""
+    by_hash: dict[str, _Distinct] = {}
+    hash_of: dict[str, str] = {}
+    for request in requests:
+        schema_hash = hash_of.get(request.text)
+        if schema_hash is None:
+            schema_hash = hash_of[request.text] = identity.schema_hash(request.text, request.parsed)
+        found = by_hash.get(schema_hash)
+        if found is None:
+            found = by_hash[schema_hash] = _Distinct(request, schema_hash)
+        found.texts.add(request.text)
+        found.lines += 1
+    return list(by_hash.values())
+
+
+@dataclass(frozen=True)
+class _Member:
+    spec: _Distinct
+    fingerprint: Fingerprint
+
+
+def group(distinct: Sequence[_Distinct], budget: Budget) -> dict[str, list[_Member]]:
+    """Family id -> its distinct specs. Each is added to one FamilyIndex in log order (large enough
+    that nothing is evicted); ids a family absorbed (on reaching its quorum, or bridging two) are
+    mapped to it at the end, so every spec lands in its final family."""
+    index = family.FamilyIndex(max_families=len(distinct) + 1)
+    assigned: list[tuple[str, _Member]] = []
+    renamed: dict[str, str] = {}
+    for item in distinct:
+        fingerprint = family.fingerprint(item.first.text, item.first.parsed, budget)
+        membership = index.add(fingerprint)
+        for old in membership.absorbed:
+            renamed[old] = membership.family
+        assigned.append((membership.family, _Member(item, fingerprint)))
+    out: dict[str, list[_Member]] = {}
+    for family_id, member in assigned:
+        out.setdefault(_final(family_id, renamed), []).append(member)
+    return out
+
+
+def _final(family_id: str, renamed: dict[str, str]) -> str:
+    seen = {family_id}
+    while family_id in renamed and renamed[family_id] not in seen:
+        family_id = renamed[family_id]
+        seen.add(family_id)
+    return family_id
+
+
+def _family(
+    family_id: str,
+    members: list[_Member],
+    thresholds: Thresholds,
+    engines: Sequence[str],
+    checker: Engines | None,
+    prover: Prover | None,
+    versions: backends.Versions | None = None,
+) -> FamilyReport:
+    schemas = [_schema(member.spec, thresholds, engines, checker, prover, versions) for member in members]
+    timed = [s.seconds for s in schemas if s.seconds is not None]
+    seconds = sum(timed) if timed else None
+    requests = sum(s.lines for s in schemas)
+    variation = _variation([member.spec.first for member in members], thresholds.budget)
+    usage = injection.Usage(requests, len(schemas), None, seconds)
+    first = members[0]
+    schemas.sort(key=lambda s: (s.seconds or 0.0, s.lines), reverse=True)  # hottest first, else log order
+    return FamilyReport(
+        family_id,
+        identity.title_of(first.spec.first.parsed) or first.fingerprint.name,
+        first.spec.first.kind,
+        requests,
+        len(schemas),
+        seconds,
+        variation.lines(),
+        tuple(injection.dynamic_schema(variation, usage, thresholds)),
+        tuple(schemas),
+    )
+
+
+def _variation(firsts: Sequence[Request], budget: Budget) -> Variation:
+    """What varies: over the parsed schemas, or over the texts of a regex or grammar family."""
+    parsed = [request.parsed for request in firsts]
+    if all(isinstance(value, dict) for value in parsed):
+        return family.what_varies(parsed, budget)
+    if all(value is None for value in parsed):
+        return family.variation([family.text_positions(request.text) for request in firsts])
+    return family.variation([])
+
+
+def _schema(
+    item: _Distinct,
+    thresholds: Thresholds,
+    engines: Sequence[str],
+    checker: Engines | None,
+    prover: Prover | None = None,
+    versions: backends.Versions | None = None,
+) -> SchemaReport:
+    request = item.first
+    findings = spec.lint_spec(request.kind, request.text, thresholds, engines, versions=versions)
+    findings += variants.unstable_serialization(len(item.texts))
+    findings.sort(key=_report_order)
+    compiles: list[CompileResult] = []
+    probes: list[ProbeResult] = []
+    if checker is not None and request.kind == "json" and isinstance(request.parsed, (dict, bool)):
+        compiles = checker.compile(request.text)
+        said = enginelogs.findings(request.parsed, compiles, thresholds.budget)  # the engines' own words
+        findings = enginelogs.merge(findings, said)
+        findings.sort(key=_report_order)
+        keywords = {
+            finding.keyword
+            for finding in findings
+            if finding.rule in ("xgrammar_unenforced", "llguidance_refused")
+        }
+        for engine in engines:
+            for keyword in sorted(k for k in keywords if k):
+                result = checker.probe(engine, keyword)
+                if result is not None:
+                    probes.append(result)
+    if prover is not None and request.kind == "json" and isinstance(request.parsed, dict):
+        findings = prover.apply(request.text, findings)  # a counterexample per xgrammar finding
+        findings.sort(key=_report_order)
+    return SchemaReport(
+        request.name,
+        item.schema_hash,
+        identity.shape_hash(request.text, request.parsed),
+        request.kind,
+        identity.title_of(request.parsed),
+        item.lines,
+        tuple(findings),
+        tuple(compiles),
+        tuple(probes),
+    )
+
+
+def _report_order(finding: Finding) -> tuple[int, str, str]:
+    """Errors first, then by place in the document."""
+    return SEVERITIES.index(finding.severity), finding.pointer, finding.rule

@@ -1,0 +1,166 @@
+"""The probe socket: created 0660, every message classified and counted, nothing raised."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from exporter.daemon.receiver import ProbeCollector, ProbeSettings
+from exporter.daemon.receiver.listener import MAX_MESSAGE_BYTES
+from exporter.probe.shipper import encode
+
+HELLO = {
+    "instance": "abc",
+    "pid": 1,
+    "pod": "p",
+    "engine": "0",
+    "engine_kind": "generic",
+    "engine_version": "",
+    "backends": {},
+    "probe_version": "0",
+}
+
+
+def _count(source: ProbeCollector, result: str) -> float | None:
+    registry = CollectorRegistry()
+    registry.register(source)
+    return registry.get_sample_value("guided_decoding_probe_snapshots_total", {"result": result})
+
+
+async def _send(path: Path, payload: bytes) -> None:
+    _reader, writer = await asyncio.open_unix_connection(str(path))
+    writer.write(payload)
+    await writer.drain()
+    writer.close()
+    await writer.wait_closed()
+
+
+async def _settle(source: ProbeCollector, total: int) -> None:
+    for _ in range(200):
+        if sum(source.listener.counts.values()) >= total and source.listener.connections == 0:
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_socket_mode_and_stale_socket(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "probe.sock"
+    path.parent.mkdir()
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(path))
+    stale.close()  # a socket file left by a killed daemon
+    source = ProbeCollector(ProbeSettings(socket=str(path)))
+    await source.start()
+    try:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o660
+        await source.timed_refresh()
+        assert source.success
+    finally:
+        await source.close()
+    assert not path.exists()
+
+
+async def test_messages_are_classified(tmp_path: Path) -> None:
+    path = tmp_path / "probe.sock"
+    source = ProbeCollector(ProbeSettings(socket=str(path)))
+    await source.start()
+    try:
+        good = encode({"kind": "hello", **HELLO})
+        await _send(path, good * 3)
+        await _send(path, b"{not json\n" + b"[1,2]\n" + b'{"v":1,"kind":"nope"}\n' + b"\xff\xfe\n")
+        await _send(path, json.dumps({"v": 99, "kind": "snapshot"}).encode() + b"\n")
+        await _send(path, encode({"kind": "hello", **HELLO, "pid": -1}))  # a field out of range
+        await _send(path, encode({"kind": "snapshot", "seq": 1, "backends": {}}))  # no hello first
+        await _send(
+            path, b'{"v":1,"kind":"snapshot","pad":"' + b"x" * (MAX_MESSAGE_BYTES + 10) + b'"}\n' + good
+        )
+        await _send(path, b'{"v":1,"kind":"snap')  # peer dies mid-message: counted as malformed
+        await _settle(source, 3 + 5 + 3 + 2)
+    finally:
+        await source.close()
+    assert [_count(source, r) for r in ("ok", "malformed", "rejected", "oversize")] == [4.0, 5.0, 3.0, 1.0]
+
+
+async def test_unusable_socket_path_fails_the_collector_not_the_daemon(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    source = ProbeCollector(ProbeSettings(socket=str(blocker / "probe.sock")))
+    await source.start()
+    await source.timed_refresh()
+    assert not source.success and "cannot listen on probe socket" in (source.last_error or "")
+    await source.close()
+
+
+async def test_connections_beyond_the_cap_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import exporter.daemon.receiver.listener as listener
+
+    monkeypatch.setattr(listener, "MAX_CONNECTIONS", 2)
+    path = tmp_path / "probe.sock"
+    source = ProbeCollector(ProbeSettings(socket=str(path)))
+    await source.start()
+    try:
+        held = [await asyncio.open_unix_connection(str(path)) for _ in range(2)]
+        for _ in range(100):
+            if source.listener.connections == 2:
+                break
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the daemon
+        writer.close()
+        assert source.listener.refused == {"limit": 1, "credentials": 0} and source.listener.connections == 2
+        for _, w in held:
+            w.close()
+    finally:
+        await source.close()
+
+
+async def test_peer_credentials_and_socket_group(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """SO_PEERCRED: a process whose uid is not allowed is refused and counted; the socket gets the
+    configured group."""
+    path = tmp_path / "probe.sock"
+    other = os.getuid() + 12345
+    source = ProbeCollector(
+        ProbeSettings(socket=str(path), allowed_uids=(other,), socket_group=str(os.getgid()))
+    )
+    await source.start()
+    try:
+        assert os.stat(path).st_gid == os.getgid()
+        reader, writer = await asyncio.open_unix_connection(str(path))
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the daemon
+        writer.close()
+        assert source.listener.refused["credentials"] == 1
+        (refusal,) = [r for r in caplog.records if "refused a probe connection from uid" in r.getMessage()]
+        assert refusal.name == "gdx.collector.probe"  # the daemon side; the engine side logs as gdx.probe
+    finally:
+        await source.close()
+    allowed = ProbeCollector(ProbeSettings(socket=str(path), allowed_uids=(os.getuid(),)))
+    await allowed.start()
+    try:
+        await _send(path, encode({"kind": "hello", **HELLO}))
+        await _settle(allowed, 1)
+        assert allowed.listener.counts["ok"] == 1 and allowed.listener.refused["credentials"] == 0
+    finally:
+        await allowed.close()
+    bad = ProbeCollector(ProbeSettings(socket=str(path), socket_group="no-such-group-gdx"))
+    await bad.start()
+    await bad.timed_refresh()
+    assert not bad.success and "no group 'no-such-group-gdx'" in (bad.last_error or "")
+    await bad.close()
+
+
+def test_settings_from_the_configuration() -> None:
+    """The daemon maps each option to the probe collector's settings; the defaults agree."""
+    from exporter.daemon.config import Config
+    from exporter.daemon.server import probe_settings
+
+    assert probe_settings(Config()) == ProbeSettings()
+    settings = probe_settings(Config(probe_socket="/x.sock", probe_max_schemas=7, collector_timeout=2.0))
+    assert (settings.socket, settings.max_schemas, settings.timeout) == ("/x.sock", 7, 2.0)

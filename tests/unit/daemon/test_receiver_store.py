@@ -1,0 +1,277 @@
+"""The daemon's view of the probes: counters that never jump, totals that add up, bounded series.
+
+Messages are produced by the real probe code (Recorder + Shipper.messages) and checked by the real
+validator; only the socket between them is left out here (tests/integration/test_probe_engines.py has it)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from exporter import wire
+from exporter.daemon.receiver.listener import classify
+from exporter.daemon.receiver.metric_families import analysis_families
+from exporter.daemon.receiver.store import OTHER, ProbeStore
+from exporter.probe.shipper import Shipper
+from tests.support.probelink import IDENTITY, Link
+
+
+def series_totals(store: ProbeStore) -> tuple[int, int, int]:
+    series = store.view().series.values()
+    return sum(a.requests for a in series), sum(a.hits for a in series), sum(sum(a.buckets) for a in series)
+
+
+def engine_totals(link: Link) -> tuple[int, int]:
+    b = link.rec.snapshot(full=True)["backends"]["xgrammar"]
+    return b["requests"], b["hits"]
+
+
+def test_top_schemas_by_compile_seconds_and_other_adds_up() -> None:
+    store = ProbeStore(max_schemas=3)
+    link = Link(store)
+    for i in range(10):
+        link.compile(f'{{"n":{i}}}', 0.001 * (i + 1))
+    link.ship(fresh=True)
+    view = store.view()
+    exposed = {k.schema_hash for k in view.series}
+    assert len(exposed) == 4 and OTHER in exposed  # 3 schemas + other
+    slowest = {m.schema_hash for m in view.info.values()}
+    assert len(slowest) == 3
+    requests, _, observations = series_totals(store)
+    assert requests == observations == 10
+    assert view.series[("", "vllm-0", "0", "xgrammar", OTHER)].requests == 7
+
+
+def test_counters_never_go_backwards_while_the_top_set_churns() -> None:
+    """Every increment lands in exactly one series, and a series that leaves and comes back resumes
+    where it was: the last value seen of every series ever exposed adds up to the engine's totals,
+    and no series ever decreases, whichever schema wins a tie (set order varies with the hash seed)."""
+    store = ProbeStore(max_schemas=5, linger=3)
+    link = Link(store, max_schemas=40)
+    rng = random.Random(7)
+    last: dict[Any, tuple[int, int]] = {}
+    for _ in range(60):
+        for _ in range(20):
+            n = rng.randrange(60)
+            link.compile(f'{{"n":{n}}}', rng.choice((0.00001, 0.002, 0.05)), hit=rng.random() < 0.5)
+        link.ship()
+        current = {k: (a.requests, a.hits) for k, a in store.view().series.items()}
+        for key, (requests, hits) in current.items():
+            before = last.get(key, (0, 0))
+            assert requests >= before[0] and hits >= before[1], key
+        last.update(current)
+        assert len(store.exposed) <= 5 and len(store.lingering) <= 5
+        assert len({k.schema_hash for k in current}) <= 11  # active, lingering, other
+        assert (sum(v[0] for v in last.values()), sum(v[1] for v in last.values())) == engine_totals(link)
+    assert store.evicted_total > 0 and link.rec.counters["evicted"] > 0
+
+
+def test_a_schema_demoted_and_back_between_two_scrapes_loses_nothing() -> None:
+    """The scraper sees the series before and after only: it must not look continuous while hiding
+    the increments of the series that was dropped in between."""
+    store = ProbeStore(max_schemas=1)
+    link = Link(store)
+    link.compile("A", 0.01)
+    link.ship(fresh=True)
+    (key,) = store.view().series
+    assert store.view().series[key].requests == 1
+    link.compile("B", 1.0)  # B outscores A: A is demoted
+    link.ship()
+    link.compile("A", 10.0)
+    link.compile("A", 10.0)  # A outscores B again: it resumes at 1, not restarts at 0
+    link.ship()
+    assert store.view().series[key].requests == 3
+    assert store.evicted_total == 2
+    (b,) = store.lingering  # B, demoted in turn, still shows its final value
+    assert store.view().series[(*key[:4], b)].requests == 1
+
+
+def hash_of(store: ProbeStore, title: str) -> str:
+    (h,) = [h for h, m in store.info.items() if m.title == title]
+    return h
+
+
+def test_a_demoted_schema_shows_its_final_value_until_the_linger_ends() -> None:
+    """Prometheus only sees what it scrapes: a schema demoted right after its last increments keeps
+    that final value on /metrics for the linger, so no scraper misses it; then it goes stale."""
+    store = ProbeStore(max_schemas=1, linger=5)
+    link = Link(store)
+    link.compile('{"title":"A"}', 0.01)
+    link.ship(fresh=True)
+    link.compile('{"title":"A"}', 0.01)
+    link.ship()  # an increment no scrape saw (no view() in between)...
+    link.compile('{"title":"B"}', 1.0)
+    link.ship()  # ...and A is demoted
+    a = ("", "vllm-0", "0", "xgrammar", hash_of(store, "A"))
+    series = store.view().series
+    assert series[a].requests == 2 and a[4] not in store.exposed
+    assert series_totals(store)[0] == engine_totals(link)[0] == 3
+    link.compile('{"title":"A"}', 0.01)  # while A lingers its increments go to other, frozen at 2
+    link.ship()
+    assert store.view().series[a].requests == 2
+    assert store.view().series[(*a[:4], OTHER)].requests == 1
+    for _ in range(5):
+        link.ship()
+    assert a not in store.view().series  # the linger ended: stale in Prometheus
+
+
+def test_daemon_restart_restores_cumulative_values() -> None:
+    first = ProbeStore()
+    link = Link(first)
+    link.compile('{"a":1}', 0.02)
+    for _ in range(9):
+        link.compile('{"a":1}', 0.00001, hit=True)
+    link.ship(fresh=True)
+    link.compile('{"a":1}', 0.00001, hit=True)
+    # the daemon dies; a new one starts with nothing and the probe reconnects
+    link.store = ProbeStore()
+    link.ship(fresh=True)
+    (acc,) = link.store.view().series.values()
+    assert (acc.requests, acc.hits) == (11, 10)
+
+
+def test_reconnecting_probe_is_not_counted_twice() -> None:
+    store = ProbeStore()
+    link = Link(store)
+    link.compile("A", 0.01)
+    link.ship(fresh=True)
+    link.compile("A", 0.00001, hit=True)
+    link.ship(fresh=True)  # same process, new connection: full snapshot again
+    link.ship(fresh=True)
+    assert series_totals(store)[:2] == (2, 1)
+
+
+def test_probe_evictions_while_disconnected_are_conserved() -> None:
+    store = ProbeStore()
+    link = Link(store, max_schemas=3)
+    for i in range(3):
+        link.compile(f"s{i}", 0.01)
+    link.ship(fresh=True)
+    for i in range(3, 12):  # the socket is down: nothing shipped, s0..s8 evicted into other
+        link.compile(f"s{i}", 0.01)
+    link.compile("s0", 0.01)
+    link.ship(fresh=True)
+    assert series_totals(store)[0] == engine_totals(link)[0] == 13
+
+
+def test_engine_restart_resets_its_series_and_ttl_drops_silent_engines() -> None:
+    store = ProbeStore(engine_ttl=30)
+    old = Link(store)
+    old.compile("A", 0.01)
+    old.compile("A", 0.00001, hit=True)
+    old.ship(fresh=True)
+    new = Link(store)  # same pod and engine, new process
+    new.now = old.now
+    new.compile("A", 0.01)
+    new.ship(fresh=True)
+    assert series_totals(store)[:2] == (1, 0)
+    assert len(store.view().engines) == 1
+    other_pod = Link(store, pod="vllm-1")
+    other_pod.now = 100
+    other_pod.compile("B", 0.01)
+    other_pod.ship(fresh=True)
+    store.expire(now=101)
+    view = store.view()
+    assert [engine.hello.pod for engine in view.engines] == ["vllm-1"]
+    assert {k.pod for k in view.series} == {"vllm-1"}
+
+
+def test_rows_before_their_metadata_are_counted_once_it_arrives() -> None:
+    store = ProbeStore()
+    link = Link(store)
+    link.compile("A", 0.01)
+    link.ship(fresh=True)
+    link.compile("B", 0.01)
+    lines = link.shipper.messages(False)
+    schemas_line, snapshot_line = lines
+    _, snap = classify(snapshot_line)
+    assert isinstance(snap, wire.Snapshot) and link.engine is not None
+    store.snapshot(link.engine, snap, 5)  # the snapshot overtakes the metadata
+    assert series_totals(store)[0] == 1
+    _, meta = classify(schemas_line)
+    assert isinstance(meta, wire.SchemasMessage)
+    store.schemas(link.engine, meta, 5)
+    link.ship()
+    assert series_totals(store)[0] == 1  # B unchanged since: not shipped again...
+    link.compile("B", 0.00001, hit=True)
+    link.ship()
+    assert series_totals(store)[:2] == (3, 1)  # ...until it changes, then counted from zero
+
+
+def test_two_serialisations_of_one_schema_are_a_finding() -> None:
+    store = ProbeStore()
+    link = Link(store)
+    link.compile('{"type":"string","maxLength":5}', 0.01)
+    link.compile('{"maxLength":5,"type":"string"}', 0.01)  # the same schema, serialised differently
+    link.ship(fresh=True)
+    store.analysis.run(deadline=float("inf"))
+    view = store.view()
+    families = {f.name: f for f in analysis_families(view.analysis, view.serialisations)}
+    samples = {(s.labels["rule"], s.value) for s in families["guided_decoding_schema_lint_findings"].samples}
+    assert ("unstable_serialization", 2) in samples
+
+
+def test_a_spec_is_linted_with_the_tables_of_the_engine_that_reported_it() -> None:
+    """xgrammar 0.2.8 fails to compile a pattern repeat past 128 (0.2.9 does not): an engine that
+    reports 0.2.8 gets the error, one that reports 0.2.9 or nothing does not."""
+    spec = '{"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{8,500}$"}}}'
+    refused = {}
+    for reported in ({"xgrammar": "0.2.8"}, {"xgrammar": "0.2.9"}, {}):
+        store = ProbeStore()
+        link = Link(store)
+        link.shipper = Shipper(link.rec, "/nonexistent", {**IDENTITY, "backends": reported})
+        link.compile(spec, 0.01)
+        link.ship(fresh=True)
+        store.analysis.run(deadline=float("inf"))
+        (counts,) = store.view().analysis.findings.values()
+        refused[reported.get("xgrammar", "")] = counts.get(("xgrammar_refused", "error"), 0)
+    assert refused == {"0.2.8": 1, "0.2.9": 0, "": 0}
+
+
+def test_one_pod_name_in_two_namespaces_is_two_engines_and_labels_say_which() -> None:
+    from exporter.daemon.receiver.metric_families import store_families
+
+    store = ProbeStore(max_schemas=5)
+    links = [Link(store, namespace="team-a"), Link(store, namespace="team-b"), Link(store)]
+    for n, link in enumerate(links):
+        for _ in range(n + 1):
+            link.compile('{"type":"object"}', 0.002)
+        link.ship(fresh=True)
+    assert len(store.engines) == 3  # none mistaken for a restart of another
+    families = {f.name: f for f in store_families(store.view())}
+    requests = {
+        (s.labels.get("namespace"), s.labels["pod"]): s.value
+        for s in families["guided_decoding_compile_requests"].samples
+    }
+    assert requests == {("team-a", "vllm-0"): 1, ("team-b", "vllm-0"): 2, (None, "vllm-0"): 3}
+    per_schema = families["guided_decoding_schema_requests"].samples
+    assert sorted((s.labels.get("namespace", ""), s.value) for s in per_schema) == [
+        ("", 3),
+        ("team-a", 1),
+        ("team-b", 2),
+    ]
+    labelled = [s for s in per_schema if "namespace" in s.labels]
+    assert all(list(s.labels)[:3] == ["namespace", "pod", "engine"] for s in labelled)
+
+
+def test_discovery_names_the_namespace_of_a_probe_that_does_not() -> None:
+    """A probe without GDX_POD_NAMESPACE: its series take the namespace discovery lists for its pod name
+    (so they join target_up and the passed-through series); a probe that says its own keeps it."""
+    from exporter.daemon.receiver.metric_families import store_families
+    from exporter.daemon.receiver.store import with_namespaces
+
+    store = ProbeStore(max_schemas=5)
+    silent, named = Link(store, pod="vllm-0"), Link(store, pod="vllm-1", namespace="team-b")
+    for link in (silent, named):
+        link.compile('{"type":"object"}', 0.002)
+        link.ship(fresh=True)
+    view = with_namespaces(store.view(), {"vllm-0": "team-a", "vllm-1": "elsewhere"})
+    families = {f.name: f for f in store_families(view)}
+    for name in (
+        "guided_decoding_compile_requests",
+        "guided_decoding_schema_requests",
+        "guided_decoding_probe",
+    ):
+        pods = {(s.labels["namespace"], s.labels["pod"]) for s in families[name].samples}
+        assert pods == {("team-a", "vllm-0"), ("team-b", "vllm-1")}, name
+    assert with_namespaces(store.view(), {}).series == store.view().series  # nothing known: unchanged

@@ -1,0 +1,92 @@
+"""The protocol validator: the daemon's only trust boundary with engine processes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from exporter import wire
+from exporter.daemon.receiver.listener import classify
+from exporter.probe.recorder import Recorder
+from exporter.probe.shipper import encode, schema_messages
+from exporter.wire import Invalid, validate
+
+
+def _messages() -> list[dict[str, Any]]:
+    rec = Recorder()
+    rec.finish(rec.begin("xgrammar"), "xgrammar", "json", '{"type":"object"}', 0.02, False)
+    rec.finish(rec.begin("xgrammar"), "xgrammar", "json", '{"type":"object"}', 0.00001, True)
+    rec.finish(rec.begin("llguidance"), "llguidance", "regex", "[0-9]+", 0.001, False, "unsupported")
+    rec.observe_wait("xgrammar", 0.03)
+    rec.observe_mask("xgrammar", 0.00002)
+    hello = {
+        "kind": "hello",
+        "instance": "i1",
+        "pid": 7,
+        "pod": "vllm-0",
+        "engine": "0",
+        "engine_kind": "vllm",
+        "engine_version": "0.32.0",
+        "backends": {"xgrammar": "0.2.9"},
+        "probe_version": "0.1.0",
+    }
+    lines = [encode(hello), *schema_messages(rec.take_unsent(True))]
+    lines.append(encode({"kind": "snapshot", "seq": 1, **rec.snapshot(True), "probe": dict(rec.counters)}))
+    return [json.loads(line) for line in lines]
+
+
+def test_what_the_probe_sends_validates() -> None:
+    hello, schemas, snapshot = (validate(m) for m in _messages())
+    assert isinstance(hello, wire.Hello) and hello.pod == "vllm-0"
+    assert isinstance(schemas, wire.SchemasMessage)
+    assert [s.kind for s in schemas.schemas] == ["json", "regex"]
+    assert isinstance(snapshot, wire.Snapshot)
+    assert snapshot.backends["xgrammar"].requests == 2
+    assert snapshot.backends["llguidance"].errors == {"unsupported": 1}
+
+
+@pytest.mark.parametrize(
+    ("index", "path", "value"),
+    [
+        (0, ("pid",), -1),
+        (0, ("pod",), "a b"),  # not a label-safe name
+        (0, ("engine",), "x" * 500),
+        (1, ("schemas", 0, "hash"), "XYZ"),
+        (1, ("schemas", 0, "kind"), "sql"),
+        (1, ("schemas", 0, "text"), "x" * (256 * 1024 + 1)),
+        (2, ("backends", "xgrammar", "compile", "buckets"), [1, 2]),
+        (2, ("backends", "xgrammar", "compile", "sum"), float("nan")),
+        (2, ("backends", "xgrammar", "requests"), 1.5),
+        (2, ("backends", "xgrammar", "errors"), {"oom": 1}),
+        (2, ("schemas", 0, "hits"), 10**6),  # more hits than requests
+        (2, ("probe",), {"anything": 1}),
+        (2, ("v",), 2),
+    ],
+)
+def test_invalid_fields_are_rejected(index: int, path: tuple[Any, ...], value: Any) -> None:
+    message = _messages()[index]
+    node = message
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(Invalid):
+        validate(message)
+    line = json.dumps(message).encode() + b"\n"
+    assert classify(line) == ("rejected", None)
+
+
+def test_schema_warnings_are_checked() -> None:
+    from exporter import wire
+
+    item = {"id": 1, "hash": "0" * 12, "shape": "1" * 12, "kind": "json", "backend": "llguidance"}
+    item["text"] = "{}"
+    said = [{**item, "warnings": ["Unknown format: x"]}]
+    ok = wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": said})
+    assert isinstance(ok, wire.SchemasMessage) and ok.schemas[0].warnings == ("Unknown format: x",)
+    plain = wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": [item]})
+    assert isinstance(plain, wire.SchemasMessage) and plain.schemas[0].warnings == ()
+    for bad in (["x" * 513], ["w"] * 17, "not a list", [1]):
+        with pytest.raises(wire.Invalid):
+            wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": [{**item, "warnings": bad}]})
