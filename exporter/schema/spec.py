@@ -10,7 +10,7 @@ costs apply to each kind, so each gets the rules that fit it:
 - a structural tag: the JSON Schemas inside it, each linted as a schema, at pointers into the tag.
 
 `detect` agrees with `gdx hash` (identity.parse_spec): text that is JSON is JSON, whatever else it could
-be; the rest is a grammar or a regex as the family key decides (family._text_kind), so a spec's kind
+be; the rest is a grammar or a regex as the family key decides (family.text_kind), so a spec's kind
 here and its family's kind are one answer. Pure functions, bounded like `lint` (MAX_INPUT_CHARS, the
 walk budget): hostile input gives a `too_complex` finding or none, never an exception.
 """
@@ -59,10 +59,10 @@ def detect(text: str) -> str:
     object that is a structural tag; otherwise "grammar" (`::=`, or a Lark `name:` rule line) or
     "regex". A regex such as `Answer: (yes|no)` looks like a Lark rule: name the kind where it matters."""
     if len(text) > MAX_INPUT_CHARS:
-        return family._text_kind(text[: family.MAX_TEXT])
+        return family.text_kind(text[: family.MAX_TEXT])
     value = identity.parse_spec(text)
     if value is None:
-        return family._text_kind(text[: family.MAX_TEXT])
+        return family.text_kind(text[: family.MAX_TEXT])
     return kind_of_value(value)
 
 

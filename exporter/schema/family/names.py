@@ -1,0 +1,62 @@
+"""A readable name for an untitled spec, from its structure only (never a literal value)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from exporter.schema.family.model import HOSTILE, NAME_MAX, TYPES, UNIONS
+
+_NAME_BAD = re.compile(r"[^A-Za-z0-9_.,+ -]+")
+
+
+def _clean(text: str) -> str:
+    return _NAME_BAD.sub("_", text).strip(" _")
+
+
+def readable_name(value: Any) -> str:
+    """A name for an untitled schema from its structure only: its first property names (required
+    first, sorted) and how many more, or its union and width, or its `$ref` or type. Never a literal
+    value (title, description, enum, const, default): those may be per-request and are not read."""
+    try:
+        return _clean(_name(value))[:NAME_MAX] or "schema"
+    except HOSTILE:
+        return "schema"
+
+
+def _name(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean schema"
+    if isinstance(value, list):
+        return f"json array, {len(value)} items"
+    if not isinstance(value, dict):
+        return "json " + type(value).__name__
+    props = value.get("properties")
+    if isinstance(props, dict) and props:
+        required = value.get("required")
+        needed = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+        names = sorted(n for n in props if n in needed) + sorted(n for n in props if n not in needed)
+        shown: list[str] = []
+        for n in names:
+            clean = _clean(str(n))[:24]
+            if not clean:
+                continue
+            if len(shown) == 3 or sum(len(s) + 2 for s in shown) + len(clean) > NAME_MAX - 8:
+                break
+            shown.append(clean)
+        rest = len(names) - len(shown)
+        return ", ".join(shown + ([f"+{rest}"] if rest else []))
+    for keyword in (*UNIONS, "allOf"):
+        branches = value.get(keyword)
+        if isinstance(branches, list):
+            return f"{keyword}, {len(branches)} branches"
+    ref = value.get("$ref")
+    if isinstance(ref, str):
+        return "ref " + ref.rsplit("/", 1)[-1][:40]
+    kind = value.get("type")
+    if isinstance(kind, str):
+        items = value.get("items")
+        if kind == "array" and isinstance(items, dict) and items.get("type") in TYPES:
+            return f"array of {items['type']}"
+        return kind if kind in TYPES else "schema"
+    return "schema" if value else "empty schema"

@@ -1,0 +1,189 @@
+"""What varies between a family's variants: each variant's positions (aligned keys, digests and
+pointers), then the literals, union branch sets and optional properties that differ."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.schema.family.fingerprint import analyse_structure, short_digest
+from exporter.schema.family.model import (
+    DEFAULT_BUDGET,
+    DEFAULT_RULES,
+    HOSTILE,
+    MAX_REPORTED_NAMES,
+    MAX_VARIANTS,
+    UNIONS,
+    OptionalVariation,
+    Rules,
+    UnionVariation,
+    Variation,
+)
+from exporter.schema.identity import LITERAL_KEYS, canonical_json
+from exporter.schema.variants import literals
+from exporter.schema.walk import Budget, children, escape, walk
+
+
+@dataclass(frozen=True)
+class Positions:
+    """One variant's schema positions under aligned keys (a union branch keyed by its structure,
+    not its index, so that subsets and reorderings line up). Digests and pointers only: the daemon
+    keeps these per spec instead of the text, and `variation` compares them."""
+
+    nodes: dict[str, str]  # aligned key -> real pointer
+    literals: dict[str, tuple[str, str]]  # aligned key -> (real pointer, digest)
+    unions: dict[str, frozenset[str]]  # aligned key of the list -> branch keys
+    optional: dict[str, frozenset[str]]  # aligned key of the properties map -> optional names
+
+
+def _literal_digest(value: Any) -> str:
+    """The same digest as variants.literals."""
+    text = canonical_json(value).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(text, digest_size=8).hexdigest()
+
+
+def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
+    shapes: dict[str, str] = {}
+    analyse_structure(schema, rules, budget, shapes)
+    real_literals = literals(schema, budget)  # the standard literal keys, digested as variants does
+    extra = (rules.removed | rules.masked) - LITERAL_KEYS
+    keys = rules.removed | rules.masked
+    aligned: dict[str, str] = {"": ""}
+    nodes: dict[str, str] = {}
+    lits: dict[str, tuple[str, str]] = {}
+    unions: dict[str, frozenset[str]] = {}
+    optional: dict[str, frozenset[str]] = {}
+    for node in walk(schema, budget, follow_refs=False):
+        a = aligned.get(node.pointer, node.pointer)
+        nodes[a] = node.pointer
+        s = node.schema
+        for key in keys & s.keys():
+            real = f"{node.pointer}/{escape(key)}"
+            found = real_literals.get(real)
+            if found is None and key in extra:
+                found = _literal_digest(s[key])
+            if found is not None:
+                lits[f"{a}/{escape(key)}"] = (real, found)
+        props = s.get("properties")
+        if isinstance(props, dict):
+            required = s.get("required")
+            needed = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
+            optional[f"{a}/properties"] = frozenset(n for n in props if n not in needed)
+        seen: Counter[str] = Counter()
+        for keyword, pointer, child in children(node.pointer, s):
+            if not isinstance(child, dict):
+                continue
+            token = pointer.rsplit("/", 1)[1]
+            if keyword in UNIONS:
+                shape = shapes.get(pointer, token)
+                seen[keyword + shape] += 1
+                token = f"~{shape}" + (f"~{seen[keyword + shape]}" if seen[keyword + shape] > 1 else "")
+            aligned[pointer] = f"{a}/{escape(keyword)}/{token}"
+        for keyword in UNIONS:
+            branches = s.get(keyword)
+            if isinstance(branches, list):
+                base = f"{node.pointer}/{keyword}"
+                tokens = (aligned.get(f"{base}/{i}", "").rsplit("/", 1)[-1] for i in range(len(branches)))
+                unions[f"{a}/{keyword}"] = frozenset(t for t in tokens if t)
+    return Positions(nodes, lits, unions, optional)
+
+
+def positions(schema: Any, budget: Budget = DEFAULT_BUDGET, rules: Rules = DEFAULT_RULES) -> Positions | None:
+    """One parsed variant's positions, or None over the budget or malformed."""
+    try:
+        return _positions(schema, budget, rules)
+    except HOSTILE:
+        return None
+
+
+def text_positions(text: str) -> Positions:
+    """A regex or grammar: one literal position, the whole text (its literal runs are what varies)."""
+    return Positions({"": ""}, {"/": ("", short_digest(text))}, {}, {})
+
+
+def what_varies(
+    variants: Sequence[Any], budget: Budget = DEFAULT_BUDGET, rules: Rules = DEFAULT_RULES, limit: int = 20
+) -> Variation:
+    """For the parsed variants of one family: the literal pointers that differ (compared only where
+    the enclosing schema exists), the unions whose branch set varies, and the optional properties that
+    come and go. At most MAX_VARIANTS variants, each within `budget.max_nodes`, all within
+    `budget.max_seconds`; a variant over it is skipped and the result marked degraded."""
+    deadline = time.monotonic() + budget.max_seconds
+    per: list[Positions] = []
+    degraded = len(variants) > MAX_VARIANTS
+    for v in variants[:MAX_VARIANTS]:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            degraded = True
+            break
+        found = positions(v, Budget(budget.max_nodes, left), rules)
+        if found is None:
+            degraded = True
+        else:
+            per.append(found)
+    return variation(per, limit, degraded)
+
+
+def variation(per: Sequence[Positions], limit: int = 20, degraded: bool = False) -> Variation:
+    """What differs between these variants' positions (see `what_varies`)."""
+    return Variation(
+        len(per),
+        _varying_literals(per, limit),
+        _varying_unions(per, limit),
+        _varying_optional(per, limit),
+        degraded,
+    )
+
+
+def _first(per: Sequence[Positions], key: str, table: str) -> str:
+    for p in per:
+        if table == "nodes" and key in p.nodes:
+            return p.nodes[key]
+        if table == "literals" and key in p.literals:
+            return p.literals[key][0]
+    return key
+
+
+def _varying_literals(per: Sequence[Positions], limit: int) -> tuple[tuple[str, int], ...]:
+    keys = sorted({k for p in per for k in p.literals})
+    ranked = []
+    for key in keys:
+        parent = key.rsplit("/", 1)[0]
+        values = Counter(p.literals.get(key, ("", ""))[1] for p in per if parent in p.nodes)
+        differ = sum(values.values()) - values.most_common(1)[0][1]
+        if differ > 0:
+            ranked.append((_first(per, key, "literals"), differ))
+    ranked.sort(key=lambda item: (-item[1], item[0]))
+    return tuple(ranked[:limit])
+
+
+def _varying_unions(per: Sequence[Positions], limit: int) -> tuple[UnionVariation, ...]:
+    out = []
+    for key in sorted({k for p in per for k in p.unions}):
+        sets = [p.unions[key] for p in per if key in p.unions]
+        distinct = set(sets)
+        if len(distinct) > 1:
+            branches = frozenset().union(*sets)
+            parent, keyword = key.rsplit("/", 1)
+            pointer = f"{_first(per, parent, 'nodes')}/{keyword}"
+            out.append(UnionVariation(pointer, len(sets), len(distinct), len(branches)))
+    out.sort(key=lambda u: (-u.subsets, u.pointer))
+    return tuple(out[:limit])
+
+
+def _varying_optional(per: Sequence[Positions], limit: int) -> tuple[OptionalVariation, ...]:
+    out = []
+    for key in sorted({k for p in per for k in p.optional}):
+        sets = [p.optional[key] for p in per if key in p.optional]
+        present = Counter(n for s in sets for n in s)
+        names = tuple(sorted((n, k) for n, k in present.items() if k < len(sets)))
+        if names:
+            parent = key.rsplit("/", 1)[0]
+            pointer = f"{_first(per, parent, 'nodes')}/properties"
+            out.append(OptionalVariation(pointer, len(sets), names[:MAX_REPORTED_NAMES]))
+    out.sort(key=lambda o: (-len(o.names), o.pointer))
+    return tuple(out[:limit])
