@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any, TypeGuard
+from typing import Any
 
-from exporter.schema.walk import escape, resolve
+from exporter.schema.values import is_number, value_types
+from exporter.schema.walk import escape, ref_target, resolve
 
 JSON_TYPES = frozenset({"object", "array", "string", "number", "boolean", "null"})
 OBJECT_KEYS = ("properties", "additionalProperties", "unevaluatedProperties")
@@ -121,27 +122,17 @@ def live(root: Any) -> frozenset[str]:
     return frozenset(out)
 
 
-def _deref(root: Any, schema: Any, hops: int = MAX_DEPTH) -> Any:
-    """The subschema a `$ref` chain ends at (xgrammar compiles the target only)."""
-    while hops and isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
-        found = resolve(root, schema["$ref"])
-        if found is None:
-            return schema
-        schema, hops = found[1], hops - 1
-    return schema
-
-
 def types(root: Any, schema: Any, depth: int = MAX_DEPTH) -> frozenset[str]:
     """The JSON types the compiled grammar can emit here (integer counted as number)."""
-    schema = _deref(root, schema)
+    schema = ref_target(root, schema, MAX_DEPTH)
     reading = form(schema)
     if depth <= 0 or reading == "any" or not isinstance(schema, dict):
         return JSON_TYPES if schema is not False else frozenset()
     if reading == "const":
-        return frozenset(_value_types(schema["const"]))
+        return frozenset(value_types(schema["const"]) - {"integer"})
     if reading == "enum":
         values = schema["enum"] if isinstance(schema["enum"], list) else []
-        return frozenset(kind for value in values for kind in _value_types(value))
+        return frozenset(kind for value in values for kind in (value_types(value) - {"integer"}))
     if reading in ("anyOf", "oneOf", "allOf"):
         branches = schema[reading] if isinstance(schema[reading], list) else []
         if reading == "allOf" and len(branches) != 1:
@@ -151,18 +142,9 @@ def types(root: Any, schema: Any, depth: int = MAX_DEPTH) -> frozenset[str]:
     return frozenset(kinds) if kinds else JSON_TYPES
 
 
-def _value_types(value: Any) -> set[str]:
-    if isinstance(value, bool):
-        return {"boolean"}
-    if isinstance(value, (int, float)):
-        return {"number"}
-    names: dict[type, str] = {str: "string", list: "array", dict: "object", type(None): "null"}
-    return {name for kind, name in names.items() if isinstance(value, kind)}
-
-
 def keys(root: Any, schema: Any, depth: int = MAX_DEPTH) -> frozenset[str] | None:
     """The property names the compiled grammar can emit in an object here (None: any name)."""
-    schema = _deref(root, schema)
+    schema = ref_target(root, schema, MAX_DEPTH)
     reading = form(schema)
     if depth <= 0 or reading == "any" or not isinstance(schema, dict):
         return None
@@ -209,7 +191,7 @@ def bare(schema: dict[str, Any]) -> bool:
 def finite(root: Any, schema: Any) -> list[Any] | None:
     """Every value the compiled grammar can emit here, when there are few (None: many): the
     constants, `true`/`false`, `null`, and `{}` for an object strict mode closes with no names."""
-    schema = _deref(root, schema)
+    schema = ref_target(root, schema, MAX_DEPTH)
     if not isinstance(schema, dict):
         return None
     if "const" in schema:
@@ -244,7 +226,7 @@ def disjoint(root: Any, left: Any, right: Any, depth: int = MAX_DEPTH) -> bool:
     (so falling back to anyOf changes nothing): types apart, every constant of one refused by the
     other, a name one requires that the other's closed object cannot have, a common required
     property whose values are apart, ranges apart, or patterns that start apart."""
-    left, right = _deref(root, left), _deref(root, right)
+    left, right = ref_target(root, left, MAX_DEPTH), ref_target(root, right, MAX_DEPTH)
     if depth <= 0 or not isinstance(left, dict) or not isinstance(right, dict):
         return False
     if not types(root, left) & types(root, right):
@@ -257,7 +239,7 @@ def disjoint(root: Any, left: Any, right: Any, depth: int = MAX_DEPTH) -> bool:
         return True
     for one, other in ((left, right), (right, left)):  # more names required than the other allows
         most = other.get("maxProperties")
-        if _number(most) and len(set(_required(one))) > most and types(root, one) <= {"object"}:
+        if is_number(most) and len(set(_required(one))) > most and types(root, one) <= {"object"}:
             return True
     common = set(_required(left)) & set(_required(right))
     for name in common:
@@ -320,13 +302,13 @@ def _ranges_apart(left: dict[str, Any], right: dict[str, Any]) -> bool:
 
     def interval(schema: dict[str, Any]) -> tuple[float, bool, float, bool]:
         low, high, lo_x, hi_x = float("-inf"), float("inf"), False, False
-        if _number(schema.get(low_key)):
+        if is_number(schema.get(low_key)):
             low = schema[low_key]
-        if low_open and _number(schema.get(low_open)) and schema[low_open] >= low:
+        if low_open and is_number(schema.get(low_open)) and schema[low_open] >= low:
             low, lo_x = schema[low_open], True
-        if _number(schema.get(high_key)):
+        if is_number(schema.get(high_key)):
             high = schema[high_key]
-        if high_open and _number(schema.get(high_open)) and schema[high_open] <= high:
+        if high_open and is_number(schema.get(high_open)) and schema[high_open] <= high:
             high, hi_x = schema[high_open], True
         return low, lo_x, high, hi_x
 
@@ -338,10 +320,6 @@ def _ranges_apart(left: dict[str, Any], right: dict[str, Any]) -> bool:
         or (a_high == b_low and (a_hx or b_lx))
         or (b_high == a_low and (b_hx or a_lx))
     )
-
-
-def _number(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _patterns_apart(left: dict[str, Any], right: dict[str, Any]) -> bool:
@@ -402,7 +380,7 @@ def _starts(items: list[Any]) -> set[str] | None:
 def refuses(root: Any, schema: Any, value: Any, depth: int = MAX_DEPTH) -> bool:
     """Whether a subschema surely refuses this value (False when unsure): the types, constants,
     required names, properties, bounds and pattern a validator would check."""
-    schema = _deref(root, schema)
+    schema = ref_target(root, schema, MAX_DEPTH)
     if depth <= 0 or not isinstance(schema, dict):
         return schema is False
     if "const" in schema and schema["const"] != value:
@@ -421,7 +399,7 @@ def refuses(root: Any, schema: Any, value: Any, depth: int = MAX_DEPTH) -> bool:
     if isinstance(branches, list) and any(refuses(root, b, value, depth - 1) for b in branches):
         return True
     kinds = _kinds(schema) if "type" in schema else set()
-    if kinds and not _value_types(value) & kinds:
+    if kinds and not (value_types(value) - {"integer"}) & kinds:
         return True
     raw = set(declared(schema))
     if "integer" in raw and "number" not in raw and isinstance(value, float) and not value.is_integer():
@@ -434,14 +412,14 @@ def refuses(root: Any, schema: Any, value: Any, depth: int = MAX_DEPTH) -> bool:
                     return True
             except (re.error, RecursionError, OverflowError):
                 pass
-        if _number(schema.get("minLength")) and len(value) < schema["minLength"]:
+        if is_number(schema.get("minLength")) and len(value) < schema["minLength"]:
             return True
-        if _number(schema.get("maxLength")) and len(value) > schema["maxLength"]:
+        if is_number(schema.get("maxLength")) and len(value) > schema["maxLength"]:
             return True
-    if _number(value):
-        if _number(schema.get("minimum")) and value < schema["minimum"]:
+    if is_number(value):
+        if is_number(schema.get("minimum")) and value < schema["minimum"]:
             return True
-        if _number(schema.get("maximum")) and value > schema["maximum"]:
+        if is_number(schema.get("maximum")) and value > schema["maximum"]:
             return True
     if isinstance(value, dict):
         if any(name not in value for name in _required(schema)):

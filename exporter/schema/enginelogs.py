@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from exporter.schema import backends, compiled
+from exporter.schema import backends, compiled, gaps
 from exporter.schema.lint import Finding
+from exporter.schema.values import declared_types
 from exporter.schema.walk import Budget, Node, TooComplex, escape, resolve, walk
 
 # "[20:24:23] /project/cpp/json_schema_converter.cc:829: Warning: " (the level is absent on some lines)
@@ -109,7 +110,7 @@ def observable(finding: Finding, schema: Any, live: frozenset[str] | None) -> bo
     if word == "oneOf exclusivity":
         found = resolve(schema, f"#{node}")
         branches = found[1].get("oneOf") if found and isinstance(found[1], dict) else None
-        return not (isinstance(branches, list) and backends.exclusive(branches, schema))
+        return not (isinstance(branches, list) and gaps.exclusive(branches, schema))
     return True
 
 
@@ -239,12 +240,6 @@ def _plain(text: str) -> str:
     return " ".join(text.replace("`", "'").split())
 
 
-def _types(schema: dict[str, Any]) -> set[str]:
-    kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind]
-    return {k for k in kinds if isinstance(k, str)}
-
-
 def _with_key(nodes: Sequence[Node], key: str, word: str) -> list[Site]:
     return [Site(word, f"{n.pointer}/{escape(key)}") for n in nodes if key in n.schema]
 
@@ -283,7 +278,7 @@ def _oneof(nodes: Sequence[Node], _: re.Match[str]) -> list[Site]:
         branches = node.schema.get("oneOf")
         if not isinstance(branches, list):
             continue
-        if not backends.provably_disjoint(branches):
+        if not gaps.provably_disjoint(branches):
             out.append(Site("oneOf exclusivity", f"{node.pointer}/oneOf"))
         elif "properties" in node.schema:
             out.append(Site("properties beside oneOf", f"{node.pointer}/oneOf"))
@@ -325,7 +320,7 @@ def _number_multiple(nodes: Sequence[Node], _: re.Match[str]) -> list[Site]:
     return [
         Site("number multipleOf", f"{n.pointer}/multipleOf")
         for n in nodes
-        if "multipleOf" in n.schema and "number" in _types(n.schema)
+        if "multipleOf" in n.schema and "number" in (declared_types(n.schema) or set())
     ]
 
 
@@ -335,7 +330,7 @@ def _one_sided(nodes: Sequence[Node], _: re.Match[str]) -> list[Site]:
         Site("multipleOf beside a one-sided range", f"{n.pointer}/multipleOf")
         for n in nodes
         if "multipleOf" in n.schema
-        and "integer" in _types(n.schema)
+        and "integer" in (declared_types(n.schema) or set())
         and any(k in n.schema for k in _LOWER) != any(k in n.schema for k in _UPPER)
     ]
 
@@ -356,7 +351,7 @@ def _integer_multiple(nodes: Sequence[Node], found: re.Match[str]) -> list[Site]
             f"{n.pointer}/multipleOf",
         )
         for n in nodes
-        if "integer" in _types(n.schema) and dropped(n.schema.get("multipleOf"))
+        if "integer" in (declared_types(n.schema) or set()) and dropped(n.schema.get("multipleOf"))
     ]
 
 
@@ -367,7 +362,7 @@ def _length_beside(nodes: Sequence[Node], found: re.Match[str]) -> list[Site]:
     for node in nodes:
         value = node.schema.get(beside)
         known = isinstance(value, str) and (beside == "pattern" or value in backends.XGRAMMAR_FORMATS)
-        if known and _types(node.schema) <= {"string"}:
+        if known and (declared_types(node.schema) or set()) <= {"string"}:
             out.extend(
                 Site(f"{key} beside {beside}", f"{node.pointer}/{key}")
                 for key in ("minLength", "maxLength")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from exporter.schema import backends, compiled, regex
+from exporter.schema import backends, compiled, gaps, regex
 from exporter.schema.walk import Budget, Cycle, Node, TooComplex, escape, walk
 
 SEVERITIES = ("error", "warning", "info")
@@ -167,7 +167,7 @@ def xgrammar_unenforced(
     schema = node.schema
     if node.pointer.endswith("/propertyNames"):  # names are strings: xgrammar enforces these
         schema = {"type": "string", **schema}
-    for keyword, key in backends.xgrammar_gaps(schema, facts, version, root):
+    for keyword, key in gaps.xgrammar_gaps(schema, facts, version, root):
         named = schema.get("format")
         if keyword.startswith("format ") and isinstance(named, str) and named not in backends.SPEC_FORMATS:
             yield Finding(  # nothing enforces a format the spec does not define: not xgrammar's gap
@@ -183,7 +183,7 @@ def xgrammar_unenforced(
             f"(verified on xgrammar {version})",
             "validate the output after decoding, or use llguidance where it refuses instead", keyword,
         )  # fmt: skip
-    for keyword, key in backends.xgrammar_refusals(schema, version):
+    for keyword, key in gaps.xgrammar_refusals(schema, version):
         yield Finding(
             "xgrammar_refused", "error", f"{node.pointer}/{escape(key)}",
             f"xgrammar refuses `{keyword}` at compile time (verified on xgrammar {version}): "
@@ -197,7 +197,7 @@ def llguidance_refused(
 ) -> Iterable[Finding]:
     version = backends.llguidance_table_version(versions.llguidance)
     facts = _lookaround(node)
-    for keyword, key in backends.llguidance_refusals(node.schema, facts, version):
+    for keyword, key in gaps.llguidance_refusals(node.schema, facts, version):
         yield Finding(
             "llguidance_refused", "error", f"{node.pointer}/{escape(key)}",
             f"llguidance refuses `{keyword}` at compile time (verified on llguidance {version}): "

@@ -164,3 +164,26 @@ def walk(
             if keyword in DEFINITIONS:
                 depth, unions = 0, 0  # a definition's own depth counts from where it is used
             stack.append(Node(pointer, child, depth, unions, node.via))
+
+
+def ref_target(root: Any, schema: Any, hops: int = 16) -> Any:
+    """The subschema a chain of local `$ref`s ends at, at most `hops` deep (what xgrammar compiles:
+    the target only); the last schema reached when a reference does not resolve."""
+    while hops and isinstance(schema, dict) and isinstance(schema.get("$ref"), str):
+        found = resolve(root, schema["$ref"])
+        if found is None:
+            return schema
+        schema, hops = found[1], hops - 1
+    return schema
+
+
+def inline_ref(branch: Any, root: Any, hops: int = 4) -> Any:
+    """A branch with its local `$ref` replaced by the target, its other keywords kept over the
+    target's, a few hops deep (how a oneOf branch reads for disjointness)."""
+    while hops and isinstance(branch, dict) and isinstance(branch.get("$ref"), str) and root is not None:
+        found = resolve(root, branch["$ref"])
+        if found is None or not isinstance(found[1], dict):
+            return branch
+        branch = {**found[1], **{k: v for k, v in branch.items() if k != "$ref"}}
+        hops -= 1
+    return branch

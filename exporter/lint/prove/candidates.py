@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any, TypeGuard
 
 from exporter.schema.compiled import declared
+from exporter.schema.values import is_number
 from exporter.schema.walk import escape, resolve
 
 MAX_POOL = 64  # literals taken from the schema
@@ -394,8 +395,8 @@ class Exemplar:
             return self._array(schema, pointer, path, depth)
         if name in ("integer", "number"):
             low, high = schema.get("minimum"), schema.get("maximum")
-            value = low if isinstance(low, (int, float)) and not isinstance(low, bool) else 1
-            if isinstance(high, (int, float)) and not isinstance(high, bool) and value > high:
+            value = low if is_number(low) else 1
+            if is_number(high) and value > high:
                 value = high
             return int(value) if name == "integer" and value == int(value) else value
         if name == "boolean":
@@ -479,15 +480,13 @@ def past_bounds(schema: dict[str, Any], value: Any) -> list[Any]:
             out.append((value[:1] or "a") * (int(high) + 1 - len(value)) + value)
         if _count(low) and 0 < low <= len(value):
             out.append(value[: int(low) - 1])
-    elif isinstance(value, (int, float)) and not isinstance(value, bool) and _count(step, 0):
+    elif is_number(value) and _count(step, 0):
         out.extend((value + step / 2, value + step * 0.3))
     return out
 
 
 def _count(value: Any, least: float = 0) -> TypeGuard[float]:
-    return (
-        isinstance(value, (int, float)) and not isinstance(value, bool) and value >= least and value == value
-    )
+    return is_number(value) and value >= least and value == value
 
 
 def _at(instance: Any, path: Path) -> Any:
