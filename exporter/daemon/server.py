@@ -206,6 +206,10 @@ def _schema_doc(report: ExposedSchema) -> dict[str, object]:
         "title": report.title,
         "recent_compile_seconds": report.recent_compile_seconds,
         "findings": _counts(report.findings),
+        "places": [
+            {"rule": p.rule, "severity": p.severity, "pointer": p.pointer, "keyword": p.keyword}
+            for p in report.places
+        ],
         "structure": report.structure,
     }
 

@@ -18,7 +18,7 @@ from typing import Any
 from exporter.lint.engines import CompileResult, Engines, ProbeResult
 from exporter.lint.prove.search import Prover
 from exporter.lint.requests import Inputs, Request
-from exporter.schema import backends, enginelogs, family, identity, injection, spec, variants
+from exporter.schema import backends, family, identity, injection, spec_report, variants
 from exporter.schema.family import Fingerprint, Variation
 from exporter.schema.lint import SEVERITIES, Finding, Thresholds
 from exporter.schema.walk import Budget
@@ -135,14 +135,14 @@ def analyse(
     prover: Prover | None = None,
     versions: backends.Versions | None = None,
 ) -> Report:
-    """Distinct specs (each analysed, compiled and fingerprinted once), grouped into families in log
-    order; each family ranked by compile seconds (when measured), variants, requests."""
-    distinct = distinct_specs(inputs.requests)
-    families = group(distinct, thresholds.budget)
-    reports = [
-        _family(family_id, members, thresholds, engines, checker, prover, versions)
-        for family_id, members in families.items()
+    """Distinct specs (each analysed by the core, compiled and fingerprinted once), grouped into
+    families in log order; each family ranked by compile seconds (when measured), variants, requests."""
+    members = [
+        _schema(item, thresholds, engines, checker, prover, versions)
+        for item in distinct_specs(inputs.requests)
     ]
+    families = group(members)
+    reports = [_family(family_id, found, thresholds) for family_id, found in families.items()]
     reports.sort(key=lambda f: (f.seconds or 0.0, f.variants, f.requests), reverse=True)
     return Report(tuple(reports), inputs.skipped)
 
@@ -166,22 +166,22 @@ def distinct_specs(requests: Iterable[Request]) -> list[_Distinct]:
 @dataclass(frozen=True)
 class _Member:
     spec: _Distinct
+    report: SchemaReport
     fingerprint: Fingerprint
 
 
-def group(distinct: Sequence[_Distinct], budget: Budget) -> dict[str, list[_Member]]:
+def group(members: Sequence[_Member]) -> dict[str, list[_Member]]:
     """Family id -> its distinct specs. Each is added to one FamilyIndex in log order (large enough
     that nothing is evicted); ids a family absorbed (on reaching its quorum, or bridging two) are
     mapped to it at the end, so every spec lands in its final family."""
-    index = family.FamilyIndex(max_families=len(distinct) + 1)
+    index = family.FamilyIndex(max_families=len(members) + 1)
     assigned: list[tuple[str, _Member]] = []
     renamed: dict[str, str] = {}
-    for item in distinct:
-        fingerprint = family.fingerprint(item.first.text, item.first.parsed, budget)
-        membership = index.add(fingerprint)
+    for member in members:
+        membership = index.add(member.fingerprint)
         for old in membership.absorbed:
             renamed[old] = membership.family
-        assigned.append((membership.family, _Member(item, fingerprint)))
+        assigned.append((membership.family, member))
     out: dict[str, list[_Member]] = {}
     for family_id, member in assigned:
         out.setdefault(_final(family_id, renamed), []).append(member)
@@ -196,16 +196,8 @@ def _final(family_id: str, renamed: dict[str, str]) -> str:
     return family_id
 
 
-def _family(
-    family_id: str,
-    members: list[_Member],
-    thresholds: Thresholds,
-    engines: Sequence[str],
-    checker: Engines | None,
-    prover: Prover | None,
-    versions: backends.Versions | None = None,
-) -> FamilyReport:
-    schemas = [_schema(member.spec, thresholds, engines, checker, prover, versions) for member in members]
+def _family(family_id: str, members: list[_Member], thresholds: Thresholds) -> FamilyReport:
+    schemas = [member.report for member in members]
     timed = [s.seconds for s in schemas if s.seconds is not None]
     seconds = sum(timed) if timed else None
     requests = sum(s.lines for s in schemas)
@@ -215,7 +207,7 @@ def _family(
     schemas.sort(key=lambda s: (s.seconds or 0.0, s.lines), reverse=True)  # hottest first, else log order
     return FamilyReport(
         family_id,
-        identity.title_of(first.spec.first.parsed) or first.fingerprint.name,
+        first.report.title or first.fingerprint.name,
         first.spec.first.kind,
         requests,
         len(schemas),
@@ -243,44 +235,46 @@ def _schema(
     checker: Engines | None,
     prover: Prover | None = None,
     versions: backends.Versions | None = None,
-) -> SchemaReport:
+) -> _Member:
+    """One distinct spec: the core's verdict (the daemon's, exporter/schema/spec_report.py) with what
+    the engines said compiling it, then what only `gdx lint` adds: unstable_serialization over its
+    exact strings, the keyword probes and, with --prove, a counterexample per xgrammar finding."""
     request = item.first
-    findings = spec.lint_spec(request.kind, request.text, thresholds, engines, versions=versions)
-    findings += variants.unstable_serialization(len(item.texts))
-    findings.sort(key=_report_order)
     compiles: list[CompileResult] = []
-    probes: list[ProbeResult] = []
     if checker is not None and request.kind == "json" and isinstance(request.parsed, (dict, bool)):
         compiles = checker.compile(request.text)
-        said = enginelogs.findings(request.parsed, compiles, thresholds.budget)  # the engines' own words
-        findings = enginelogs.merge(findings, said)
-        findings.sort(key=_report_order)
-        keywords = {
-            finding.keyword
-            for finding in findings
-            if finding.rule in ("xgrammar_unenforced", "llguidance_refused")
-        }
+    decoded = request.parsed if request.parsed is not None else spec_report.NOT_DECODED
+    verdict = spec_report.report(
+        request.kind,
+        request.text,
+        thresholds,
+        engines=engines,
+        versions=versions,
+        said=compiles,
+        parsed=decoded,
+    )
+    findings = [*verdict.findings, *variants.unstable_serialization(len(item.texts))]
+    probes: list[ProbeResult] = []
+    if compiles:
+        backend_rules = ("xgrammar_unenforced", "llguidance_refused")
+        keywords = {finding.keyword for finding in findings if finding.rule in backend_rules}
         for engine in engines:
             for keyword in sorted(k for k in keywords if k):
-                result = checker.probe(engine, keyword)
+                result = checker.probe(engine, keyword) if checker is not None else None
                 if result is not None:
                     probes.append(result)
     if prover is not None and request.kind == "json" and isinstance(request.parsed, dict):
         findings = prover.apply(request.text, findings)  # a counterexample per xgrammar finding
-        findings.sort(key=_report_order)
-    return SchemaReport(
+    findings.sort(key=spec_report.order)
+    report = SchemaReport(
         request.name,
         item.schema_hash,
-        identity.shape_hash(request.text, request.parsed),
+        verdict.shape_hash,
         request.kind,
-        identity.title_of(request.parsed),
+        verdict.title,
         item.lines,
         tuple(findings),
         tuple(compiles),
         tuple(probes),
     )
-
-
-def _report_order(finding: Finding) -> tuple[int, str, str]:
-    """Errors first, then by place in the document."""
-    return SEVERITIES.index(finding.severity), finding.pointer, finding.rule
+    return _Member(item, report, verdict.fingerprint)

@@ -237,7 +237,7 @@ TRIGGERS: dict[str, frozenset[str]] = {
 }
 # The rules of non-JSON specs (regex and grammar requests, exporter/schema/spec.py) come last.
 RULES = (
-    *NODE_RULES, "recursive_ref", "dynamic_schema", "unstable_serialization", "too_complex",
+    *NODE_RULES, "recursive_ref", "dynamic_schema", "unstable_serialization", "too_complex", "invalid_spec",
     "xgrammar_refused", "regex_alternation", "grammar_size", "llguidance_ignored",
 )  # fmt: skip
 
@@ -295,6 +295,26 @@ def lint(
     return sorted(found.values(), key=lambda finding: (finding.pointer, finding.rule, finding.message))
 
 
+def decode(text: str) -> tuple[Any, Finding | None]:
+    """A JSON spec's text decoded, or why it cannot be linted as one: over MAX_INPUT_CHARS or nested
+    too deep (`too_complex`), or not JSON at all (`invalid_spec`: the engine cannot compile it and
+    the request fails)."""
+    if len(text) > MAX_INPUT_CHARS:
+        message = f"schema text over {MAX_INPUT_CHARS} characters"
+        return None, Finding("too_complex", "error", "", message, "split the schema")
+    try:
+        return json.loads(text), None
+    except RecursionError:
+        return None, Finding("too_complex", "error", "", "nesting too deep to parse", "flatten the schema")
+    except ValueError as err:
+        where = f" at line {err.lineno} column {err.colno}" if isinstance(err, json.JSONDecodeError) else ""
+        reason = getattr(err, "msg", "undecodable")
+        message = f"the spec is not JSON ({reason}{where}): the engine cannot compile it"
+        return None, Finding(
+            "invalid_spec", "error", "", message, "send the schema as JSON (json.dumps of the object)"
+        )
+
+
 def parse_and_lint(
     text: str,
     thresholds: Thresholds = Thresholds(),
@@ -302,24 +322,11 @@ def parse_and_lint(
     *,
     versions: backends.Versions | None = None,
 ) -> list[Finding]:
-    """lint() of a schema given as text; oversize or too deeply nested input is a finding, not an
-    exception. Text that is not JSON is not a JSON Schema (a regex, a grammar): nothing to lint."""
-    if len(text) > MAX_INPUT_CHARS:
-        return [
-            Finding(
-                "too_complex",
-                "error",
-                "",
-                f"schema text over {MAX_INPUT_CHARS} characters",
-                "split the schema",
-            )
-        ]
-    try:
-        schema = json.loads(text)
-    except RecursionError:
-        return [Finding("too_complex", "error", "", "nesting too deep to parse", "flatten the schema")]
-    except ValueError:
-        return []
+    """lint() of a schema given as text; oversize, too deeply nested or undecodable text is a finding,
+    not an exception."""
+    schema, refusal = decode(text)
+    if refusal is not None:
+        return [refusal]
     return lint(schema, thresholds, engines, versions=versions)
 
 

@@ -86,11 +86,13 @@ def lint_spec(
     engines: Iterable[str] = ("xgrammar", "llguidance"),
     *,
     versions: backends.Versions | None = None,
+    parsed: Any = None,
 ) -> list[Finding]:
     """Findings for one spec of a request kind ("auto": `detect` it), sorted by pointer. json and
     json_object: the JSON Schema rules; regex, grammar, structural_tag: below; choice, other and an
     unknown kind: none (a choice list compiles to as many literal strings, cheap). `versions`: the
-    engine versions whose backend tables apply (default: the newest known)."""
+    engine versions whose backend tables apply (default: the newest known). `parsed`: a structural
+    tag already decoded (exporter/schema/spec_report.py decodes each spec once)."""
     engines = tuple(engines)
     if kind == "auto":
         kind = detect(text)
@@ -106,7 +108,7 @@ def lint_spec(
         elif kind == "grammar":
             found = lint_grammar(text, thresholds)
         else:
-            found = lint_structural_tag(text, thresholds, engines, versions=versions)
+            found = lint_structural_tag(text, thresholds, engines, versions=versions, parsed=parsed)
     except HOSTILE:
         return []
     return sorted(found, key=lambda finding: (finding.pointer, finding.rule, finding.message))
@@ -231,17 +233,25 @@ def lint_grammar(text: str, limits: Thresholds) -> list[Finding]:
 
 
 def lint_structural_tag(
-    text: str, limits: Thresholds, engines: Iterable[str], *, versions: backends.Versions | None = None
+    text: str,
+    limits: Thresholds,
+    engines: Iterable[str],
+    *,
+    versions: backends.Versions | None = None,
+    parsed: Any = None,
 ) -> list[Finding]:
     """Each JSON Schema inside the tag linted, its pointers prefixed by where it sits (e.g.
     `/structures/0/schema/properties/x`). The search and the lints share one time budget; past it,
-    one `too_complex` finding."""
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        return [_too_complex("", "nesting too deep to parse", "flatten the structural tag")]
-    except ValueError:
-        return []
+    one `too_complex` finding. `parsed`: the tag already decoded."""
+    if parsed is not None:
+        value = parsed
+    else:
+        try:
+            value = json.loads(text)
+        except RecursionError:
+            return [_too_complex("", "nesting too deep to parse", "flatten the structural tag")]
+        except ValueError:
+            return []
     deadline = time.monotonic() + limits.budget.max_seconds
     out: list[Finding] = []
     try:

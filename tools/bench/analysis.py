@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         lint.lint(schema, thresholds)
         variants.literals(schema, thresholds.budget)
         t1 = time.perf_counter()
-        result = analyse(shape, "json", text, thresholds)
+        result, _ = analyse(shape, "json", text, thresholds)
         if result.fingerprint is not None and not index.add(result.fingerprint).new:
             positions("json", text, thresholds)  # a variant joining a family: what varies needs them
         t2 = time.perf_counter()

@@ -15,7 +15,7 @@ from prometheus_client.core import Metric
 
 from exporter import wire
 from exporter.daemon.collectors.base import Collector, CollectorError
-from exporter.daemon.receiver.analysis import DEFAULT_WINDOW, RuleSeverity, SchemaAnalysis
+from exporter.daemon.receiver.analysis import DEFAULT_WINDOW, Place, RuleSeverity, SchemaAnalysis
 from exporter.daemon.receiver.listener import ProbeListener
 from exporter.daemon.receiver.metric_families import listener_families, store_families
 from exporter.daemon.receiver.store import (
@@ -58,6 +58,7 @@ class ExposedSchema:
     recent_compile_seconds: float
     findings: Mapping[RuleSeverity, int]
     structure: str
+    places: tuple[Place, ...] = ()  # where each finding sits (rule, severity, pointer, keyword)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,7 @@ class ProbeCollector(Collector):
     def schemas_view(self) -> SchemasView:
         """The exposed families and schemas, ranked (blocking: call it off the event loop)."""
         view = self.store.view()
-        structures = self.analysis.structures(view.info)
+        shown = self.analysis.shown(view.info)
         reports = sorted(
             (
                 ExposedSchema(
@@ -145,7 +146,8 @@ class ProbeCollector(Collector):
                     title=info.title,
                     recent_compile_seconds=view.recent.get(schema_hash, 0.0),
                     findings=view.analysis.findings.get(schema_hash, {}),
-                    structure=structures[schema_hash],
+                    structure=shown[schema_hash].structure,
+                    places=shown[schema_hash].places,
                 )
                 for schema_hash, info in view.info.items()
             ),

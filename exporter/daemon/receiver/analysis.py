@@ -11,17 +11,18 @@ that may yet need positions (bounded, never exposed). Nothing here exposes a sch
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from exporter.daemon.receiver.rollup import FamilyUsage
-from exporter.schema import backends, enginelogs, family, identity, injection, lint, spec, variants
+from exporter.schema import backends, family, identity, injection, lint, spec_report, variants
 from exporter.schema.lint import Thresholds
+from exporter.schema.spec_report import EngineSaid, SpecReport
 
 log = logging.getLogger("gdx.collector.probe.analysis")
 DEFAULT_WINDOW = 600.0
@@ -32,6 +33,7 @@ MAX_SHAPES = 500  # with up to MAX_VARIANTS each: at most 500,000 (hash, time) p
 VARIANTS_COMPARED = 50  # the most recent variants of a shape compared for varying paths
 MAX_VARIANTS = 1_000  # distinct schemas remembered per shape: shape_variants saturates here
 MAX_REDACTED = 1_000  # redacted structures kept for /schemas (the most recent analyses)
+MAX_PLACES = 64  # finding places kept per schema for /schemas
 REDACTED_CHARS = 16 * 1024
 MAX_PATHS = 5
 MAX_FOUNDER_BYTES = 16 * 2**20  # founders' texts waiting for a variant to join their family
@@ -46,6 +48,28 @@ JSON_KINDS = ("json", "json_object")
 
 RuleSeverity = tuple[str, str]  # (rule, severity): the labels of schema_lint_findings
 FindingCounts = Mapping[RuleSeverity, int]  # places each rule fires
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where one finding sits: what /schemas lists per schema (the same as `gdx lint`'s findings,
+    without the message and fix, which may quote the schema)."""
+
+    rule: str
+    severity: str
+    pointer: str
+    keyword: str
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What /schemas may show of an analysed schema: never one of its values."""
+
+    structure: str
+    places: tuple[Place, ...]
+
+
+UNSEEN = Shown(NOT_ANALYSED, ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +155,7 @@ class SchemaAnalysis:
         self.pending: OrderedDict[str, QueuedText] = OrderedDict()
         self.pending_bytes = 0
         self._done: OrderedDict[str, SchemaResult] = OrderedDict()
-        self._redacted: OrderedDict[str, str] = OrderedDict()
+        self._redacted: OrderedDict[str, Shown] = OrderedDict()
         self._shapes: OrderedDict[str, ShapeHistory] = OrderedDict()
         self._index = family.FamilyIndex()
         self._family: dict[str, str] = {}  # analysed schema hash -> the family it was put in
@@ -196,12 +220,12 @@ class SchemaAnalysis:
                 schema_hash, queued = self.pending.popitem(last=False)
                 self.pending_bytes -= len(queued.text)
             started = time.monotonic()
-            result = analyse(
+            result, verdict = analyse(
                 queued.shape, queued.kind, queued.text, self.thresholds, queued.versions, queued.warnings
             )
-            structure = redact(queued.kind, queued.text)
+            shown = Shown(redact(queued.kind, verdict.parsed), places(verdict.findings))
             with self._lock:
-                self._redacted[schema_hash] = structure
+                self._redacted[schema_hash] = shown
                 if len(self._redacted) > MAX_REDACTED:
                     self._redacted.popitem(last=False)
                 joined = self._join(schema_hash, queued, result)
@@ -211,6 +235,9 @@ class SchemaAnalysis:
                     old, _ = self._done.popitem(last=False)
                     self._family.pop(old, None)
             found = [(h, positions(kind, text, self.thresholds)) for h, kind, text in founders]
+            if joined:  # the variant itself, from the value its analysis decoded
+                own = positions(queued.kind, queued.text, self.thresholds, verdict.parsed)
+                found.append((schema_hash, own))
             with self._lock:
                 for h, p in found:
                     if p is not None:
@@ -242,8 +269,8 @@ class SchemaAnalysis:
     def _founders_of(
         self, result: SchemaResult, queued: QueuedText, schema_hash: str, joined: bool
     ) -> list[tuple[str, str, str]]:
-        """The specs whose positions are due (under the lock): a variant that joined, with the founders
-        of its frame still waiting; a founder's text is kept aside instead."""
+        """The founders whose positions are due (under the lock): those of its frame still waiting when
+        a variant joined (the variant's own come from its analysis); a founder's text is kept aside."""
         fp = result.fingerprint
         if fp is None:
             return []
@@ -257,7 +284,7 @@ class SchemaAnalysis:
             return []
         waiting = self._founders.pop(fp.frame, [])
         self._founder_bytes -= sum(len(text) for _, _, text in waiting)
-        return [*waiting, (schema_hash, queued.kind, queued.text)]
+        return waiting
 
     def _keep_positions(self, schema_hash: str, found: family.Positions) -> None:
         self._positions[schema_hash] = found
@@ -353,10 +380,11 @@ class SchemaAnalysis:
                 seconds=self.seconds,
             )
 
-    def structures(self, schema_hashes: Iterable[str]) -> dict[str, str]:
-        """The redacted structure of each schema, or a placeholder until it is analysed (/schemas)."""
+    def shown(self, schema_hashes: Iterable[str]) -> dict[str, Shown]:
+        """What /schemas shows of each schema: its redacted structure and where its findings sit, or a
+        placeholder until it is analysed."""
         with self._lock:
-            return {h: self._redacted.get(h, NOT_ANALYSED) for h in schema_hashes}
+            return {h: self._redacted.get(h, UNSEEN) for h in schema_hashes}
 
     def _shape_variants(self, shape_hash: str, now: float) -> ShapeVariants | None:
         shape = self._shapes.get(shape_hash)
@@ -370,28 +398,24 @@ class SchemaAnalysis:
         return ShapeVariants(len(live), tuple(shape.paths))
 
 
-def redact(kind: str, text: str) -> str:
+def redact(kind: str, parsed: Any) -> str:
     """The schema's structure with every literal (enum, const, default, examples, title, description)
     replaced by "*": what /schemas may show. Non-JSON specs (regex, grammar) are not shown at all."""
     if kind not in JSON_KINDS:
         return "<not JSON: not shown>"
+    if parsed is None:
+        return "<unparsable>"
     try:
-        shape = identity.canonical_json(identity.shape_of(json.loads(text)))
+        shape = identity.canonical_json(identity.shape_of(parsed))
     except (ValueError, RecursionError):
         return "<unparsable>"
     return shape if len(shape) <= REDACTED_CHARS else shape[:REDACTED_CHARS] + "...<truncated>"
 
 
-@dataclass(frozen=True, slots=True)
-class EngineSaid:
-    """What an engine's backend said when it compiled the spec (enginelogs.CompileOutcome): the daemon
-    gets llguidance's grammar warnings from the probe, which reads them off the engine's matcher."""
-
-    engine: str
-    version: str
-    warnings: tuple[str, ...]
-    ok: bool = True
-    error: str = ""
+def places(findings: Iterable[lint.Finding]) -> tuple[Place, ...]:
+    """Where each finding sits, for /schemas: rule, severity, pointer and keyword (never a message,
+    which may quote the schema), at most MAX_PLACES."""
+    return tuple(Place(f.rule, f.severity, f.pointer, f.keyword) for f in findings)[:MAX_PLACES]
 
 
 def analyse(
@@ -401,43 +425,25 @@ def analyse(
     thresholds: Thresholds,
     versions: backends.Versions | None = None,
     warnings: tuple[str, ...] = (),
-) -> SchemaResult:
-    """Pure: the findings, literal digests and family fingerprint of one spec text (never raises).
-    The text is parsed once for all of them. `versions`: whose backend tables apply. `warnings`:
-    what llguidance said it ignores when the engine compiled it, merged in as `llguidance_ignored`."""
-    budget = thresholds.budget
-    if kind not in JSON_KINDS:
-        parsed = identity.parse_spec(text) if kind == "structural_tag" else None
-        try:
-            counts = lint.count(spec.lint_spec(kind, text, thresholds, versions=versions))
-        except Exception as err:  # a bug in a rule must not stop the others' specs
-            log.warning("spec analysis failed on a %s spec (shape %s): %s", kind, shape, type(err).__name__)
-            counts = {("too_complex", "error"): 1}
-        return SchemaResult(shape, counts, {}, family.fingerprint(text, parsed, budget))
-    try:
-        schema = json.loads(text)
-    except (ValueError, RecursionError):
-        return SchemaResult(shape, {("too_complex", "error"): 1}, {}, family.fingerprint(text, None, budget))
-    try:
-        found_lint = lint.lint(schema, thresholds, versions=versions)
-        if warnings:
-            said = EngineSaid("llguidance", (versions or backends.Versions()).llguidance, warnings)
-            found_lint = enginelogs.merge(found_lint, enginelogs.findings(schema, [said], budget))
-        digests = variants.literals(schema, budget)
-    except Exception as err:  # a bug in a rule must not stop the others' schemas
-        log.warning("schema analysis failed on a schema (shape %s): %s", shape, type(err).__name__)
-        return SchemaResult(shape, {("too_complex", "error"): 1}, {})
-    return SchemaResult(
-        shape,
-        lint.count(found_lint),
-        digests,
-        family.fingerprint(text, schema, budget),
-    )
+) -> tuple[SchemaResult, SpecReport]:
+    """The core's verdict on one spec text (exporter/schema/spec_report.py, the same as gdx lint's)
+    and what the daemon keeps of it. `versions`: whose backend tables apply. `warnings`: what
+    llguidance said it ignores when the engine compiled it, merged in as `llguidance_ignored`."""
+    llguidance = (versions or backends.NEWEST).llguidance
+    said = (EngineSaid("llguidance", llguidance, warnings),) if warnings else ()
+    found = spec_report.report(kind, text, thresholds, versions=versions, said=said)
+    if found.failure:
+        log.warning("schema analysis failed on a %s spec (shape %s): %s", kind, shape, found.failure)
+    return SchemaResult(shape, lint.count(found.findings), found.literals, found.fingerprint), found
 
 
-def positions(kind: str, text: str, thresholds: Thresholds) -> family.Positions | None:
-    """Where a spec's literals sit (for what varies): a JSON spec's positions, a text spec's one."""
-    parsed = identity.parse_spec(text) if kind in (*JSON_KINDS, "structural_tag") else None
+def positions(
+    kind: str, text: str, thresholds: Thresholds, parsed: Any = spec_report.NOT_DECODED
+) -> family.Positions | None:
+    """Where a spec's literals sit (for what varies): a JSON spec's positions, a text spec's one.
+    `parsed`: the spec already decoded (a variant's, by the analysis that just ran)."""
+    if parsed is spec_report.NOT_DECODED:
+        parsed = identity.parse_spec(text) if kind in (*JSON_KINDS, "structural_tag") else None
     if parsed is None:
         return None if kind in JSON_KINDS else family.text_positions(text)
     return family.positions(parsed, thresholds.budget)

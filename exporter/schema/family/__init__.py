@@ -32,7 +32,7 @@ Everything is bounded by the walk `Budget` and degrades (the exact spec as its o
 raising.
 """
 
-from exporter.schema.family.fingerprint import fingerprint, mask_text, of, text_kind
+from exporter.schema.family.fingerprint import fingerprint, mask_text, of, text_fingerprint, text_kind
 from exporter.schema.family.index import FamilyIndex, compatible, same_family
 from exporter.schema.family.model import (
     MASKED,
@@ -73,6 +73,7 @@ __all__ = [
     "positions",
     "readable_name",
     "same_family",
+    "text_fingerprint",
     "text_kind",
     "text_positions",
     "variation",

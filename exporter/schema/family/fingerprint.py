@@ -328,7 +328,7 @@ def _mask_regex(spec: str) -> str:
     return "".join(out)
 
 
-def _text_fingerprint(spec: str) -> Fingerprint:
+def text_fingerprint(spec: str) -> Fingerprint:
     """A regex or grammar: its kind and its text with literals masked (a regex's literal runs, a
     grammar's quoted strings), so that per-request words inside it join while structure does not.
     Over MAX_TEXT characters, the exact text is its own family."""
@@ -364,7 +364,7 @@ def fingerprint(
     try:
         value = parsed if parsed is not None else parse_spec(spec)
         if value is None:
-            return _text_fingerprint(spec)
+            return text_fingerprint(spec)
         if not isinstance(value, dict):
             return _exact(spec, value, "json", readable_name(value), False)
         result = analyse_structure(value, rules, budget)

@@ -333,7 +333,7 @@ def test_the_engines_warnings_reach_the_daemons_analysis() -> None:
 
     schema = {"type": "object", "properties": {"a": {"type": "string", "format": "foo"}}}
     text = json.dumps({**schema, "x-guidance": {"lenient": True}})
-    table = analyse("s", "json", text, Thresholds()).counts
-    told = analyse("s", "json", text, Thresholds(), None, ("Unknown format: foo",)).counts
+    table = analyse("s", "json", text, Thresholds())[0].counts
+    told = analyse("s", "json", text, Thresholds(), None, ("Unknown format: foo",))[0].counts
     assert table.get(("llguidance_refused", "error")) == 1 and ("llguidance_ignored", "warning") not in table
     assert told.get(("llguidance_ignored", "warning")) == 1 and ("llguidance_refused", "error") not in told
