@@ -16,7 +16,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
@@ -29,6 +29,8 @@ ENV_PREFIX = "GDX_"
 DEFAULT_PORT = 9479
 DEFAULT_SOCKET = wire.DEFAULT_SOCKET
 COLLECTORS = ("cpu", "nvml", "vllm", "probe")
+
+S = TypeVar("S")  # a collector's settings dataclass
 
 
 class ConfigError(ValueError):
@@ -650,6 +652,21 @@ class Config:
     def collector_enabled(self, name: str) -> bool:
         return bool(getattr(self, f"collector_{name}"))
 
+    def settings(self, cls: type[S], prefix: str, **given: Any) -> S:
+        """A collector's settings dataclass filled from the options named `<prefix>_<field>` (the option
+        table above is the one list of them; nothing is copied by hand), `given` for the fields that
+        are not such an option. A field that is neither raises: a renamed option cannot go unnoticed."""
+        values: dict[str, Any] = {}
+        for item in dataclasses.fields(cls):  # type: ignore[arg-type]
+            option = f"{prefix}_{item.name}"
+            if item.name in given:
+                values[item.name] = given[item.name]
+            elif option in OPTION_NAMES:
+                values[item.name] = getattr(self, option)
+            else:
+                raise TypeError(f"{cls.__name__}.{item.name}: no option {option} and no value given")
+        return cls(**values)
+
     def lint_thresholds(self) -> Thresholds:
         """The lint rules' limits from the `lint.*` options (the daemon's analysis and `gdx lint` alike)."""
         return Thresholds(
@@ -673,6 +690,7 @@ class ArgumentAdder(Protocol):
 
 
 OPTIONS: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(Config)
+OPTION_NAMES = frozenset(option.name for option in OPTIONS)
 # The `lint.*` options: `gdx serve` and `gdx lint` both take exactly these, so their findings agree.
 LINT_OPTIONS: tuple[dataclasses.Field[Any], ...] = tuple(
     f for f in OPTIONS if f.metadata["flag"].startswith("lint.")

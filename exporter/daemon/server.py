@@ -45,42 +45,25 @@ TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def vllm_settings(config: Config) -> VllmSettings:
-    return VllmSettings(
+    return config.settings(
+        VllmSettings,
+        "vllm",
         targets=config.scrape_targets(),
-        timeout=config.vllm_timeout,
-        max_body_bytes=config.vllm_max_body_bytes,
-        max_series=config.vllm_max_series,
-        passthrough=config.vllm_passthrough,
         sglang_passthrough=config.sglang_passthrough,
         trtllm_passthrough=config.trtllm_passthrough,
     )
 
 
 def discovery_settings(config: Config) -> DiscoverySettings:
-    return DiscoverySettings(
-        node_name=config.kubernetes_node_name,
-        namespaces=config.kubernetes_namespaces,
-        pod_selector=config.kubernetes_pod_selector,
-        pod_annotation=config.kubernetes_pod_annotation,
-        default_port=config.kubernetes_default_port,
-        refresh_interval=config.kubernetes_refresh_interval,
-        api_server=config.kubernetes_api_server,
-        token_file=config.kubernetes_token_file,
-        ca_file=config.kubernetes_ca_file,
-    )
+    return config.settings(DiscoverySettings, "kubernetes")
 
 
 def probe_settings(config: Config) -> ProbeSettings:
     from exporter.daemon.receiver import ProbeSettings
 
-    return ProbeSettings(
-        socket=config.probe_socket,
-        socket_group=config.probe_socket_group,
-        allowed_uids=config.probe_allowed_uids,
-        max_schemas=config.probe_max_schemas,
-        max_families=config.probe_max_families,
-        engine_ttl=config.probe_engine_ttl,
-        titles=config.probe_titles,
+    return config.settings(
+        ProbeSettings,
+        "probe",
         shape_window=config.shape_window,
         thresholds=config.lint_thresholds(),
         timeout=config.collector_timeout,

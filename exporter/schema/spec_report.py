@@ -74,8 +74,13 @@ def report(
     engines said compiling it, merged in (llguidance's warnings as `llguidance_ignored`, its refusal,
     xgrammar's logs); `parsed`: the decoded text when the caller already has it."""
     engines = tuple(engines)
-    if kind == "auto":
-        kind = spec.detect(text)
+    if kind == "auto":  # as spec.detect decides, from the one decode
+        if parsed is NOT_DECODED and len(text) <= lint.MAX_INPUT_CHARS:
+            parsed = identity.parse_spec(text)
+        if parsed is None or parsed is NOT_DECODED:
+            kind, parsed = family.text_kind(text[: family.MAX_TEXT]), NOT_DECODED
+        else:
+            kind = spec.kind_of_value(parsed)
     budget = thresholds.budget
     value: Any = None
     if kind in TEXT_KINDS:

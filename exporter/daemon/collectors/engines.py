@@ -32,7 +32,7 @@ ACCEPT = "text/plain;version=0.0.4;q=1.0,*/*;q=0.1"
 
 @dataclass(frozen=True)
 class VllmSettings:
-    """What the scraper uses of the configuration (`server.vllm_settings` maps the options)."""
+    """What the scraper uses of the configuration (`Config.settings` fills it from the `vllm.*` options)."""
 
     targets: tuple[Target, ...] = ()  # static targets of every engine; discovered pods are added
     timeout: float = 3.0  # per target, whole body included

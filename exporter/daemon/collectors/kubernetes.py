@@ -44,7 +44,7 @@ log = logging.getLogger("gdx.collector.vllm")
 
 @dataclass(frozen=True)
 class DiscoverySettings:
-    """What discovery uses of the configuration (`server.discovery_settings` maps the options)."""
+    """What discovery uses of the configuration (`Config.settings` fills it from `kubernetes.*`)."""
 
     node_name: str = ""
     namespaces: tuple[str, ...] = ()  # empty: every namespace in one list

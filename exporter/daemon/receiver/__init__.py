@@ -30,7 +30,7 @@ from exporter.schema.lint import Finding, Thresholds
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    """What the receiver uses of the configuration (`server.probe_settings` maps the options)."""
+    """What the receiver uses of the configuration (`Config.settings` fills it from `probe.*`)."""
 
     socket: str = wire.DEFAULT_SOCKET
     socket_group: str = ""  # name or gid given to the socket; empty: the daemon's

@@ -321,3 +321,39 @@ def test_configuration_doc_documents_every_option() -> None:
         m = f.metadata
         cells = (f"`--{m['flag']}`", f"`{m['env']}`", f"`{m['yaml']}`")
         assert any(all(c in row for c in cells) for row in rows), f.name
+
+
+def test_collector_settings_come_from_the_option_table() -> None:
+    """Every settings field is its option's value (`Config.settings`), none copied by hand."""
+    import dataclasses
+
+    from exporter.daemon import server
+    from exporter.daemon.collectors.kubernetes import DiscoverySettings
+
+    cfg = config.load(
+        {"kubernetes_node_name": "node-7", "kubernetes_default_port": 9000, "vllm_max_series": 123,
+         "probe_max_families": 7, "probe_socket_group": "gdx", "vllm_passthrough": False},
+        environ={},
+    )  # fmt: skip
+    built = (
+        (server.discovery_settings(cfg), "kubernetes"),
+        (server.vllm_settings(cfg), "vllm"),
+        (server.probe_settings(cfg), "probe"),
+    )
+    for settings, prefix in built:
+        for item in dataclasses.fields(settings):
+            option = f"{prefix}_{item.name}"
+            if hasattr(cfg, option):
+                assert getattr(settings, item.name) == getattr(cfg, option), option
+    assert (
+        server.discovery_settings(cfg).node_name == "node-7" and server.vllm_settings(cfg).max_series == 123
+    )
+    assert server.probe_settings(cfg).max_families == 7 and server.vllm_settings(cfg).passthrough is False
+
+    @dataclasses.dataclass
+    class Renamed:
+        node: str = ""  # no kubernetes_node option
+
+    with pytest.raises(TypeError, match="kubernetes_node"):
+        cfg.settings(Renamed, "kubernetes")
+    assert cfg.settings(DiscoverySettings, "kubernetes").default_port == 9000
