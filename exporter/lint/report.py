@@ -154,7 +154,9 @@ def distinct_specs(requests: Iterable[Request]) -> list[_Distinct]:
     for request in requests:
         schema_hash = hash_of.get(request.text)
         if schema_hash is None:
-            schema_hash = hash_of[request.text] = identity.schema_hash(request.text, request.parsed)
+            schema_hash = hash_of[request.text] = identity.spec_hashes(
+                request.kind, request.text, request.parsed
+            )[0]
         found = by_hash.get(schema_hash)
         if found is None:
             found = by_hash[schema_hash] = _Distinct(request, schema_hash)

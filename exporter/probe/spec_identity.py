@@ -12,11 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exporter.schema.identity import digest, parse_spec, schema_hash, shape_hash, title_of
-
-# Request kinds whose spec is a JSON schema; every other kind (regex, grammar, choice, structural
-# tag) is identified by its string, so its shape is itself.
-JSON_KINDS = frozenset({"json", "json_object"})
+from exporter.schema.identity import JSON_KINDS, digest, parse_spec, spec_hashes, title_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,12 +23,14 @@ class SpecIdentity:
 
 
 def identify(kind: str, text: str) -> SpecIdentity:
-    """The identity of one exact spec string of a request kind; never raises (a spec that cannot be
-    parsed or canonicalised is identified by its string)."""
+    """The identity of one exact spec string of a request kind (`identity.spec_hashes`, the rule
+    `gdx lint` reports by); never raises (a spec that cannot be parsed or canonicalised is identified
+    by its string)."""
     try:
         parsed = parse_spec(text) if kind in JSON_KINDS else None
         if parsed is not None:
-            return SpecIdentity(schema_hash(text, parsed), shape_hash(text, parsed), title_of(parsed))
+            schema, shape = spec_hashes(kind, text, parsed)
+            return SpecIdentity(schema, shape, title_of(parsed))
     except Exception:
         pass
     exact = digest(text)

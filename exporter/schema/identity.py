@@ -81,6 +81,23 @@ def shape_hash(spec: str, parsed: Any | None = None) -> str:
     return _hash_of(spec, parsed, shape_of)
 
 
+# Request kinds whose spec is a JSON Schema, identified by its canonical form; every other kind (regex,
+# grammar, choice, structural tag) is identified by its exact string, as the engine caches it.
+JSON_KINDS = frozenset({"json", "json_object"})
+
+
+def spec_hashes(kind: str, text: str, parsed: Any | None = None) -> tuple[str, str]:
+    """(schema_hash, shape_hash) of a spec of a request kind, as the probe labels it and `gdx lint`
+    reports it: a JSON Schema's canonical hashes (the string's when it does not parse), any other
+    kind's exact string for both."""
+    if kind in JSON_KINDS:
+        value = parsed if parsed is not None else parse_spec(text)
+        if value is not None:
+            return schema_hash(text, value), shape_hash(text, value)
+    exact = digest(text)
+    return exact, exact
+
+
 def title_of(parsed: Any) -> str:
     """The schema's top-level `title`, sanitised for a label ([A-Za-z0-9_.-], at most 64), or ''."""
     if not isinstance(parsed, dict) or not isinstance(parsed.get("title"), str):

@@ -121,11 +121,7 @@ def _report(
     failure: str,
     budget: Budget,
 ) -> SpecReport:
-    if value is None:
-        fingerprint = family.text_fingerprint(text)
-        shape = identity.digest(text)
-    else:
-        fingerprint = family.fingerprint(text, value, budget)
-        shape = identity.shape_hash(text, value)
+    fingerprint = family.text_fingerprint(text) if value is None else family.fingerprint(text, value, budget)
+    shape = identity.spec_hashes(kind, text, value)[1] if value is not None else identity.digest(text)
     findings = tuple(sorted(found, key=order))
     return SpecReport(kind, findings, digests, fingerprint, shape, identity.title_of(value), failure, value)
