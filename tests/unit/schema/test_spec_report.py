@@ -13,7 +13,7 @@ from exporter.daemon.receiver.analysis import SchemaAnalysis
 from exporter.lint.report import analyse as lint_analyse
 from exporter.lint.requests import Inputs, parse_file
 from exporter.probe.spec_identity import identify
-from exporter.schema import identity, spec_report
+from exporter.schema import spec_report
 from exporter.schema.lint import Thresholds
 
 SCHEMA = {
