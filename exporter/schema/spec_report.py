@@ -18,10 +18,10 @@ from typing import Any
 
 from exporter.schema import enginelogs, family, identity, lint, spec, variants
 from exporter.schema.backends import Versions
+from exporter.schema.identity import JSON_KINDS
 from exporter.schema.lint import SEVERITIES, Finding, Thresholds
 from exporter.schema.walk import Budget
 
-JSON_KINDS = ("json", "json_object")
 TEXT_KINDS = ("regex", "grammar")  # never JSON: not decoded
 NOT_DECODED = object()  # `parsed` when the caller has not decoded the text
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from exporter.daemon.receiver.rollup import FamilyUsage
 from exporter.schema import backends, family, identity, injection, lint, spec_report, variants
+from exporter.schema.identity import JSON_KINDS
 from exporter.schema.lint import Thresholds
 from exporter.schema.spec_report import EngineSaid, SpecReport
 
@@ -44,7 +45,6 @@ MAX_POSITION_ENTRIES = 300_000
 MAX_ALIASES = 20_000  # absorbed family ids remembered (a hash analysed before its family merged)
 MAX_PARTS = 5  # what varies: at most this many parts per family on /metrics
 NOT_ANALYSED = "<not analysed yet>"
-JSON_KINDS = ("json", "json_object")
 
 RuleSeverity = tuple[str, str]  # (rule, severity): the labels of schema_lint_findings
 FindingCounts = Mapping[RuleSeverity, int]  # places each rule fires
