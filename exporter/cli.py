@@ -1,4 +1,5 @@
-"""`gdx`: the command line. `gdx serve` runs the node daemon; `gdx hash` and `gdx lint` analyse schemas."""
+"""`gdx`: the command line. `gdx serve` runs the node daemon; `gdx hash` and `gdx lint` analyse schemas;
+`gdx inject` and `gdx probe-files` put the probe into stock engine pods."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     from exporter.lint import command as lint_command
 
     lint_command.add_parsers(commands)
+    from exporter.inject import command as inject_command
+
+    inject_command.add_parsers(commands)
     return parser
 
 
@@ -50,6 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return lint_command.hash_main(args)
     if args.command == "lint":
         return lint_command.lint_main(args)
+    from exporter.inject import command as inject_command
+
+    if args.command == "inject":
+        return inject_command.inject_main(args)
+    if args.command == "probe-files":
+        return inject_command.probe_files_main(args)
     return 2
 
 

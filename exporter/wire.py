@@ -1,6 +1,6 @@
 """The probe-to-daemon protocol, version 1: constants both sides share and the daemon's validator.
 
-One JSON object per line over a unix stream socket. On each connection the probe sends `hello`,
+One JSON object per line over a unix stream socket or TCP. On each connection the probe sends `hello`,
 then `schemas` (metadata and text of every tracked schema, in chunks), then `snapshot` messages
 about once a second. Values are cumulative since the engine process started, so a lost message or
 a daemon restart loses nothing: the next snapshot carries the totals. A `full` snapshot carries
@@ -19,6 +19,9 @@ every tracked schema; the others only those that changed, plus the ids evicted i
               engine: {caches: [{backend, compiler, bytes, limit_bytes}], pool_workers, cpus,
                        cgroup: {version, periods, throttled_periods, throttled_seconds, quota_cores}}}
     (`miss` and `engine` are absent from older probes; `cgroup` where the probe found no CPU cgroup)
+    auth     {v, kind, token}: over TCP only, the first line: the pod's projected ServiceAccount token
+             (audience DEFAULT_AUDIENCE), which the daemon checks with a TokenReview before it reads
+             anything else; the pod's name and namespace come from that review, not from hello
 
 `validate` turns a decoded message into the typed, immutable records below, so that the daemon
 never reads a protocol field by a string key. Standard library only, no project imports: the
@@ -34,9 +37,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 VERSION = 1
-KINDS = ("hello", "schemas", "snapshot")
+KINDS = ("hello", "schemas", "snapshot", "auth")
 # The socket both sides default to: a hostPath directory shared by the daemon and the engine pods.
 DEFAULT_SOCKET = "/run/guided-decoding-exporter/probe.sock"
+# The TCP transports (a node-local Service, or the node's IP): the daemon's port for probes, the
+# audience of the token a probe presents, and where its projected volume puts that token.
+DEFAULT_TCP_PORT = 9478
+DEFAULT_AUDIENCE = "guided-decoding-exporter"
+DEFAULT_TOKEN_FILE = "/var/run/secrets/guided-decoding-exporter/token"
+MAX_TOKEN_CHARS = 16 * 1024
 # Engine-level compile and wait buckets (the metric contract), then the per-schema coarse ones
 # (0.005 exact so that "share above 5 ms" needs no interpolation), then per-step mask fill.
 COMPILE_BUCKETS = (
@@ -208,7 +217,14 @@ class EngineSizing:
     cgroup: CgroupCpu | None
 
 
-Message = Hello | SchemasMessage | Snapshot
+@dataclass(frozen=True, slots=True)
+class Auth:
+    """A TCP connection's credentials: a bound ServiceAccount token. Never logged, never stored."""
+
+    token: str = field(repr=False)
+
+
+Message = Hello | SchemasMessage | Snapshot | Auth
 
 
 # ---- checks: each raises Invalid("what: problem"), the message built only on failure ------------------
@@ -445,4 +461,8 @@ def validate(doc: dict[str, Any]) -> Message:
         return _schemas(doc)
     if kind == "snapshot":
         return _snapshot(doc)
+    if kind == "auth":
+        token = doc.get("token")
+        _require(isinstance(token, str) and 0 < len(token) <= MAX_TOKEN_CHARS, "auth: token")
+        return Auth(str(token))
     raise Invalid("unknown kind")

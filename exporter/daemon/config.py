@@ -28,6 +28,7 @@ from exporter.schema.walk import Budget
 ENV_PREFIX = "GDX_"
 DEFAULT_PORT = 9479
 DEFAULT_SOCKET = wire.DEFAULT_SOCKET
+DEFAULT_AUDIENCE = wire.DEFAULT_AUDIENCE
 COLLECTORS = ("cpu", "nvml", "vllm", "probe")
 
 S = TypeVar("S")  # a collector's settings dataclass
@@ -180,6 +181,17 @@ def parse_text(raw: Any) -> str:
     if isinstance(raw, (dict, list)):
         raise ValueError(f"expected a string, got {type(raw).__name__}")
     return str(raw).strip()
+
+
+def parse_listen_address(raw: Any) -> str:
+    """HOST:PORT, :PORT or [V6]:PORT; empty for none."""
+    text = parse_text(raw)
+    if text:
+        host, sep, port = text.rpartition(":")
+        bare_v6 = ":" in host and not host.startswith("[")
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536 or bare_v6:
+            raise ValueError(f"{text!r} is not HOST:PORT (e.g. :9478)")
+    return text
 
 
 def parse_uids(raw: Any) -> tuple[int, ...]:
@@ -429,7 +441,8 @@ class Config:
         DEFAULT_SOCKET,
         "probe.socket",
         parse_text,
-        "Unix socket the in-engine probes send snapshots to (a hostPath shared with engine pods).",
+        "Unix socket the in-engine probes send snapshots to (a hostPath shared with engine pods). "
+        "Empty: none (probes over TCP only).",
         metavar="PATH",
     )
     probe_socket_group: str = _option(
@@ -447,6 +460,23 @@ class Config:
         "User ids whose processes may send snapshots (checked with SO_PEERCRED; others are refused and "
         "counted). Empty: whoever the socket's mode lets in.",
         metavar="UID,...",
+    )
+    probe_listen_address: str = _option(
+        "",
+        "probe.listen-address",
+        parse_listen_address,
+        "HOST:PORT (:9478 for every interface) where probes may also connect over TCP: behind a Service "
+        "with internalTrafficPolicy Local, or on a hostPort. Each connection must show its pod's "
+        "projected ServiceAccount token, checked with a TokenReview (kubernetes.* credentials). Empty: "
+        "the unix socket only.",
+        metavar="HOST:PORT",
+    )
+    probe_token_audience: str = _option(
+        DEFAULT_AUDIENCE,
+        "probe.token-audience",
+        parse_text,
+        "The audience a probe's token must be minted for (the projected volume's audience).",
+        metavar="AUDIENCE",
     )
     probe_max_schemas: int = _option(
         50,

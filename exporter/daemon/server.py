@@ -37,6 +37,7 @@ from exporter.daemon.config import Config, split_address
 
 if TYPE_CHECKING:  # imported when the probe collector is enabled: it brings the schema analysis
     from exporter.daemon.receiver import ExposedSchema, ProbeSettings, SchemasView
+    from exporter.daemon.receiver.tokenreview import TokenReviewer
 
 log = logging.getLogger("gdx.server")
 SHUTDOWN_GRACE = 1.0  # seconds in-flight requests get after SIGTERM; the whole stop stays well under 5 s
@@ -70,6 +71,24 @@ def probe_settings(config: Config) -> ProbeSettings:
     )
 
 
+def token_reviewer(config: Config, discovery: PodDiscovery | None) -> TokenReviewer | None:
+    """The TokenReview client for probes over TCP, with this daemon's API-server credentials."""
+    if not config.probe_listen_address:
+        return None
+    from exporter.daemon.receiver.tokenreview import ReviewSettings, TokenReviewer
+
+    found = discovery_settings(config)
+    settings = ReviewSettings(
+        api_server=found.api_server,
+        token_file=found.token_file,
+        ca_file=found.ca_file,
+        audience=config.probe_token_audience,
+        node=config.kubernetes_node_name,
+        timeout=config.collector_timeout,
+    )
+    return TokenReviewer(settings, discovery.node_pods if discovery is not None else None)
+
+
 def build_collectors(config: Config) -> list[Collector]:
     """The enabled collectors, in a stable order."""
     collectors: list[Collector] = []
@@ -88,7 +107,14 @@ def build_collectors(config: Config) -> list[Collector]:
         from exporter.daemon.receiver import ProbeCollector
 
         namespaces = discovery.pod_namespaces if discovery is not None else None  # for probes without theirs
-        collectors.append(ProbeCollector(probe_settings(config), namespaces))
+        collectors.append(
+            ProbeCollector(
+                probe_settings(config),
+                namespaces,
+                token_reviewer(config, discovery),
+                discovery.injected_pods if discovery is not None else None,
+            )
+        )
     return collectors
 
 

@@ -7,7 +7,12 @@ it arms itself only where grammars are compiled (the EngineCore process, or the 
 the engine. Environment:
 
     GDX_PROBE=0                  disable
+    GDX_PROBE_ADDRESS            the daemon: tcp://HOST:PORT (a node-local Service or the node's IP) or
+                                 unix:PATH; wins over GDX_PROBE_SOCKET
     GDX_PROBE_SOCKET             daemon socket (default /run/guided-decoding-exporter/probe.sock)
+    GDX_PROBE_TOKEN_FILE         over TCP, the projected ServiceAccount token shown to the daemon
+                                 (default /var/run/secrets/guided-decoding-exporter/token)
+    GDX_PROBE_ENGINE_KIND        which engine the injected sitecustomize arms for (sglang, trtllm)
     GDX_PROBE_TRACKED_SPECS      specs tracked per engine process before the least recently used fold
                                  into `other` (500); GDX_PROBE_MAX_SCHEMAS, its old name, is still read
                                  for one release when it is unset, with a deprecation warning
@@ -91,12 +96,14 @@ def install(engine_kind: str = "generic", engine: str | None = None, socket_path
             targets.ARMED.recorder = recorder
             targets.hook_engine(engine_kind, recorder)
             hello = hello_fields(engine_kind, settings.pod, settings.engine, settings.namespace)
-            _shipper = Shipper(recorder, settings.socket_path, hello, settings.interval)
+            _shipper = Shipper(
+                recorder, settings.socket_path, hello, settings.interval, token_file=settings.token_file
+            )
             _shipper.start()
             if hasattr(os, "register_at_fork"):
                 os.register_at_fork(after_in_child=_after_fork)
             log.info(
-                "guided-decoding probe armed (%s, pid %d, socket %s)",
+                "guided-decoding probe armed (%s, pid %d, daemon at %s)",
                 engine_kind,
                 os.getpid(),
                 settings.socket_path,

@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass
 
 from exporter.probe.recorder import DEFAULT_HIT_MAX_SECONDS, DEFAULT_TRACKED_SPECS
-from exporter.wire import DEFAULT_SOCKET
+from exporter.wire import DEFAULT_SOCKET, DEFAULT_TOKEN_FILE
 
 log = logging.getLogger("gdx.probe")
 DEFAULT_INTERVAL = 1.0
@@ -25,13 +25,48 @@ DEPRECATED_TRACKED_SPECS = "GDX_PROBE_MAX_SCHEMAS"
 class EngineProbeSettings:
     """What the probe inside an engine reads from its environment (GDX_PROBE_*, GDX_POD_*)."""
 
-    socket_path: str
+    socket_path: str  # the daemon's address: a unix socket path, unix:PATH or tcp://HOST:PORT
     tracked_specs: int
     hit_max_seconds: float
     interval: float
     pod: str
     engine: str
     namespace: str = ""
+    token_file: str = DEFAULT_TOKEN_FILE
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where the daemon listens: `family` "unix" (`path`) or "tcp" (`host`, `port`)."""
+
+    family: str
+    path: str = ""
+    host: str = ""
+    port: int = 0
+
+    def __str__(self) -> str:
+        return f"tcp://{self.host}:{self.port}" if self.family == "tcp" else self.path
+
+
+def parse_address(text: str) -> Address:
+    """`tcp://HOST:PORT` (HOST a name, an IPv4 address or a bracketed IPv6 one), `unix:PATH`,
+    `unix://PATH`, or a bare path; raises ValueError naming what is wrong."""
+    text = text.strip()
+    if text.startswith("tcp://"):
+        rest = text[len("tcp://") :].rstrip("/")
+        host, sep, port = rest.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{text!r} is not tcp://HOST:PORT")
+        return Address("tcp", host=host, port=int(port))
+    if text.startswith("unix:"):
+        text = text[len("unix:") :]
+        text = text[2:] if text.startswith("///") else text
+    if not text.startswith("/") and "://" in text:
+        raise ValueError(f"{text!r}: the scheme is not tcp:// or unix:")
+    if not text:
+        raise ValueError("empty address")
+    return Address("unix", path=text)
 
 
 # Where Kubernetes puts the pod's namespace when the service-account token is mounted.
@@ -82,13 +117,18 @@ def tracked_specs() -> int:
 
 
 def read_settings(engine: str | None = None, socket_path: str | None = None) -> EngineProbeSettings:
-    """The environment's settings; `engine` and `socket_path`, when given, win over it."""
+    """The environment's settings; `engine` and `socket_path`, when given, win over it.
+    GDX_PROBE_ADDRESS (tcp://HOST:PORT or unix:PATH) wins over GDX_PROBE_SOCKET (a path)."""
     return EngineProbeSettings(
-        socket_path=socket_path or os.environ.get("GDX_PROBE_SOCKET") or DEFAULT_SOCKET,
+        socket_path=socket_path
+        or os.environ.get("GDX_PROBE_ADDRESS")
+        or os.environ.get("GDX_PROBE_SOCKET")
+        or DEFAULT_SOCKET,
         tracked_specs=tracked_specs(),
         hit_max_seconds=number("GDX_PROBE_HIT_MAX_SECONDS", DEFAULT_HIT_MAX_SECONDS),
         interval=number("GDX_PROBE_INTERVAL", DEFAULT_INTERVAL),
         pod=os.environ.get("GDX_POD_NAME") or os.environ.get("POD_NAME") or socket.gethostname(),
         engine=engine or os.environ.get("GDX_PROBE_ENGINE", "0"),
         namespace=pod_namespace(),
+        token_file=os.environ.get("GDX_PROBE_TOKEN_FILE") or DEFAULT_TOKEN_FILE,
     )

@@ -1,7 +1,10 @@
-"""The probe's background thread: ships cumulative snapshots to the node daemon over a unix socket.
+"""The probe's background thread: ships cumulative snapshots to the node daemon over a unix socket or TCP.
 
 Every `interval` seconds it connects if needed (backing off up to 30 s while the daemon is absent),
-sends `hello` and the metadata of every tracked spec on a new connection, then a snapshot. All
+sends `hello` and the metadata of every tracked spec on a new connection, then a snapshot. Over TCP
+the first line is `auth`, the pod's projected ServiceAccount token, read from its file at each
+connect (the kubelet rotates it; a name lookup and a file read happen here, never on an engine
+thread). All
 socket work happens here with a send timeout, never on the engine's threads; every failure is
 counted and retried, none is raised. The recorder hands over each spec's metadata with its identity
 (computed on this thread, once per spec); the shipper only encodes what it is given.
@@ -21,7 +24,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from exporter.probe.recorder import Recorder, SpecMetadata
-from exporter.wire import VERSION
+from exporter.probe.settings import Address, parse_address
+from exporter.wire import DEFAULT_TOKEN_FILE, MAX_TOKEN_CHARS, VERSION
 
 log = logging.getLogger("gdx.probe")
 SEND_TIMEOUT = 2.0
@@ -67,12 +71,25 @@ def schema_messages(specs: Iterable[SpecMetadata]) -> Iterator[bytes]:
 
 
 class Shipper:
-    """Ships one recorder's state to the daemon at `path`; `hello` names the engine process (pod,
-    engine, engine_kind, engine_version, backends, probe_version)."""
+    """Ships one recorder's state to the daemon at `path` (a socket path, unix:PATH or tcp://HOST:PORT);
+    `hello` names the engine process (pod, engine, engine_kind, engine_version, backends, probe_version)."""
 
-    def __init__(self, recorder: Recorder, path: str, hello: dict[str, Any], interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        path: str,
+        hello: dict[str, Any],
+        interval: float = 1.0,
+        token_file: str = DEFAULT_TOKEN_FILE,
+    ) -> None:
         self.recorder = recorder
         self.path = path
+        self.token_file = token_file
+        try:
+            self.address: Address | None = parse_address(path)
+        except ValueError as err:
+            self.address = None
+            log.warning("guided-decoding probe: not shipping: GDX_PROBE_ADDRESS: %s", err)
         self.interval = interval
         self.hello = {"instance": uuid.uuid4().hex, "pid": os.getpid(), **hello}
         self.counters = {"send_failures": 0, "connects": 0}
@@ -120,36 +137,67 @@ class Shipper:
             assert self._sock is not None
             for message in messages:
                 self._sock.sendall(message)
-            self._backoff = 0.0
-            self._logged_failure = False
+            if not fresh:  # the daemon kept the connection past its first round: it took us
+                self._backoff = 0.0
+                self._logged_failure = False
         except OSError as err:
+            # A daemon that went away, or one that refused this connection (over TCP, a token it did
+            # not accept): reconnect with the same backoff as a failed connect, never in a tight loop.
             self.counters["send_failures"] += 1
             self._failed(f"send failed: {err}")
             self._close()
+            self._backoff = min(MAX_BACKOFF, max(0.5, self._backoff * 2))
+            self._next_connect = now + self._backoff
 
     def messages(self, fresh: bool) -> list[bytes]:
         """What to send now: on a fresh connection hello and every schema first, then a snapshot.
         The snapshot is taken before the schema list, so every spec it names has its metadata sent."""
         snapshot = self.recorder.snapshot(full=fresh)
         out = [encode({"kind": "hello", **self.hello})] if fresh else []
+        if fresh and self.address is not None and self.address.family == "tcp":
+            token = self._token()
+            if token:  # without one the daemon refuses the connection, and counts it: say why here
+                out.insert(0, encode({"kind": "auth", "token": token}))
         out.extend(schema_messages(self.recorder.take_unsent(everything=fresh)))
         self._seq += 1
         probe = {**self.recorder.counters, **self.counters}
         out.append(encode({"kind": "snapshot", "seq": self._seq, **snapshot, "probe": probe}))
         return out
 
-    def _connect(self) -> bool:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(SEND_TIMEOUT)
+    def _token(self) -> str:
         try:
-            sock.connect(self.path)
-        except OSError as err:
-            sock.close()
-            self._failed(f"cannot connect to {self.path}: {err}")
+            with open(self.token_file, encoding="utf-8") as handle:
+                token = handle.read(MAX_TOKEN_CHARS + 1).strip()
+        except (OSError, ValueError) as err:
+            self._failed(f"no token to show the daemon: {self.token_file}: {err}")
+            return ""
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            self._failed(f"no token to show the daemon: {self.token_file} is empty or too long")
+            return ""
+        return token
+
+    def _connect(self) -> bool:
+        address = self.address
+        if address is None:
             return False
+        try:
+            if address.family == "tcp":
+                sock = socket.create_connection((address.host, address.port), timeout=SEND_TIMEOUT)
+            else:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(SEND_TIMEOUT)
+                try:
+                    sock.connect(address.path)
+                except BaseException:
+                    sock.close()
+                    raise
+        except OSError as err:
+            self._failed(f"cannot connect to {address}: {err}")
+            return False
+        sock.settimeout(SEND_TIMEOUT)
         self._sock = sock
         self.counters["connects"] += 1
-        log.info("guided-decoding probe: connected to %s", self.path)
+        log.info("guided-decoding probe: connected to %s", address)
         return True
 
     def _failed(self, why: str) -> None:

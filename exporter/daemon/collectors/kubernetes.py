@@ -60,6 +60,45 @@ class DiscoverySettings:
 PORT_NAMES = ("http", "metrics")
 
 
+@dataclass(frozen=True, slots=True)
+class NodePod:
+    """A pod on this node as the probe collector needs it: whether `gdx inject` gave it the probe,
+    and what in its engine container's spec keeps the probe from arming (exporter.inject.podspec)."""
+
+    namespace: str
+    name: str
+    injected: bool
+    blockers: tuple[str, ...] = ()
+
+
+def node_pods_from_list(doc: dict[str, Any], settings: DiscoverySettings) -> list[NodePod]:
+    """Pure: every pod of a PodList that is not finished, with its probe facts."""
+    from exporter.inject.podspec import InjectError, InjectOptions, blockers, find_engine
+
+    prefix = settings.pod_annotation.rsplit("/", 1)[0]
+    found = []
+    for pod in doc.get("items") or []:
+        if not isinstance(pod, dict):
+            continue
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if not meta.get("name") or status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        annotations = meta.get("annotations") or {}
+        injected = annotations.get(f"{prefix}/probe") == "injected"
+        why: tuple[str, ...] = ()
+        spec = pod.get("spec")
+        spec = spec if isinstance(spec, dict) else {}
+        if injected:
+            try:
+                engine = find_engine(spec, meta, InjectOptions(image=""))
+            except InjectError:
+                engine = None
+            if engine is not None:
+                why = tuple(blockers(spec["containers"][engine.index], engine.kind))
+        found.append(NodePod(str(meta.get("namespace") or ""), str(meta["name"]), injected, why))
+    return found
+
+
 def spec_port(pod: dict[str, Any]) -> int | None:
     """Pure: the port a pod's spec declares for its engine's HTTP server (named http, then metrics,
     then the first declared), or None when it declares none."""
@@ -125,6 +164,7 @@ class PodDiscovery:
     def __init__(self, settings: DiscoverySettings) -> None:
         self.settings = settings
         self.targets: list[Target] = []
+        self.pods: list[NodePod] = []
         self.last_error: str | None = None
         self._listed_at = float("-inf")
         self._skipped: set[str] = set()  # pods left out, logged once each
@@ -134,6 +174,14 @@ class PodDiscovery:
         namespace of an engine whose probe does not say it (the probe collector fills it in)."""
         names = Counter(target.pod for target in self.targets)
         return {t.pod: t.namespace for t in self.targets if t.namespace and names[t.pod] == 1}
+
+    def node_pods(self) -> set[tuple[str, str]]:
+        """(namespace, name) of every pod of the last list: the pods a probe over TCP may speak for."""
+        return {(pod.namespace, pod.name) for pod in self.pods}
+
+    def injected_pods(self) -> list[NodePod]:
+        """The pods of the last list that `gdx inject` gave the probe."""
+        return [pod for pod in self.pods if pod.injected]
 
     def _ssl(self) -> ssl.SSLContext | bool:
         if not self.settings.api_server.startswith("https"):
@@ -218,6 +266,7 @@ class PodDiscovery:
         doc = {"items": [item for listed in docs for item in listed["items"]]}
         skipped: list[str] = []
         targets = targets_from_pod_list(doc, settings, skipped)
+        self.pods = node_pods_from_list(doc, settings)
         for reason in sorted(set(skipped) - self._skipped):
             log.warning("kubernetes discovery: %s; not scraped", reason)
         self._skipped = set(skipped)

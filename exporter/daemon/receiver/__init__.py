@@ -15,9 +15,10 @@ from prometheus_client.core import Metric
 
 from exporter import wire
 from exporter.daemon.collectors.base import Collector, CollectorError
+from exporter.daemon.collectors.kubernetes import NodePod
 from exporter.daemon.receiver.analysis import DEFAULT_WINDOW, Place, RuleSeverity, SchemaAnalysis
 from exporter.daemon.receiver.listener import ProbeListener
-from exporter.daemon.receiver.metric_families import listener_families, store_families
+from exporter.daemon.receiver.metric_families import absent_family, listener_families, store_families
 from exporter.daemon.receiver.store import (
     DEFAULT_ENGINE_TTL,
     DEFAULT_MAX_FAMILIES,
@@ -25,6 +26,7 @@ from exporter.daemon.receiver.store import (
     ProbeStore,
     with_namespaces,
 )
+from exporter.daemon.receiver.tokenreview import TokenReviewer
 from exporter.schema.lint import Finding, Thresholds
 
 
@@ -32,7 +34,9 @@ from exporter.schema.lint import Finding, Thresholds
 class ProbeSettings:
     """What the receiver uses of the configuration (`Config.settings` fills it from `probe.*`)."""
 
-    socket: str = wire.DEFAULT_SOCKET
+    socket: str = wire.DEFAULT_SOCKET  # "" for no unix socket
+    listen_address: str = ""  # HOST:PORT for probes over TCP; "" for none
+    token_audience: str = wire.DEFAULT_AUDIENCE
     socket_group: str = ""  # name or gid given to the socket; empty: the daemon's
     allowed_uids: tuple[int, ...] = ()  # empty: whoever the socket's mode lets in
     max_schemas: int = DEFAULT_MAX_SCHEMAS
@@ -88,9 +92,16 @@ class ProbeCollector(Collector):
     name = "probe"
 
     def __init__(
-        self, settings: ProbeSettings, pod_namespaces: Callable[[], Mapping[str, str]] | None = None
+        self,
+        settings: ProbeSettings,
+        pod_namespaces: Callable[[], Mapping[str, str]] | None = None,
+        reviewer: TokenReviewer | None = None,
+        injected_pods: Callable[[], Iterable[NodePod]] | None = None,
     ) -> None:
-        """`pod_namespaces`: pod name -> namespace from pod discovery, for probes that do not say theirs."""
+        """`pod_namespaces`: pod name -> namespace from pod discovery, for probes that do not say theirs;
+        `reviewer`: checks the tokens of probes over TCP (settings.listen_address); `injected_pods`:
+        the pods on this node `gdx inject` gave the probe, from discovery (which have not connected)."""
+        self.injected_pods = injected_pods
         super().__init__(settings.timeout)
         self.pod_namespaces = pod_namespaces
         self.analysis = SchemaAnalysis(settings.thresholds, settings.shape_window)
@@ -103,7 +114,12 @@ class ProbeCollector(Collector):
             max_families=settings.max_families,
         )
         self.listener = ProbeListener(
-            settings.socket, settings.socket_group, settings.allowed_uids, self.store
+            settings.socket,
+            settings.socket_group,
+            settings.allowed_uids,
+            self.store,
+            listen_address=settings.listen_address,
+            reviewer=reviewer,
         )
 
     async def start(self) -> None:
@@ -130,6 +146,8 @@ class ProbeCollector(Collector):
         if self.pod_namespaces is not None:
             view = with_namespaces(view, self.pod_namespaces())
         yield from store_families(view)
+        if self.injected_pods is not None:
+            yield absent_family(self.injected_pods(), view)
 
     def schemas_view(self) -> SchemasView:
         """The exposed families and schemas, ranked (blocking: call it off the event loop)."""

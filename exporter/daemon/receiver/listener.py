@@ -1,4 +1,4 @@
-"""The probe socket: a unix stream server that engines send cumulative snapshots to.
+"""The probe socket: a unix stream server (and a TCP one) that engines send cumulative snapshots to.
 
 Framing is one JSON object per line (protocol: `exporter.wire`). Every message is checked (size,
 JSON, protocol version, kind, field types); anything else is dropped and counted in
@@ -6,12 +6,18 @@ JSON, protocol version, kind, field types); anything else is dropped and counted
 so that only the daemon's user and group (the engine pods' fsGroup) can connect, and peers can be
 restricted further by uid (SO_PEERCRED). If the socket file is removed or replaced, it is created
 again. Valid messages go to the `ProbeStore`.
+
+Over TCP (`--probe.listen-address`: a node-local Service or a hostPort, no hostPath in the engine
+pod) a connection says nothing until its first line, `auth`, has passed a TokenReview
+(`tokenreview`): the pod's name and namespace are the review's, whatever its hello says. Every
+refusal is counted by reason in `guided_decoding_probe_connections_refused_total`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import grp
 import json
 import logging
@@ -25,12 +31,14 @@ from dataclasses import dataclass
 
 from exporter import wire
 from exporter.daemon.receiver.store import EngineState, ProbeStore, who
+from exporter.daemon.receiver.tokenreview import REFUSAL_REASONS, PodIdentity, Refused, TokenReviewer
 
 log = logging.getLogger("gdx.collector.probe")
 MAX_MESSAGE_BYTES = 4 * 2**20
 MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connection is refused, and counted
 RESULTS = ("ok", "malformed", "oversize", "rejected")
-REFUSALS = ("limit", "credentials")
+REFUSALS = ("limit", "credentials", *REFUSAL_REASONS)
+AUTH_TIMEOUT = 10.0  # a TCP peer that has not shown a token by then is dropped (counted as no_token)
 WATCH_INTERVAL = 1.0  # how often the socket file is checked (removed or replaced: listen again)
 LOG_EVERY = 60.0  # at most one line per kind of probe trouble per minute
 MAX_REFUSED_UIDS_LOGGED = 64
@@ -64,6 +72,15 @@ def peer_uid(writer: asyncio.StreamWriter) -> int | None:
     return int(uid)
 
 
+def split_listen_address(text: str) -> tuple[str | None, int]:
+    """`HOST:PORT`, `:PORT` (every interface) or `[V6]:PORT` to (host or None, port); ValueError if not."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return host or None, int(port)
+
+
 def classify(line: bytes) -> tuple[str, wire.Message | None]:
     """Pure: the result label for one framed message and, when it is ok, the validated message.
 
@@ -93,8 +110,22 @@ def describe(engine: EngineState | None) -> str:
 class ProbeListener:
     """Listens on the socket, admits connections and applies every valid message to the store."""
 
-    def __init__(self, path: str, group: str, allowed_uids: Collection[int], store: ProbeStore) -> None:
+    def __init__(
+        self,
+        path: str,
+        group: str,
+        allowed_uids: Collection[int],
+        store: ProbeStore,
+        listen_address: str = "",
+        reviewer: TokenReviewer | None = None,
+    ) -> None:
+        """`path`: the unix socket ("" for none); `listen_address`: HOST:PORT for TCP ("" for none),
+        whose connections `reviewer` checks."""
         self.path = path
+        self.listen_address = listen_address
+        self.reviewer = reviewer
+        self.tcp_error: str | None = None
+        self._tcp_server: asyncio.AbstractServer | None = None
         self.group = group
         self.allowed_uids = set(allowed_uids)
         self.store = store
@@ -113,6 +144,10 @@ class ProbeListener:
 
     def not_listening(self) -> str | None:
         """Why engines cannot connect now (readiness), or None: listening, and the socket file is ours."""
+        if self.tcp_error:
+            return self.tcp_error
+        if not self.path:
+            return None
         if self.listen_error:
             return self.listen_error
         if self._server is None:
@@ -124,8 +159,24 @@ class ProbeListener:
     # ---- the socket file ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self._listen()
-        self._watcher = asyncio.ensure_future(self._watch())
+        if self.listen_address:
+            await self._listen_tcp()
+        if self.path:
+            await self._listen()
+            self._watcher = asyncio.ensure_future(self._watch())
+
+    async def _listen_tcp(self) -> None:
+        """The TCP listener: bound once at start; a port in use is a readiness failure that says so."""
+        try:
+            host, port = split_listen_address(self.listen_address)
+            self._tcp_server = await asyncio.start_server(
+                self._handle_tcp, host, port, limit=MAX_MESSAGE_BYTES, reuse_address=True
+            )
+        except (OSError, ValueError) as err:
+            self.tcp_error = f"cannot listen for probes on {self.listen_address}: {err}"
+            log.error("%s", self.tcp_error)
+            return
+        log.info("probes over TCP on %s (each connection checked by a TokenReview)", self.listen_address)
 
     async def _listen(self) -> None:
         """Creates the socket (mode 0660, the configured group); on failure `listen_error` says why
@@ -182,6 +233,13 @@ class ProbeListener:
                 log.exception("probe socket watcher")
 
     async def close(self) -> None:
+        if self._tcp_server is not None:
+            self._tcp_server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._tcp_server.wait_closed(), 1.0)
+            self._tcp_server = None
+        if self.reviewer is not None:
+            await self.reviewer.close()
         if self._watcher is not None:
             self._watcher.cancel()
             with contextlib.suppress(BaseException):
@@ -219,15 +277,64 @@ class ProbeListener:
                 return False
         return True
 
+    def _refuse(self, err: Refused) -> None:
+        self.refused[err.reason] += 1
+        self._log_limited(
+            "refused:" + err.reason, logging.WARNING,
+            "refused a probe connection over TCP (%s): %s (counted in"
+            " guided_decoding_probe_connections_refused_total; at most one such line a minute)",
+            err.reason, err.detail,
+        )  # fmt: skip
+
+    async def _authenticate(self, reader: asyncio.StreamReader) -> PodIdentity:
+        """The first line of a TCP connection must be `auth` with a token the API server vouches for."""
+        try:
+            line = await asyncio.wait_for(reader.readuntil(b"\n"), AUTH_TIMEOUT)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError) as err:
+            raise Refused("no_token", f"no auth line ({type(err).__name__})") from None
+        result, message = classify(line)
+        if not isinstance(message, wire.Auth):
+            why = "" if result == "ok" else f" ({result})"
+            raise Refused("no_token", "the first message is not auth" + why)
+        if self.reviewer is None:
+            raise Refused("review_failed", "no TokenReview configured")
+        return await self.reviewer.review(message.token)
+
+    async def _handle_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.connections >= MAX_CONNECTIONS:
+            self.refused["limit"] += 1
+            writer.close()
+            return
+        self.connections += 1
+        try:
+            identity = await self._authenticate(reader)
+        except Refused as err:
+            self._refuse(err)
+            self.connections -= 1
+            writer.close()
+            return
+        except (ConnectionError, OSError, asyncio.CancelledError):
+            self.connections -= 1
+            writer.close()
+            return
+        self.connections -= 1
+        await self._serve(reader, writer, identity)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._admit(writer):
             writer.close()
             return
+        await self._serve(reader, writer, None)
+
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, identity: PodIdentity | None
+    ) -> None:
+        """Applies one connection's messages; `identity`, over TCP, names the pod instead of its hello."""
         self.connections += 1
         engine: EngineState | None = None
         try:
             while (line := await self._read_message(reader, engine)) is not None:
-                engine = self._apply(line, engine)
+                engine = self._apply(line, engine, identity)
         except (ConnectionError, OSError):
             pass
         except asyncio.CancelledError:
@@ -271,12 +378,18 @@ class ProbeListener:
             except asyncio.LimitOverrunError as err:
                 await reader.readexactly(err.consumed)
 
-    def _apply(self, line: bytes, engine: EngineState | None) -> EngineState | None:
+    def _apply(
+        self, line: bytes, engine: EngineState | None, identity: PodIdentity | None = None
+    ) -> EngineState | None:
         """Classifies one message, hands it to the store and counts it; returns the connection's
-        engine, which a hello (always first) names."""
+        engine, which a hello (always first) names: over TCP with the reviewed pod and namespace."""
         result, message = classify(line)
         if isinstance(message, wire.Hello):
+            if identity is not None:
+                message = dataclasses.replace(message, pod=identity.pod, namespace=identity.namespace)
             engine = self.store.hello(message, time.monotonic())
+        elif isinstance(message, wire.Auth):
+            result = "rejected"  # only the first line of a TCP connection
         elif message is not None:
             if engine is None:
                 result = "rejected"  # a probe always says hello first

@@ -19,6 +19,7 @@ from prometheus_client.samples import Sample
 
 from exporter import wire
 from exporter.daemon.collectors.base import pod_labels
+from exporter.daemon.collectors.kubernetes import NodePod
 from exporter.daemon.receiver.analysis import AnalysisView, FamilyView
 from exporter.daemon.receiver.listener import RESULTS, ListenerView
 from exporter.daemon.receiver.rollup import RollupView
@@ -91,12 +92,34 @@ def listener_families(view: ListenerView) -> Iterable[Metric]:
     refused = CounterMetricFamily(
         PREFIX + "probe_connections_refused",
         f"Probe connections refused: limit ({view.max_connections} already open), "
-        "credentials (the peer's uid is not allowed).",
+        "credentials (the peer's uid is not allowed); over TCP: no_token (no auth line first), "
+        "token_rejected (the TokenReview did not accept it for our audience), not_a_pod (not a pod-bound "
+        "token), other_node, node_unknown (neither the review nor discovery places the pod), "
+        "review_failed (the API server could not be asked).",
         labels=["reason"],
     )
     for reason, n in view.refused.items():
         refused.add_metric([reason], n)
     yield refused
+
+
+def absent_family(pods: Iterable[NodePod], view: StoreView) -> Metric:
+    """Pods injected with the probe whose probe has not said hello, by what their spec shows."""
+    family = GaugeMetricFamily(
+        PREFIX + "probe_absent",
+        "Pods on this node injected with the probe (annotation guided-decoding-exporter.io/probe: injected)"
+        " whose probe is not connected, by reason: vllm_plugins (VLLM_PLUGINS lacks guided_decoding_probe),"
+        " python_ignores_environment (python -E or -I), probe_disabled (GDX_PROBE=0),"
+        " pythonpath_from_valuefrom, not_connected (none of these: starting, refused, or unreachable).",
+        labels=["namespace", "pod", "reason"],
+    )
+    connected = {(e.hello.namespace, e.hello.pod) for e in view.engines}
+    connected_names = {e.hello.pod for e in view.engines if not e.hello.namespace}
+    for pod in pods:
+        if (pod.namespace, pod.name) in connected or pod.name in connected_names:
+            continue
+        family.add_metric([pod.namespace, pod.name, pod.blockers[0] if pod.blockers else "not_connected"], 1)
+    return family
 
 
 def store_families(view: StoreView) -> Iterable[Metric]:

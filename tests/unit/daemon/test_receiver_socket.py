@@ -115,7 +115,8 @@ async def test_connections_beyond_the_cap_are_refused(
         reader, writer = await asyncio.open_unix_connection(str(path))
         assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the daemon
         writer.close()
-        assert source.listener.refused == {"limit": 1, "credentials": 0} and source.listener.connections == 2
+        refused = source.listener.refused
+        assert refused["limit"] == 1 and sum(refused.values()) == 1 and source.listener.connections == 2
         for _, w in held:
             w.close()
     finally:

@@ -1,0 +1,178 @@
+"""Who is at the other end of a TCP probe connection: the Kubernetes API says, not the connection.
+
+A probe reaching the daemon over TCP (a node-local Service, or the node's IP on a hostPort) first
+presents its pod's projected ServiceAccount token, bound to the pod and minted for the exporter's own
+audience. The daemon asks the API server (`TokenReview`, `create` on `tokenreviews`: the built-in
+`system:auth-delegator` ClusterRole) whether the token is valid for that audience, and takes the
+pod's name and namespace from the answer: a bound token's review carries them in the user's extra
+fields (`authentication.kubernetes.io/pod-name`, `pod-uid`; KEP-1205), and from Kubernetes 1.30 the
+node too (`authentication.kubernetes.io/node-name`, KEP-4193). A pod on another node is refused: its
+own node's daemon is the one to count it. Source addresses are never identity (some CNIs rewrite
+them on hostPort paths).
+
+`identity_from_review` is pure; `TokenReviewer` does the HTTP, once per connection.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from exporter.daemon.httpbody import BodyTooLarge, read_capped
+
+log = logging.getLogger("gdx.collector.probe")
+PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
+EXTRA = "authentication.kubernetes.io/"
+SERVICE_ACCOUNT_USER = "system:serviceaccount:"
+MAX_REVIEW_BYTES = 1 << 20
+# Why a TCP connection was refused (guided_decoding_probe_connections_refused_total{reason}).
+REFUSAL_REASONS = ("no_token", "token_rejected", "not_a_pod", "other_node", "node_unknown", "review_failed")
+
+
+@dataclass(frozen=True, slots=True)
+class PodIdentity:
+    """The pod a token was bound to, as the API server vouches for it."""
+
+    namespace: str
+    pod: str
+    uid: str
+    node: str  # empty where the API server does not say (before Kubernetes 1.30)
+    service_account: str
+
+
+class Refused(Exception):
+    """A connection the daemon does not take: `reason` is one of REFUSAL_REASONS."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def _first(extra: Any, key: str) -> str:
+    values = extra.get(EXTRA + key) if isinstance(extra, dict) else None
+    if isinstance(values, list) and values and isinstance(values[0], str):
+        return values[0]
+    return ""
+
+
+def identity_from_review(doc: Any, audience: str) -> PodIdentity:
+    """Pure: the pod a TokenReview's answer vouches for; raises Refused saying why not."""
+    status = doc.get("status") if isinstance(doc, dict) else None
+    if not isinstance(status, dict):
+        raise Refused("review_failed", "the API server's answer is not a TokenReview")
+    if status.get("authenticated") is not True:
+        error = str(status.get("error") or "not authenticated")[:200]
+        raise Refused("token_rejected", f"the API server did not accept the token: {error}")
+    audiences = status.get("audiences")
+    if isinstance(audiences, list) and audience not in audiences:
+        raise Refused("token_rejected", f"the token is not for the audience {audience!r}")
+    user = status.get("user")
+    user = user if isinstance(user, dict) else {}
+    username = str(user.get("username") or "")
+    extra = user.get("extra")
+    pod = _first(extra, "pod-name")
+    if not username.startswith(SERVICE_ACCOUNT_USER) or not pod:
+        raise Refused("not_a_pod", f"the token is not bound to a pod (user {username[:120]!r})")
+    namespace, _, account = username[len(SERVICE_ACCOUNT_USER) :].partition(":")
+    return PodIdentity(
+        namespace=namespace,
+        pod=pod,
+        uid=_first(extra, "pod-uid"),
+        node=_first(extra, "node-name"),
+        service_account=account,
+    )
+
+
+def check_node(
+    identity: PodIdentity, node: str, node_pods: Callable[[], Collection[tuple[str, str]]] | None
+) -> None:
+    """Refuses a pod that is not on this daemon's node: by the review's node name where it has one,
+    else by this node's pod list (namespace, name) from discovery."""
+    if identity.node:
+        if not node:
+            raise Refused("node_unknown", "this daemon does not know its node (--kubernetes.node-name)")
+        if identity.node != node:
+            raise Refused("other_node", f"pod {identity.namespace}/{identity.pod} runs on {identity.node}")
+        return
+    if node_pods is None:
+        raise Refused("node_unknown", "the review names no node and pod discovery is off")
+    if (identity.namespace, identity.pod) not in node_pods():
+        raise Refused("other_node", f"pod {identity.namespace}/{identity.pod} is not on this node")
+
+
+@dataclass(frozen=True)
+class ReviewSettings:
+    """The API server and this daemon's own credentials (kubernetes.*), the audience (probe.*)."""
+
+    api_server: str
+    token_file: str
+    ca_file: str
+    audience: str
+    node: str
+    timeout: float = 5.0
+
+
+class TokenReviewer:
+    """Reviews tokens with the API server; one aiohttp session, opened on first use."""
+
+    def __init__(
+        self,
+        settings: ReviewSettings,
+        node_pods: Callable[[], Collection[tuple[str, str]]] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.node_pods = node_pods
+        self._session: aiohttp.ClientSession | None = None
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        if not self.settings.api_server.startswith("https"):
+            return False
+        ca = self.settings.ca_file
+        return ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+
+    async def review(self, token: str) -> PodIdentity:
+        """The pod behind `token`, on this node; raises Refused."""
+        settings = self.settings
+        try:
+            # A few hundred bytes on a tmpfs, once per connection: not worth a thread.
+            with open(settings.token_file, encoding="utf-8") as handle:  # noqa: ASYNC230
+                own = handle.read().strip()
+        except OSError as err:
+            raise Refused("review_failed", f"cannot read {settings.token_file}: {err.strerror}") from None
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token, "audiences": [settings.audience]},
+        }
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+        try:
+            async with self._session.post(
+                settings.api_server.rstrip("/") + PATH,
+                json=body,
+                headers={"Authorization": f"Bearer {own}"},
+                ssl=self._ssl(),
+                timeout=aiohttp.ClientTimeout(total=settings.timeout),
+            ) as resp:
+                if resp.status not in (200, 201):
+                    raise Refused("review_failed", f"TokenReview: HTTP {resp.status}")
+                doc = json.loads(await read_capped(resp, MAX_REVIEW_BYTES))
+        except (aiohttp.ClientError, OSError, ssl.SSLError, ValueError, BodyTooLarge) as err:
+            raise Refused("review_failed", f"TokenReview: {type(err).__name__}: {err}") from None
+        except TimeoutError:
+            raise Refused("review_failed", f"TokenReview timed out after {settings.timeout:g}s") from None
+        identity = identity_from_review(doc, settings.audience)
+        check_node(identity, settings.node, self.node_pods)
+        return identity
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

@@ -1,0 +1,323 @@
+"""Pure functions over one pod spec: which container is the engine, what would keep a probe from
+running in it, and the pod spec with the probe injected.
+
+The injected probe is the tree `gdx probe-files` writes, copied by an init container into an emptyDir
+and put first on the engine's PYTHONPATH (after nothing: a literal PYTHONPATH in the spec is kept
+after it; one from `valueFrom` cannot be extended and is an error). No hostPath for the TCP
+transports: the probe reaches the node's daemon by a node-local Service or the node's IP and shows a
+projected ServiceAccount token. Every function returns new objects and leaves its input untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.wire import DEFAULT_AUDIENCE, DEFAULT_SOCKET, DEFAULT_TCP_PORT, DEFAULT_TOKEN_FILE
+
+PREFIX = "guided-decoding-exporter.io"
+CONTAINER_ANNOTATION = f"{PREFIX}/container"  # names the engine container where it is not recognised
+PROBE_ANNOTATION = f"{PREFIX}/probe"  # "injected" on every pod this module injected
+# The PYTHONPATH an image sets in its own ENV, which a PYTHONPATH in the pod spec replaces (Kubernetes
+# cannot see image ENV): given by --image-pythonpath or this annotation, else known for these images.
+PYTHONPATH_ANNOTATION = f"{PREFIX}/image-pythonpath"
+IMAGE_PYTHONPATHS = {
+    # kserve/kserve python/huggingface_server.Dockerfile: ENV PYTHONPATH=/kserve-workspace/huggingfaceserver
+    "kserve/huggingfaceserver": "/kserve-workspace/huggingfaceserver",
+}
+INIT_NAME = "gdx-probe"
+TREE_VOLUME = "gdx-probe"
+TOKEN_VOLUME = "gdx-probe-token"
+SOCKET_VOLUME = "gdx-probe-socket"
+MOUNT = "/gdx-probe"
+IMAGE_TREE = "/opt/guided-decoding-exporter/probe"  # where the exporter image carries the tree
+TOKEN_DIR = DEFAULT_TOKEN_FILE.rsplit("/", 1)[0]
+SOCKET_DIR = DEFAULT_SOCKET.rsplit("/", 1)[0]
+PLUGIN = "guided_decoding_probe"  # the vllm.general_plugins entry point's name (VLLM_PLUGINS lists it)
+EXPORTER_GROUP = 65532
+TRANSPORTS = ("service", "hostip", "socket")
+ENGINE_KINDS = ("vllm", "sglang", "trtllm")
+# How an engine's command line or image gives it away (checked in this order).
+_COMMANDS = (
+    ("vllm", re.compile(r"\bvllm(?:\s+serve\b|\.entrypoints\.)|\bhuggingfaceserver\b")),
+    ("sglang", re.compile(r"\bsglang(?:\.launch_server\b|\s+serve\b)")),
+    ("trtllm", re.compile(r"\btrtllm-serve\b|\btensorrt_llm\.")),
+)
+_IMAGES = (
+    ("vllm", re.compile(r"vllm|huggingfaceserver")),
+    ("sglang", re.compile(r"sglang")),
+    ("trtllm", re.compile(r"tensorrt[-_]llm|trtllm")),
+)
+_PYTHON = re.compile(r"(?:^|/)python(?:\d+(?:\.\d+)?)?$")
+_IGNORES_ENVIRONMENT = re.compile(r"^-[A-Za-z]*[EI][A-Za-z]*$")
+
+
+class InjectError(ValueError):
+    """A pod spec the probe cannot be added to as asked (the message says which and why)."""
+
+
+@dataclass(frozen=True)
+class InjectOptions:
+    """What `gdx inject` is told: the engine kind (empty: recognised), the transport, the image."""
+
+    image: str
+    transport: str = "service"
+    engine_kind: str = ""
+    container: str = ""  # the engine container's name (empty: the annotation, else recognised)
+    image_pythonpath: str = ""  # the image's own ENV PYTHONPATH, kept after the probe's
+    service: str = "guided-decoding-exporter-probe"
+    namespace: str = "guided-decoding"  # the exporter's namespace (the Service's)
+    port: int = DEFAULT_TCP_PORT
+    audience: str = DEFAULT_AUDIENCE
+
+
+@dataclass(frozen=True)
+class EngineContainer:
+    """The container that runs the engine and the kind of engine it is."""
+
+    index: int
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Injected:
+    """One pod template's outcome: `spec`/`metadata` new (or the input's when nothing changed)."""
+
+    spec: dict[str, Any]
+    metadata: dict[str, Any]
+    status: str  # injected | already | skipped
+    engine: EngineContainer | None = None
+    why: str = ""  # for skipped: why
+    warnings: tuple[str, ...] = field(default=())  # what will keep the probe from arming
+
+
+def command_line(container: dict[str, Any]) -> list[str]:
+    """The container's command and args as words (a `sh -c "..."` script split too)."""
+    words: list[str] = []
+    for part in list(container.get("command") or []) + list(container.get("args") or []):
+        text = str(part)
+        try:
+            words.extend(shlex.split(text) if any(c.isspace() for c in text) else [text])
+        except ValueError:
+            words.extend(text.split())
+    return words
+
+
+def engine_kind_of(container: dict[str, Any]) -> str:
+    """ "vllm", "sglang", "trtllm" by the container's command line, else its image; "" if neither."""
+    line = " ".join(command_line(container))
+    for kind, pattern in _COMMANDS:
+        if pattern.search(line):
+            return kind
+    image = str(container.get("image") or "").lower()
+    for kind, pattern in _IMAGES:
+        if pattern.search(image.rsplit("/", 1)[-1].split(":")[0]) or pattern.search(image.split(":")[0]):
+            return kind
+    return ""
+
+
+def find_engine(spec: dict[str, Any], metadata: dict[str, Any], options: InjectOptions) -> EngineContainer | None:
+    """The engine container: by --container, else the pod's container annotation, else the first
+    container whose command line or image is an engine's. Raises InjectError for a named container
+    the pod does not have."""
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    wanted = options.container or str((metadata.get("annotations") or {}).get(CONTAINER_ANNOTATION) or "")
+    for index, container in enumerate(containers):
+        name = str(container.get("name") or "")
+        if wanted and name != wanted:
+            continue
+        kind = options.engine_kind or engine_kind_of(container) or ("vllm" if wanted else "")
+        if kind:
+            return EngineContainer(index, name, kind)
+    if wanted:
+        raise InjectError(f"no container named {wanted!r}")
+    return None
+
+
+def _env_value(container: dict[str, Any], name: str) -> dict[str, Any] | None:
+    for item in container.get("env") or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            return item
+    return None
+
+
+def _ignores_environment(words: list[str]) -> bool:
+    """Whether a Python in the command line runs with -E or -I (alone or among other letters)."""
+    for at, word in enumerate(words):
+        if _PYTHON.search(word):
+            for option in words[at + 1 :]:
+                if not option.startswith("-") or option in ("-m", "-c"):
+                    break
+                if _IGNORES_ENVIRONMENT.match(option):
+                    return True
+    return False
+
+
+def blockers(container: dict[str, Any], kind: str) -> list[str]:
+    """Pure: what in the container's spec keeps an injected probe from arming, as reasons:
+    vllm_plugins (VLLM_PLUGINS is an allowlist without the probe), python_ignores_environment
+    (`python -E` or `-I`: PYTHONPATH is not read), probe_disabled (GDX_PROBE=0),
+    pythonpath_from_valuefrom (a PYTHONPATH that cannot be extended)."""
+    found = []
+    plugins = _env_value(container, "VLLM_PLUGINS")
+    allowed = [p.strip() for p in str((plugins or {}).get("value") or "").split(",")]
+    if kind == "vllm" and plugins is not None and "value" in plugins and PLUGIN not in allowed:
+        found.append("vllm_plugins")
+    if _ignores_environment(command_line(container)):
+        found.append("python_ignores_environment")
+    disabled = _env_value(container, "GDX_PROBE")
+    if disabled is not None and str(disabled.get("value", "1")).strip().lower() in (
+        "0",
+        "false",
+        "no",
+        "off",
+    ):
+        found.append("probe_disabled")
+    pythonpath = _env_value(container, "PYTHONPATH")
+    if pythonpath is not None and "valueFrom" in pythonpath:
+        found.append("pythonpath_from_valuefrom")
+    return found
+
+
+BLOCKER_TEXT = {
+    "vllm_plugins": f"VLLM_PLUGINS is set and does not list {PLUGIN}: vLLM will not load the probe",
+    "python_ignores_environment": "the engine starts Python with -E or -I, which ignore PYTHONPATH",
+    "probe_disabled": "GDX_PROBE turns the probe off",
+    "pythonpath_from_valuefrom": "PYTHONPATH comes from valueFrom and cannot be extended",
+}
+
+
+def _init_security(engine: dict[str, Any], pod_security: dict[str, Any]) -> dict[str, Any]:
+    """The copy step's securityContext: never more than the engine's, and enough for `restricted`:
+    no privilege escalation, every capability dropped, non-root, a seccomp profile; the engine's own
+    non-root user, SELinux and AppArmor settings kept (an OpenShift SCC assigns the user otherwise)."""
+    theirs = engine.get("securityContext") or {}
+    ours: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+    }
+    for key in ("runAsUser", "runAsGroup"):
+        if isinstance(theirs.get(key), int) and theirs[key] != 0:
+            ours[key] = theirs[key]
+    for key in ("seLinuxOptions", "appArmorProfile", "seccompProfile", "readOnlyRootFilesystem"):
+        if key in theirs:
+            ours[key] = copy.deepcopy(theirs[key])
+    if "seccompProfile" not in ours and "seccompProfile" not in pod_security:
+        ours["seccompProfile"] = {"type": "RuntimeDefault"}
+    return ours
+
+
+def _set_env(env: list[dict[str, Any]], item: dict[str, Any]) -> None:
+    for at, existing in enumerate(env):
+        if isinstance(existing, dict) and existing.get("name") == item["name"]:
+            env[at] = item
+            return
+    env.append(item)
+
+
+def _field(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def image_pythonpath(container: dict[str, Any], annotations: dict[str, Any], options: InjectOptions) -> str:
+    """What the image's own ENV sets PYTHONPATH to, where known: the flag, the annotation, the table."""
+    if options.image_pythonpath or annotations.get(PYTHONPATH_ANNOTATION):
+        return str(options.image_pythonpath or annotations[PYTHONPATH_ANNOTATION])
+    repository = str(container.get("image") or "").split("@")[0].rsplit(":", 1)[0]
+    return next((path for image, path in IMAGE_PYTHONPATHS.items() if repository.endswith(image)), "")
+
+
+def probe_env(
+    container: dict[str, Any], kind: str, options: InjectOptions, image_path: str = ""
+) -> list[dict[str, Any]]:
+    """The engine container's env with the probe's variables; PYTHONPATH gets the tree in front of
+    the spec's literal one, else of `image_path` (what the image's ENV would have set)."""
+    env = copy.deepcopy([e for e in container.get("env") or [] if isinstance(e, dict)])
+    current = _env_value(container, "PYTHONPATH")
+    if current is not None and "valueFrom" in current:
+        raise InjectError(
+            f"container {container.get('name')!r}: PYTHONPATH comes from valueFrom, which cannot be"
+            " extended: set it as a literal value, or put the probe's directory in it yourself"
+        )
+    existing = str((current or {}).get("value") or "") if current is not None else image_path
+    paths = [p for p in existing.split(":") if p and p != MOUNT]
+    _set_env(env, {"name": "PYTHONPATH", "value": ":".join([MOUNT, *paths])})
+    if options.transport == "service":
+        address = f"tcp://{options.service}.{options.namespace}.svc:{options.port}"
+    elif options.transport == "hostip":
+        _set_env(env, _field("GDX_HOST_IP", "status.hostIP"))  # before the variable that uses it
+        address = f"tcp://$(GDX_HOST_IP):{options.port}"
+    else:
+        address = f"unix://{DEFAULT_SOCKET}"
+    for item in (
+        {"name": "GDX_PROBE_ADDRESS", "value": address},
+        {"name": "GDX_PROBE_ENGINE_KIND", "value": kind},
+        _field("GDX_POD_NAME", "metadata.name"),
+        _field("GDX_POD_NAMESPACE", "metadata.namespace"),
+    ):
+        _set_env(env, item)
+    return env
+
+
+def _add_named(items: list[dict[str, Any]], item: dict[str, Any]) -> list[dict[str, Any]]:
+    return [i for i in items if not (isinstance(i, dict) and i.get("name") == item["name"])] + [item]
+
+
+def inject(spec: dict[str, Any], metadata: dict[str, Any], options: InjectOptions) -> Injected:
+    """The pod spec and metadata with the probe added to the engine container; raises InjectError."""
+    if options.transport not in TRANSPORTS:
+        raise InjectError(f"transport must be one of {', '.join(TRANSPORTS)}")
+    if any(isinstance(c, dict) and c.get("name") == INIT_NAME for c in spec.get("initContainers") or []):
+        return Injected(spec, metadata, "already")
+    engine = find_engine(spec, metadata, options)
+    if engine is None:
+        return Injected(spec, metadata, "skipped", why="no engine container (name it: --container)")
+    spec, metadata = copy.deepcopy(spec), copy.deepcopy(metadata)
+    container = spec["containers"][engine.index]
+    warnings = tuple(BLOCKER_TEXT[b] for b in blockers(container, engine.kind))
+    image_path = image_pythonpath(container, metadata.get("annotations") or {}, options)
+    container["env"] = probe_env(container, engine.kind, options, image_path)
+    mounts = [m for m in container.get("volumeMounts") or [] if isinstance(m, dict)]
+    mounts = _add_named(mounts, {"name": TREE_VOLUME, "mountPath": MOUNT, "readOnly": True})
+    volumes = [v for v in spec.get("volumes") or [] if isinstance(v, dict)]
+    volumes = _add_named(volumes, {"name": TREE_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}})
+    if options.transport == "socket":
+        mounts = _add_named(mounts, {"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR})
+        volumes = _add_named(
+            volumes, {"name": SOCKET_VOLUME, "hostPath": {"path": SOCKET_DIR, "type": "Directory"}}
+        )
+        pod_security = spec.setdefault("securityContext", {})
+        groups = list(pod_security.get("supplementalGroups") or [])
+        pod_security["supplementalGroups"] = groups if EXPORTER_GROUP in groups else [*groups, EXPORTER_GROUP]
+    else:
+        mounts = _add_named(mounts, {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True})
+        token = {"audience": options.audience, "expirationSeconds": 3600, "path": "token"}
+        volumes = _add_named(
+            volumes, {"name": TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}
+        )
+    container["volumeMounts"] = mounts
+    spec["volumes"] = volumes
+    init = {
+        "name": INIT_NAME,
+        "image": options.image,
+        "command": ["cp", "-r", f"{IMAGE_TREE}/.", MOUNT],
+        "resources": {
+            "requests": {"cpu": "10m", "memory": "16Mi"},
+            "limits": {"cpu": "100m", "memory": "64Mi"},
+        },
+        "securityContext": _init_security(container, spec.get("securityContext") or {}),
+        "volumeMounts": [{"name": TREE_VOLUME, "mountPath": MOUNT}],
+    }
+    spec["initContainers"] = [*(spec.get("initContainers") or []), init]
+    annotations = dict(metadata.get("annotations") or {})
+    annotations[f"{PREFIX}/scrape"] = "true"
+    annotations[PROBE_ANNOTATION] = "injected"
+    if engine.kind != "vllm":
+        annotations[f"{PREFIX}/engine"] = engine.kind
+    metadata["annotations"] = annotations
+    return Injected(spec, metadata, "injected", engine, warnings=warnings)

@@ -1,0 +1,61 @@
+"""The probe tree an init container copies into an engine pod (`gdx probe-files DIR`).
+
+Only the modules the probe imports (standard library only, no third-party package: nothing in the
+engine's environment is shadowed but this package's own name), a `.dist-info` under this package's
+distribution name, so that `importlib.metadata` finds the `vllm.general_plugins` entry point (a
+PYTHONPATH entry comes before site-packages, and for one distribution name the first on sys.path
+wins: an image that also has the package installed gets one plugin, this one), and the
+`sitecustomize.py` that arms SGLang and TensorRT-LLM and chains to the image's own.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import exporter
+from exporter import __version__
+
+DISTRIBUTION = "guided_decoding_exporter"
+PACKAGE = Path(exporter.__file__).resolve().parent
+# What `import exporter.probe` loads (tests/unit/inject checks this against a clean interpreter).
+MODULES = ("__init__.py", "wire.py", "schema/__init__.py", "schema/identity.py")
+PACKAGES = ("probe",)
+ENTRY_POINTS = "[vllm.general_plugins]\nguided_decoding_probe = exporter.probe:register\n"
+
+
+def sources() -> list[Path]:
+    """The probe's source files, relative to the package folder."""
+    found = [Path(m) for m in MODULES]
+    for package in PACKAGES:
+        found.extend(sorted(p.relative_to(PACKAGE) for p in (PACKAGE / package).rglob("*.py")))
+    return found
+
+
+def write_tree(dest: Path) -> list[Path]:
+    """Writes the tree into `dest` (created; files there with the same names are replaced) and
+    returns the paths written, relative to it."""
+    dest.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for relative in sources():
+        target = dest / "exporter" / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PACKAGE / relative, target)
+        written.append(target.relative_to(dest))
+    info = dest / f"{DISTRIBUTION}-{__version__}.dist-info"
+    info.mkdir(exist_ok=True)
+    files = {
+        "METADATA": (
+            f"Metadata-Version: 2.1\nName: guided-decoding-exporter\nVersion: {__version__}\n"
+            "Summary: guided-decoding-exporter's in-engine probe, injected (gdx probe-files)\n"
+        ),
+        "entry_points.txt": ENTRY_POINTS,
+        "top_level.txt": "exporter\n",
+        "INSTALLER": "gdx probe-files\n",
+    }
+    for name, text in files.items():
+        (info / name).write_text(text, encoding="utf-8")
+        written.append((info / name).relative_to(dest))
+    shutil.copyfile(PACKAGE / "inject" / "sitecustomize_file.py", dest / "sitecustomize.py")
+    written.append(Path("sitecustomize.py"))
+    return written
