@@ -9,7 +9,6 @@ import fcntl
 import os
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -22,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from tools.harness import ROOT
+from tools.harness import ROOT, free_port
+from tools.harness.apiserver import BoundToken, FakeApiServer
 from tools.harness.processes import DaemonProcess as Daemon
 from tools.harness.scraping import sample, scrape, wait_for
 from tools.harness.simengines import SimEngines, Watcher
@@ -41,19 +41,43 @@ def sockdir() -> Iterator[Path]:
     shutil.rmtree(where, ignore_errors=True)
 
 
-def serve(sock: Path, *extra: str) -> Daemon:
-    return Daemon(["--probe.socket", str(sock), "--no-collector.nvml", "--no-collector.vllm", *extra])
+def serve(sock: Path | str, *extra: str) -> Daemon:
+    """A daemon on `sock`, or (a tcp:// address) on TCP only, as `extra` says."""
+    where = [] if str(sock).startswith("tcp://") else ["--probe.socket", str(sock)]
+    return Daemon([*where, "--no-collector.nvml", "--no-collector.vllm", *extra])
 
 
-def test_daemon_sigkilled_and_restarted_under_load_loses_nothing(tmp_path: Path) -> None:
+def tcp_node(tmp_path: Path, engines: int) -> tuple[FakeApiServer, str, list[str], dict[str, str]]:
+    """The API server for a daemon on node-a that takes probes over TCP, with a token per engine."""
+    api = FakeApiServer()
+    (tmp_path / "daemon-token").write_text(api.daemon_token)
+    port = free_port()
+    for n in range(engines):
+        api.tokens[f"token-{n}"] = BoundToken(namespace="llm", pod=f"sim-{n}")
+        (tmp_path / f"token-{n}").write_text(f"token-{n}")
+    args = ["--probe.socket", "", "--probe.listen-address", f"127.0.0.1:{port}",
+            "--kubernetes.api-server", api.url, "--kubernetes.token-file", str(tmp_path / "daemon-token"),
+            "--kubernetes.ca-file", "", "--kubernetes.node-name", "node-a"]  # fmt: skip
+    return api, f"tcp://127.0.0.1:{port}", args, {"token_file": str(tmp_path / "token-{n}")}
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_daemon_sigkilled_and_restarted_under_load_loses_nothing(tmp_path: Path, transport: str) -> None:
     """Named behaviour: a probe whose daemon vanished reconnects (backoff from 0.5 s) and sends its
-    full cumulative state first, so after the next snapshot every counter is whole again."""
-    sock = tmp_path / "probe.sock"
-    engines = SimEngines(sock, tmp_path, engines=8, interval=0.1, rate=100, new=0.05)
+    full cumulative state first, so after the next snapshot every counter is whole again. Over TCP
+    each reconnect passes a TokenReview first, and the counts are as exact."""
+    sock: Path | str = tmp_path / "probe.sock"
+    api = None
+    extra: list[str] = []
+    options: dict[str, str] = {}
+    if transport == "tcp":
+        api, sock, extra, options = tcp_node(tmp_path, 8)
+    engines = SimEngines(sock, tmp_path, engines=8, interval=0.1, rate=100, new=0.05, **options)
     daemon = None
+    restarts = RESTARTS if transport == "unix" else max(1, RESTARTS // 2)
     try:
-        for i in range(RESTARTS):
-            daemon = serve(sock)  # the old socket file is still there: stale, replaced
+        for i in range(restarts):
+            daemon = serve(sock, *extra)  # the old socket file is still there: stale, replaced
             totals = engines.pause()  # compiles made while no daemon listened are in these totals
             Watcher(daemon.url).wait_until_equal(totals, timeout=40)
             assert sample(scrape(daemon.url), "guided_decoding_probe_connections") == 8
@@ -61,16 +85,27 @@ def test_daemon_sigkilled_and_restarted_under_load_loses_nothing(tmp_path: Path)
             time.sleep(0.5)  # snapshots flowing...
             daemon.stop(signal.SIGKILL)  # ...and the daemon dies mid-stream
             assert daemon.proc.returncode == -signal.SIGKILL, i
-        daemon = serve(sock)
+        daemon = serve(sock, *extra)
         totals = engines.pause()
         Watcher(daemon.url).wait_until_equal(totals, timeout=40)
-        wait_for(lambda: "probe connected: pod=sim-7" in daemon.log, timeout=5)
+        wait_for(
+            lambda: "probe connected: pod=sim-7" in daemon.log or "pod=llm/sim-7" in daemon.log, timeout=5
+        )
+        if api is not None:
+            assert (
+                sample(
+                    scrape(daemon.url), "guided_decoding_probe_connections_refused_total", reason="no_token"
+                )
+                == 0
+            )
     finally:
         final = engines.stop()
         if daemon is not None:
             daemon.stop()
+        if api is not None:
+            api.stop()
     assert final is not None
-    assert all(e["shipper"]["connects"] >= RESTARTS for e in final.values())  # really reconnected each time
+    assert all(e["shipper"]["connects"] >= restarts for e in final.values())  # really reconnected each time
     assert "send failed" in engines.log or "cannot connect" in engines.log  # the probe said so, once a time
 
 
@@ -153,12 +188,6 @@ def test_probe_denied_by_socket_permissions_waits_until_allowed(sockdir: Path) -
     finally:
         engines.stop()
         daemon.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_daemon(stderr: Any, tmp_path: Path) -> tuple[subprocess.Popen[bytes], str]:

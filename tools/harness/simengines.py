@@ -16,7 +16,9 @@ from tools.harness.scraping import sample, scrape, wait_for
 
 
 class SimEngines:
-    def __init__(self, socket: Path, workdir: Path, as_user: int | None = None, **options: object) -> None:
+    def __init__(
+        self, socket: Path | str, workdir: Path, as_user: int | None = None, **options: object
+    ) -> None:
         """`as_user`: run as that uid and gid (setpriv), e.g. to meet a socket it may not open."""
         name = str(options.get("pod_prefix", "sim-"))
         self.totals_path = workdir / f"{name}totals.json"

@@ -67,7 +67,11 @@ class Engines:
         self.recorders = [Recorder(max_schemas=args.tracked_specs) for _ in range(args.engines)]
         self.shippers = [
             Shipper(
-                rec, args.socket, {**IDENTITY, "pod": f"{args.pod_prefix}{n}", "engine": "0"}, args.interval
+                rec,
+                args.socket,
+                {**IDENTITY, "pod": f"{args.pod_prefix}{n}", "engine": "0"},
+                args.interval,
+                token_file=args.token_file.replace("{n}", str(n)),
             )
             for n, rec in enumerate(self.recorders)
         ]
@@ -145,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.harness.simulate", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--socket", required=True, help="the daemon's probe socket")
+    parser.add_argument("--socket", required=True, help="the daemon's probe socket, or tcp://HOST:PORT")
+    parser.add_argument(
+        "--token-file", default="", help="over TCP, engine n's token file ({n} in the name is replaced)"
+    )
     parser.add_argument("--totals", required=True, help="file the totals are written to on SIGUSR1/SIGTERM")
     parser.add_argument("--engines", type=int, default=8, help="simulated engines (default 8)")
     parser.add_argument("--interval", type=float, default=1.0, help="snapshot interval, seconds (default 1)")
