@@ -64,7 +64,9 @@ def _report(where: str, result: Injected) -> InjectOutcome:
     return InjectOutcome(where, result.status, detail, result.warnings)
 
 
-def _inference_service(doc: dict[str, Any], options: InjectOptions) -> tuple[dict[str, Any], list[InjectOutcome]]:
+def _inference_service(
+    doc: dict[str, Any], options: InjectOptions
+) -> tuple[dict[str, Any], list[InjectOutcome]]:
     """KServe: the predictor is the pod spec; `model` (merged into kserve-container) is the engine."""
     where = _name(doc)
     predictor = _at(doc, ["spec", "predictor"])

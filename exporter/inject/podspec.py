@@ -120,7 +120,9 @@ def engine_kind_of(container: dict[str, Any]) -> str:
     return ""
 
 
-def find_engine(spec: dict[str, Any], metadata: dict[str, Any], options: InjectOptions) -> EngineContainer | None:
+def find_engine(
+    spec: dict[str, Any], metadata: dict[str, Any], options: InjectOptions
+) -> EngineContainer | None:
     """The engine container: by --container, else the pod's container annotation, else the first
     container whose command line or image is an engine's. Raises InjectError for a named container
     the pod does not have."""
