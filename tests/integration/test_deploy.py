@@ -21,6 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.support import pod_security
 from tools.harness import ROOT
 
 DEPLOY = ROOT / "deploy"
@@ -29,6 +30,11 @@ CRD_KINDS = ("PodMonitor", "ServiceMonitor", "PrometheusRule")
 OPERATOR = json.loads((ROOT / "tests/support/data/prometheus-operator-v1.schema.json").read_text())
 SCC = json.loads((ROOT / "tests/support/data/openshift-scc-v1.schema.json").read_text())
 COMPONENTS = ["monitors", "servicemonitor", "dashboards", "openshift", "gpu-operator", "priority-class"]
+# the probe's transports: the base's (the chart's default, service) and the component for each other one,
+# with the Pod Security level the exporter's namespace is labelled (and its pods meet)
+TRANSPORTS = {"service": (None, "restricted"), "hostip": ("probe-hostip", "privileged"),
+              "socket": ("probe-socket", "privileged")}  # fmt: skip
+PROBE_PORT = 9478
 BUILDS = [
     "kubernetes/base",
     "kubernetes/overlays/kube-prometheus-stack",
@@ -95,6 +101,10 @@ def manifests(tmp: Path) -> list[tuple[str, dict[str, Any]]]:
         docs.extend((f"kustomize {build}", d) for d in kustomize(build))
     everything = overlay(tmp / "all", ["base"], COMPONENTS)
     docs.extend(("kustomize base + every component", d) for d in kustomize_dir(everything))
+    for transport, (component, _) in TRANSPORTS.items():
+        if component:  # listed last, as its kustomization says
+            built = kustomize_dir(overlay(tmp / transport, ["base"], [*COMPONENTS, component]))
+            docs.extend((f"kustomize base + every component + {component}", d) for d in built)
     return docs
 
 
@@ -169,6 +179,7 @@ def test_generated_parts_match_their_sources(tmp_path: Path) -> None:
         {"config_file": str(tmp_path / "config.yaml")}, {"NODE_NAME": "node-a"}
     )  # accepted as is
     assert loaded.kubernetes_enabled and loaded.probe_socket == f"{SOCKET_DIR}/probe.sock"
+    assert loaded.probe_listen_address == f":{PROBE_PORT}"  # the default transport: the Service's
 
 
 def test_generate_check_catches_each_kind_of_staleness(
@@ -188,6 +199,7 @@ def test_generate_check_catches_each_kind_of_staleness(
         chart / "files" / "dashboards" / "guided-decoding.json",
         kube / "base" / "daemonset.yaml",
         kube / "components" / "monitors" / "podmonitor.yaml",
+        kube / "components" / "probe-socket" / "kustomization.yaml",
     ]
     for path in edits:
         path.write_text(path.read_text().replace("guided", "guidded", 1))
@@ -199,21 +211,42 @@ def test_generate_check_catches_each_kind_of_staleness(
     assert gen.main(["--check"]) == 1
     gen.main([])
     assert "periodSeconds: 7" in (kube / "base" / "daemonset.yaml").read_text()
+    # and the transport components' patches
+    template.write_text(template.read_text().replace("type: DirectoryOrCreate", "type: Directory"))
+    assert gen.main(["--check"]) == 1
+    gen.main([])
+    assert "type: Directory\n" in (kube / "components" / "probe-socket" / "kustomization.yaml").read_text()
 
 
-def test_security_posture() -> None:
-    docs = kustomize("kubernetes/base")
+def transport_build(tmp: Path, transport: str, components: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The base with the components and, last, the transport's own (none for the default)."""
+    component = TRANSPORTS[transport][0]
+    if not component and not components:
+        return kustomize("kubernetes/base")
+    return kustomize_dir(
+        overlay(tmp / transport, ["base"], [*components, *([component] if component else [])])
+    )
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_security_posture(transport: str, tmp_path: Path) -> None:
+    docs = transport_build(tmp_path, transport)
+    level = TRANSPORTS[transport][1]
     (ns,) = [d for d in docs if d["kind"] == "Namespace"]
-    for mode in ("enforce", "audit", "warn"):  # hostPath is admitted by `privileged` alone
-        assert ns["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] == "privileged"
+    for mode in ("enforce", "audit", "warn"):
+        assert ns["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] == level
     assert not [d for d in docs if d["kind"] in CRD_KINDS]  # the base applies without the operator
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
     pod = ds["spec"]["template"]["spec"]
+    # the level the namespace is labelled is the strictest the pods meet (upstream's checks, ported)
+    assert pod_security.level_of(pod, ds["spec"]["template"]["metadata"]) == level
+    failed = {v.check for v in pod_security.violations(pod, "baseline")}
+    assert failed == {"service": set(), "hostip": {"hostPorts"}, "socket": {"hostPathVolumes"}}[transport]
     assert "priorityClassName" not in pod and "runtimeClassName" not in pod  # settings, in components
     assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] == 65532
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
-    for container in pod["containers"] + pod["initContainers"]:
+    for container in pod["containers"] + pod.get("initContainers", []):
         sc = container["securityContext"]
         assert not sc.get("privileged"), container["name"]
         assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
@@ -221,24 +254,92 @@ def test_security_posture() -> None:
         assert container["resources"]["limits"] and container["resources"]["requests"]
     (exporter,) = pod["containers"]
     assert "runAsUser" not in exporter["securityContext"]  # the pod's non-root user
-    (init,) = pod["initContainers"]
-    assert init["securityContext"]["runAsUser"] == 0
-    assert set(init["securityContext"]["capabilities"]["add"]) == {"CHOWN", "FOWNER"}
-    host_paths = [v for v in pod["volumes"] if "hostPath" in v]
-    assert [v["hostPath"]["path"] for v in host_paths] == [SOCKET_DIR]  # the socket only
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    ports = {p["name"]: p for p in exporter["ports"]}
+    config = yaml.safe_load(by_key(docs)["ConfigMap/guided-decoding-exporter"]["data"]["config.yaml"])
+    keyed = by_key(docs)
+    if transport == "socket":  # as before the TCP transports
+        (init,) = pod["initContainers"]
+        assert init["securityContext"]["runAsUser"] == 0
+        assert set(init["securityContext"]["capabilities"]["add"]) == {"CHOWN", "FOWNER"}
+        host_paths = [v for v in pod["volumes"] if "hostPath" in v]
+        assert [v["hostPath"]["path"] for v in host_paths] == [SOCKET_DIR]  # the socket only
+        assert list(ports) == ["metrics"] and "listen_address" not in config["probe"]
+        assert "Service/guided-decoding-exporter-probe" not in keyed
+        assert "ClusterRoleBinding/guided-decoding-exporter-auth-delegator" not in keyed
+    else:
+        assert "initContainers" not in pod  # no root step
+        assert not [v for v in pod["volumes"] if "hostPath" in v]
+        assert volumes["probe-socket"]["emptyDir"]  # the daemon's socket, for nobody
+        assert ports["probe"]["containerPort"] == PROBE_PORT and ports["probe"]["protocol"] == "TCP"
+        assert ports["probe"].get("hostPort") == (PROBE_PORT if transport == "hostip" else None)
+        assert "hostPort" not in ports["metrics"]
+        assert config["probe"]["listen_address"] == f":{PROBE_PORT}"
+        binding = keyed["ClusterRoleBinding/guided-decoding-exporter-auth-delegator"]
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"
+        }  # fmt: skip
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "guided-decoding"}
+        ]
+        assert ("Service/guided-decoding-exporter-probe" in keyed) == (transport == "service")
     mounts = {m["name"]: m for c in pod["containers"] for m in c["volumeMounts"]}
-    assert mounts["config"]["readOnly"] is True
+    assert mounts["config"]["readOnly"] is True and mounts["probe-socket"]["mountPath"] == SOCKET_DIR
     assert exporter["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert exporter["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
-    ]  # what the code calls
+    ]  # what the code calls; system:auth-delegator is the cluster's own
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
     env = {e["name"]: e for e in exporter["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all"
     assert env["NVIDIA_DRIVER_CAPABILITIES"]["value"] == "utility"
+
+
+def test_probe_service_reaches_the_daemon_on_its_own_node() -> None:
+    """The default transport: the Service the engines connect to selects the DaemonSet's pods, only the
+    one on the client's node (internalTrafficPolicy Local), on the port named probe."""
+    built = by_key(kustomize("kubernetes/base"))
+    svc, ds = built["Service/guided-decoding-exporter-probe"], built["DaemonSet/guided-decoding-exporter"]
+    spec = svc["spec"]
+    assert spec["internalTrafficPolicy"] == "Local" and spec.get("type", "ClusterIP") == "ClusterIP"
+    assert "clusterIP" not in spec and "externalTrafficPolicy" not in spec
+    assert (
+        spec["selector"] and spec["selector"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    )
+    assert spec["selector"].items() <= ds["spec"]["selector"]["matchLabels"].items()
+    assert spec["ports"] == [{"name": "probe", "port": PROBE_PORT, "targetPort": "probe", "protocol": "TCP"}]
+    names = {p["name"] for p in ds["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert "probe" in names
+    assert svc["metadata"]["namespace"] == ds["metadata"]["namespace"] == "guided-decoding"
+    # the address the engine Component gives the probe is this Service's
+    (engine,) = [d for d in kustomize("vllm") if d["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in engine["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (
+        env["GDX_PROBE_ADDRESS"] == f"tcp://guided-decoding-exporter-probe.guided-decoding.svc:{PROBE_PORT}"
+    )
+
+
+def test_transport_components_follow_the_other_components(tmp_path: Path) -> None:
+    """probe-hostip and probe-socket listed after the others: the SCC follows the transport, the
+    settings components' patches are kept, and with existing-namespace there is no Namespace to relabel."""
+    for transport in ("hostip", "socket"):
+        built = by_key(
+            transport_build(
+                tmp_path / "all", transport, ["monitors", "openshift", "gpu-operator", "priority-class"]
+            )
+        )
+        pod = built["DaemonSet/guided-decoding-exporter"]["spec"]["template"]["spec"]
+        assert (pod["runtimeClassName"], pod["priorityClassName"]) == ("nvidia", "system-node-critical")
+        scc = built["SecurityContextConstraints/guided-decoding-exporter"]
+        assert scc["allowHostPorts"] is (transport == "hostip")
+        assert scc["allowHostDirVolumePlugin"] is (transport == "socket")
+        kept = transport_build(tmp_path / "kept", transport, ["existing-namespace"])
+        assert not [d for d in kept if d["kind"] == "Namespace"] and [
+            d for d in kept if d["kind"] == "DaemonSet"
+        ]
 
 
 def test_kube_prometheus_stack_overlay() -> None:
@@ -312,8 +413,11 @@ def test_another_namespace_keeps_the_bindings_right(tmp_path: Path) -> None:
             "namespace": "other",
         }, key
     assert (
-        keyed["Namespace/other"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+        keyed["Namespace/other"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     )
+    (subject,) = keyed["ClusterRoleBinding/guided-decoding-exporter-auth-delegator"]["subjects"]
+    assert subject["namespace"] == "other"
+    assert keyed["Service/guided-decoding-exporter-probe"]["metadata"]["namespace"] == "other"
     namespaced = [d for d in built if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")]
     assert {d["metadata"].get("namespace") for d in namespaced} == {"other"}
 
@@ -340,23 +444,31 @@ def test_an_existing_namespace_keeps_its_labels(tmp_path: Path) -> None:
     assert {"DaemonSet", "PodMonitor", "PrometheusRule"} <= {d["kind"] for d in built}
 
 
-def test_openshift_scc_allows_what_the_daemonset_needs(tmp_path: Path) -> None:
-    built = by_key(kustomize_dir(overlay(tmp_path, ["base"], ["openshift"])))
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_openshift_scc_allows_what_the_daemonset_needs(transport: str, tmp_path: Path) -> None:
+    built = by_key(transport_build(tmp_path, transport, ["openshift"]))
     scc = built["SecurityContextConstraints/guided-decoding-exporter"]
     pod = built["DaemonSet/guided-decoding-exporter"]["spec"]["template"]["spec"]
-    assert scc["allowHostDirVolumePlugin"] is True and scc["allowPrivilegedContainer"] is False
-    assert not any(scc[f"allowHost{k}"] for k in ("IPC", "Network", "PID", "Ports"))
+    containers = pod.get("initContainers", []) + pod["containers"]
+    host_ports = [p for c in containers for p in c.get("ports", []) if p.get("hostPort")]
+    assert (
+        scc["allowHostDirVolumePlugin"] is (transport == "socket")
+        and scc["allowPrivilegedContainer"] is False
+    )
+    assert scc["allowHostPorts"] is bool(host_ports) is (transport == "hostip")
+    assert not any(scc[f"allowHost{k}"] for k in ("IPC", "Network", "PID"))
     assert scc["allowPrivilegeEscalation"] is False and scc["readOnlyRootFilesystem"] is True
-    added = {
-        cap
-        for c in pod["initContainers"] + pod["containers"]
-        for cap in c["securityContext"]["capabilities"].get("add", [])
-    }
-    assert set(scc["allowedCapabilities"]) == added == {"CHOWN", "FOWNER"} and scc[
-        "requiredDropCapabilities"
-    ] == ["ALL"]
+    added = {cap for c in containers for cap in c["securityContext"]["capabilities"].get("add", [])}
+    assert set(scc["allowedCapabilities"]) == added and scc["requiredDropCapabilities"] == ["ALL"]
+    assert added == ({"CHOWN", "FOWNER"} if transport == "socket" else set())
     volumes = {next(k for k in v if k != "name") for v in pod["volumes"]} | {"projected"}  # + the token
-    assert set(scc["volumes"]) == volumes == {"configMap", "hostPath", "projected"}
+    socket_volume = "hostPath" if transport == "socket" else "emptyDir"
+    assert set(scc["volumes"]) == volumes == {"configMap", socket_volume, "projected"}
+    users = {c["securityContext"].get("runAsUser", pod["securityContext"]["runAsUser"]) for c in containers}
+    if transport == "socket":  # the init step as 0, the daemon as 65532
+        assert scc["runAsUser"] == {"type": "RunAsAny"} and users == {0, 65532}
+    else:
+        assert scc["runAsUser"] == {"type": "MustRunAs", "uid": 65532} and users == {65532}
     assert (
         scc["seccompProfiles"] == ["runtime/default"]
         and pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
@@ -429,7 +541,7 @@ def test_plain_prometheus_overlay(tmp_path: Path) -> None:
                 out.append(re.fullmatch(keep["regex"], value) is not None)
         return out
 
-    assert kept(built["DaemonSet/guided-decoding-exporter"]["spec"]["template"]) == [True]
+    assert kept(built["DaemonSet/guided-decoding-exporter"]["spec"]["template"]) == [True, False]  # not probe
     (engine,) = [d for d in kustomize("vllm") if d["kind"] == "Deployment"]
     assert kept(engine["spec"]["template"]) == [False]  # the engines are the daemon's to scrape
 
@@ -445,17 +557,44 @@ spec:
   template:
     metadata:
       labels: {app: my-engine}
+      annotations: {example.com/owner: ml}
     spec:
-      securityContext: {supplementalGroups: [1000]}
+      securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}
+      initContainers:
+        - name: fetch-model
+          image: busybox:1
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
       containers:
         - name: engine
           image: my-vllm:1
           ports: [{name: http, containerPort: 8080}]
           env: [{name: HF_HOME, value: /models}]
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
           volumeMounts: [{name: models, mountPath: /models}]
+        - name: sidecar
+          image: proxy:1
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
       volumes:
         - {name: models, emptyDir: {}}
 """
+PROBE_ADDRESS = f"tcp://guided-decoding-exporter-probe.guided-decoding.svc:{PROBE_PORT}"
+TOKEN_DIR = "/var/run/secrets/guided-decoding-exporter"
+INIT_CONTAINER = {
+    "name": "gdx-probe",
+    "image": "guided-decoding-exporter:0.1.0",
+    "command": ["cp", "-r", "/opt/guided-decoding-exporter/probe/.", "/gdx-probe"],
+    "volumeMounts": [{"name": "gdx-probe", "mountPath": "/gdx-probe"}],
+    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
+    "securityContext": {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+        "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"},
+    },
+}  # fmt: skip
+PROBE_VOLUMES = {
+    "gdx-probe": {"name": "gdx-probe", "emptyDir": {"sizeLimit": "64Mi"}},
+    "gdx-probe-token": {"name": "gdx-probe-token", "projected": {"sources": [{"serviceAccountToken": {
+        "audience": "guided-decoding-exporter", "expirationSeconds": 3600, "path": "token"}}]}},
+}  # fmt: skip
 
 
 def _engine(tmp: Path, text: str) -> subprocess.CompletedProcess[str]:
@@ -468,32 +607,69 @@ def _engine(tmp: Path, text: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([kubectl(), "kustomize", str(tmp)], capture_output=True, text=True, timeout=60)
 
 
+def assert_injected(pod: dict[str, Any], container: dict[str, Any]) -> None:
+    """The contract's injected path (service transport): init container, volumes, mounts, env, annotations."""
+    spec = pod["spec"]
+    assert spec["initContainers"][-1] == INIT_CONTAINER  # after the pod's own
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert {k: volumes[k] for k in PROBE_VOLUMES} == PROBE_VOLUMES
+    assert not [v for v in spec["volumes"] if "hostPath" in v]
+    mounts = [m for m in container["volumeMounts"] if m["name"].startswith("gdx-probe")]
+    assert mounts == [
+        {"name": "gdx-probe", "mountPath": "/gdx-probe", "readOnly": True},
+        {"name": "gdx-probe-token", "mountPath": TOKEN_DIR, "readOnly": True},
+    ]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["PYTHONPATH"] == {"name": "PYTHONPATH", "value": "/gdx-probe"}
+    assert env["GDX_PROBE_ADDRESS"]["value"] == PROBE_ADDRESS
+    assert env["GDX_PROBE_ENGINE_KIND"]["value"] == "vllm"
+    assert env["GDX_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["GDX_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert "GDX_PROBE_SOCKET" not in env and "GDX_HOST_IP" not in env
+    assert "supplementalGroups" not in spec.get("securityContext", {})
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["guided-decoding-exporter.io/scrape"] == "true"
+    assert annotations["guided-decoding-exporter.io/probe"] == "injected"
+    assert "guided-decoding-exporter.io/port" not in annotations  # no port: the spec's
+
+
 def test_probe_component_on_any_container_name(tmp_path: Path) -> None:
     out = _engine(tmp_path / "ok", ENGINE)
     assert out.returncode == 0, out.stderr
     (deployment,) = yaml.safe_load_all(out.stdout)
     pod = deployment["spec"]["template"]
-    (container,) = pod["spec"]["containers"]  # no second, image-less container
-    assert container["name"] == "engine" and container["image"] == "my-vllm:1"
-    env = {e["name"]: e for e in container["env"]}
-    assert env["HF_HOME"]["value"] == "/models"  # kept
-    assert env["GDX_PROBE_SOCKET"]["value"] == f"{SOCKET_DIR}/probe.sock"
-    assert env["GDX_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
-    assert env["GDX_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
-    assert [m["mountPath"] for m in container["volumeMounts"]] == ["/models", SOCKET_DIR]
-    assert pod["spec"]["securityContext"]["supplementalGroups"] == [1000, 65532]  # appended, not replaced
+    engine, sidecar = pod["spec"]["containers"]  # no image-less container added
+    assert engine["name"] == "engine" and engine["image"] == "my-vllm:1"
+    assert_injected(pod, engine)
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["fetch-model", "gdx-probe"]
+    assert [e["name"] for e in engine["env"]] == [
+        "HF_HOME", "PYTHONPATH", "GDX_PROBE_ADDRESS", "GDX_POD_NAME", "GDX_POD_NAMESPACE",
+        "GDX_PROBE_ENGINE_KIND",
+    ]  # fmt: skip
+    assert engine["env"][0] == {"name": "HF_HOME", "value": "/models"}  # kept, first
+    assert engine["volumeMounts"][0] == {"name": "models", "mountPath": "/models"}
+    assert "env" not in sidecar and "volumeMounts" not in sidecar  # the first container only
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["models"] == {"name": "models", "emptyDir": {}}
-    assert volumes["gdx-probe-socket"]["hostPath"]["path"] == SOCKET_DIR
-    assert pod["metadata"]["annotations"] == {
-        "guided-decoding-exporter.io/scrape": "true"
-    }  # no port: the spec's
+    assert pod["metadata"]["annotations"]["example.com/owner"] == "ml"  # kept
     kubernetes_validate.validate(deployment, "1.33", strict=True)
+    # the injection lowers no pod's Pod Security level: restricted before, restricted after
+    (before,) = yaml.safe_load_all(ENGINE)
+    assert pod_security.level_of(before["spec"]["template"]["spec"]) == "restricted"
+    assert pod_security.level_of(pod["spec"], pod["metadata"]) == "restricted"
+    # no init containers of its own: the probe's is the only one
+    out = _engine(
+        tmp_path / "no-init",
+        ENGINE.replace(ENGINE[ENGINE.index("      initContainers:") : ENGINE.index("      containers:")], ""),
+    )
+    assert out.returncode == 0, out.stderr
+    (alone,) = yaml.safe_load_all(out.stdout)
+    assert alone["spec"]["template"]["spec"]["initContainers"] == [INIT_CONTAINER]
     # a Deployment without the label is left alone
     untouched = _engine(
         tmp_path / "other", ENGINE.replace("guided-decoding-exporter.io/probe: enabled", "x: y")
     )
-    assert untouched.returncode == 0 and "GDX_PROBE_SOCKET" not in untouched.stdout
+    assert untouched.returncode == 0 and "gdx-probe" not in untouched.stdout
 
 
 @pytest.mark.parametrize(
@@ -501,8 +677,8 @@ def test_probe_component_on_any_container_name(tmp_path: Path) -> None:
     [
         ("          env: [{name: HF_HOME, value: /models}]\n", "/spec/template/spec/containers/0/env/-"),
         (
-            "      securityContext: {supplementalGroups: [1000]}\n",
-            "/spec/template/spec/securityContext/supplementalGroups/-",
+            "          volumeMounts: [{name: models, mountPath: /models}]\n",
+            "/spec/template/spec/containers/0/volumeMounts/-",
         ),
     ],
 )
@@ -520,15 +696,22 @@ def test_probe_component_needs_the_lists(tmp_path: Path, remove: str, path: str)
 
 
 def test_example_engine() -> None:
+    """deploy/vllm: the stock vLLM image with the probe injected by the Component, no hostPath, Pod
+    Security baseline before and after."""
     built = by_key(kustomize("vllm"))
     deployment, svc = built["Deployment/vllm-llama"], built["Service/vllm-llama"]
     pod = deployment["spec"]["template"]
     (container,) = pod["spec"]["containers"]
+    assert container["image"] == "vllm/vllm-openai:v0.32.0"  # stock, not the rebuilt vllm-openai-gdx
+    assert_injected(pod, container)
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["gdx-probe"]
     env = {e["name"]: e for e in container["env"]}
     assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["optional"] is True  # the gated model's token
-    assert {"GDX_PROBE_SOCKET", "GDX_POD_NAME", "GDX_POD_NAMESPACE"} <= env.keys()
-    assert "guided-decoding-exporter.io/port" not in pod["metadata"]["annotations"]
     assert {"name": "http", "containerPort": 8000} in container["ports"]  # the port the daemon scrapes
     assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert svc["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": "http", "protocol": "TCP"}]
-    assert 65532 in pod["spec"]["securityContext"]["supplementalGroups"]
+    (source,) = yaml.safe_load_all((DEPLOY / "vllm" / "deployment.yaml").read_text())
+    before = pod_security.level_of(source["spec"]["template"]["spec"])
+    assert before == "baseline"  # the image runs as root: restricted needs a non-root user
+    assert pod_security.level_of(pod["spec"], pod["metadata"]) == before
+    assert "hostPath" not in json.dumps(deployment)

@@ -20,7 +20,17 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.test_deploy import DEPLOY, VERSIONS, kustomize, kustomize_dir, overlay, validate
+from tests.integration.test_deploy import (
+    DEPLOY,
+    PROBE_PORT,
+    TRANSPORTS,
+    VERSIONS,
+    kustomize,
+    kustomize_dir,
+    overlay,
+    validate,
+)
+from tests.support import pod_security
 from tools.harness import ROOT
 
 CHART = DEPLOY / "helm" / "guided-decoding-exporter"
@@ -126,7 +136,7 @@ def test_lint_strict(helm: str) -> None:
 def test_every_rendered_object_is_valid(helm: str, values: dict[str, Any]) -> None:
     docs = template(helm, values)
     kinds = {d["kind"] for d in docs}
-    base = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"}
+    base = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Service"}
     assert kinds == (
         base if not values else base | CRD_KINDS | {"Service", "RoleBinding", "SecurityContextConstraints"}
     )
@@ -146,6 +156,11 @@ def test_every_rendered_object_is_valid(helm: str, values: dict[str, Any]) -> No
         ("serviceMonitor.interval=15 seconds", "interval"),
         ("openshift.scc.enable=true", "enable"),
         ("image.pullPolicy=Sometimes", "pullPolicy"),
+        ("probe.transport=tcp", "transport"),
+        ("probe.transport=hostIP", "transport"),
+        ("probe.port=0", "port"),
+        ("probe.port=http", "port"),
+        ("probe.tranport=socket", "tranport"),
     ],
 )
 def test_values_schema_refuses_typos(helm: str, setting: str, message: str) -> None:
@@ -173,7 +188,9 @@ def test_helm3_and_helm4_render_the_same() -> None:
 
 def test_monitors_are_off_by_default(helm: str) -> None:
     docs = template(helm)
-    assert not [d for d in docs if d["kind"] in CRD_KINDS | {"Service", "SecurityContextConstraints"}]
+    assert not [d for d in docs if d["kind"] in CRD_KINDS | {"SecurityContextConstraints"}]
+    services = [d["metadata"]["name"] for d in docs if d["kind"] == "Service"]
+    assert services == [f"{RELEASE}-probe"]  # the probes' (the default transport), not the monitors'
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
     pod = ds["spec"]["template"]["spec"]
     assert "priorityClassName" not in pod and "runtimeClassName" not in pod
@@ -255,6 +272,14 @@ def test_rbac_is_exactly_list_pods(helm: str) -> None:
         )
     rules = [r for d in docs.values() if d["kind"] == "ClusterRole" for r in d["rules"]]
     assert sorted(r["verbs"] for r in rules) == [["list"], ["use"]]  # the SCC's `use` besides, nothing else
+    # TokenReviews of the probes' tokens: the cluster's own role, bound to the service account alone
+    delegator = docs[f"ClusterRoleBinding/{RELEASE}-auth-delegator"]
+    assert delegator["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"
+    }  # fmt: skip
+    assert delegator["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": "other"}]
+    bindings = sorted(k for k, d in docs.items() if d["kind"] == "ClusterRoleBinding")
+    assert bindings == [f"ClusterRoleBinding/{RELEASE}", f"ClusterRoleBinding/{RELEASE}-auth-delegator"]
 
 
 def test_rbac_namespaces_grant_a_role_in_each_and_nothing_cluster_wide(helm: str) -> None:
@@ -271,7 +296,12 @@ def test_rbac_namespaces_grant_a_role_in_each_and_nothing_cluster_wide(helm: str
     for binding in bindings:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
         assert binding["roleRef"]["kind"] == "Role"
-    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    assert not [d for d in docs if d["kind"] == "ClusterRole"]
+    # cluster-wide, only the TokenReview binding (a TokenReview is not namespaced); none with the socket
+    cluster = [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert cluster == [f"{RELEASE}-auth-delegator"]
+    socket = template(helm, {"rbac": {"namespaces": ["team-a", "team-b"]}, "probe": {"transport": "socket"}})
+    assert not [d for d in socket if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     (configmap,) = [d for d in docs if d["kind"] == "ConfigMap"]
     path = Path(tempfile.mkdtemp(prefix="gdx-helm-config-")) / "config.yaml"
     path.write_text(configmap["data"]["config.yaml"])
@@ -307,17 +337,17 @@ def test_settings_reach_the_daemonset(helm: str) -> None:
     ]["containers"]
     env = {e["name"]: e.get("value") for e in off["env"]}
     assert "NVIDIA_VISIBLE_DEVICES" not in env and env["GDX_COLLECTOR_NVML"] == "false"
-    image = by_key(template(helm, {"image": {"repository": "r.example/gdx", "tag": "0.2.0"}}))[
-        f"DaemonSet/{RELEASE}"
-    ]
-    image_pod = image["spec"]["template"]["spec"]
-    assert {c["image"] for c in image_pod["initContainers"] + image_pod["containers"]} == {
-        "r.example/gdx:0.2.0"
-    }
+    for transport in TRANSPORTS:
+        values = {"image": {"repository": "r.example/gdx", "tag": "0.2.0"}, "probe": {"transport": transport}}
+        image_pod = by_key(template(helm, values))[f"DaemonSet/{RELEASE}"]["spec"]["template"]["spec"]
+        containers = image_pod.get("initContainers", []) + image_pod["containers"]
+        assert len(containers) == (2 if transport == "socket" else 1)
+        assert {c["image"] for c in containers} == {"r.example/gdx:0.2.0"}
 
 
 def test_socket_dir_and_config(helm: str, tmp_path: Path) -> None:
-    docs = by_key(template(helm, {"socketDir": "/var/run/gdx", "config": {"probe": {"max_schemas": 20}}}))
+    values = {"socketDir": "/var/run/gdx", "config": {"probe": {"max_schemas": 20}}}
+    docs = by_key(template(helm, {**values, "probe": {"transport": "socket"}}))
     spec = docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]["spec"]
     assert [v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v] == ["/var/run/gdx"]
     mounts = {m["mountPath"] for c in spec["initContainers"] + spec["containers"] for m in c["volumeMounts"]}
@@ -327,6 +357,25 @@ def test_socket_dir_and_config(helm: str, tmp_path: Path) -> None:
     config = yaml.safe_load(text)  # the values merged into the defaults, the socket under socketDir
     assert config["probe"] == {"max_schemas": 20, "socket": "/var/run/gdx/probe.sock"}
     assert config["kubernetes"]["enabled"] is True
+    # the TCP transports: the socket in an emptyDir at socketDir, the listener on the probe port
+    for transport in ("service", "hostip"):
+        docs = by_key(template(helm, {**values, "probe": {"transport": transport, "port": 9555}}))
+        spec = docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]["spec"]
+        volume = {v["name"]: v for v in spec["volumes"]}["probe-socket"]
+        assert "hostPath" not in volume and "emptyDir" in volume
+        (mount,) = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "probe-socket"]
+        assert mount["mountPath"] == "/var/run/gdx"
+        config = yaml.safe_load(docs[f"ConfigMap/{RELEASE}"]["data"]["config.yaml"])
+        assert config["probe"] == {
+            "max_schemas": 20,
+            "socket": "/var/run/gdx/probe.sock",
+            "listen_address": ":9555",
+        }
+    # an explicit config.probe.listen_address wins
+    docs = by_key(template(helm, {"config": {"probe": {"listen_address": "0.0.0.0:9600"}}}))
+    assert yaml.safe_load(docs[f"ConfigMap/{RELEASE}"]["data"]["config.yaml"])["probe"]["listen_address"] == (
+        "0.0.0.0:9600"
+    )
     # the default config is one the daemon accepts
     (tmp_path / "config.yaml").write_text(
         by_key(template(helm))[f"ConfigMap/{RELEASE}"]["data"]["config.yaml"]
@@ -335,6 +384,7 @@ def test_socket_dir_and_config(helm: str, tmp_path: Path) -> None:
 
     loaded = cfg.load({"config_file": str(tmp_path / "config.yaml")}, {"NODE_NAME": "node-a"})
     assert loaded.probe_socket == "/run/guided-decoding-exporter/probe.sock" and loaded.kubernetes_enabled
+    assert loaded.probe_listen_address == f":{PROBE_PORT}"
     # a changed config rolls the pods (checksum annotation)
     changed = by_key(template(helm, {"config": {"log": {"format": "logfmt"}}}))[f"DaemonSet/{RELEASE}"]
     default = by_key(template(helm))[f"DaemonSet/{RELEASE}"]
@@ -369,7 +419,15 @@ def test_notes() -> None:
 
     default = notes()
     assert "monitors are off unless enabled" in default and "/readyz" in default
-    assert "pod-security.kubernetes.io/enforce=privileged" in default
+    assert "pod-security.kubernetes.io/enforce=restricted" in default and "privileged" not in default
+    assert f"GDX_PROBE_ADDRESS=tcp://{RELEASE}-probe.{NAMESPACE}.svc:{PROBE_PORT}" in default
+    assert f"ClusterRoleBinding {RELEASE}-auth-delegator" in default
+    hostip = notes("probe.transport=hostip")
+    assert "pod-security.kubernetes.io/enforce=privileged" in hostip and "hostPort 9478" in hostip
+    assert f"{RELEASE}-probe" not in hostip and "status.hostIP" in hostip
+    socket = notes("probe.transport=socket")
+    assert "pod-security.kubernetes.io/enforce=privileged" in socket and "auth-delegator" not in socket
+    assert "hostPath /run/guided-decoding-exporter" in socket and "GDX_PROBE_ADDRESS" not in socket
     assert "WARNING: nvml.enabled is true and runtimeClassName is empty" in default
     enabled = notes("runtimeClassName=nvidia", "podMonitor.enabled=true", "prometheusRule.enabled=true")
     assert (
@@ -380,6 +438,97 @@ def test_notes() -> None:
     assert "WARNING" not in notes("nvml.enabled=false")
     both = notes("runtimeClassName=nvidia", "podMonitor.enabled=true", "serviceMonitor.enabled=true")
     assert "WARNING: podMonitor and serviceMonitor are both enabled" in both
+
+
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_each_transport_renders_valid(helm: str, transport: str) -> None:
+    """Every transport, alone and with every toggle on: lint --strict, every object strict-valid, and
+    the DaemonSet's pods at the Pod Security level NOTES asks the namespace for (upstream's checks)."""
+    for values in ({"probe": {"transport": transport}}, {**ALL_TOGGLES, "probe": {"transport": transport}}):
+        out = run(helm, "lint", "--strict", str(CHART), "--namespace", NAMESPACE, "-f", values_file(values))
+        assert out.returncode == 0, out.stdout + out.stderr
+        docs = template(helm, values)
+        for version in VERSIONS:
+            for doc in docs:
+                try:
+                    validate(doc, version)
+                except Exception as err:
+                    raise AssertionError(
+                        f"{version}: {doc['kind']} {doc['metadata']['name']}: {err}"
+                    ) from err
+        (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+        pod = ds["spec"]["template"]
+        assert pod_security.level_of(pod["spec"], pod["metadata"]) == TRANSPORTS[transport][1]
+
+
+def test_transports(helm: str) -> None:
+    """service: the probe Service (internalTrafficPolicy Local, the DaemonSet's pods, port probe), no
+    hostPort; hostip: the hostPort and no Service; socket: exactly the objects and DaemonSet of before
+    (no listener, Service or TokenReview binding); the auth-delegator binding with the TCP ones."""
+    rendered = {t: by_key(template(helm, {"probe": {"transport": t}})) for t in TRANSPORTS}
+    for transport, docs in rendered.items():
+        pod = docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]
+        (exporter,) = pod["spec"]["containers"]
+        ports = {p["name"]: p for p in exporter["ports"]}
+        host_ports = [p for p in exporter["ports"] if "hostPort" in p]
+        config = yaml.safe_load(docs[f"ConfigMap/{RELEASE}"]["data"]["config.yaml"])
+        assert (f"ClusterRoleBinding/{RELEASE}-auth-delegator" in docs) == (transport != "socket"), transport
+        assert (f"Service/{RELEASE}-probe" in docs) == (transport == "service"), transport
+        if transport == "socket":
+            assert list(ports) == ["metrics"] and "listen_address" not in config["probe"]
+            (init,) = pod["spec"]["initContainers"]
+            assert init["name"] == "socket-dir" and init["securityContext"]["runAsUser"] == 0
+            assert [v for v in pod["spec"]["volumes"] if "hostPath" in v] == [
+                {
+                    "name": "probe-socket",
+                    "hostPath": {"path": "/run/guided-decoding-exporter", "type": "DirectoryOrCreate"},
+                }
+            ]
+            continue
+        assert "initContainers" not in pod["spec"] and not [
+            v for v in pod["spec"]["volumes"] if "hostPath" in v
+        ]
+        assert ports["probe"]["containerPort"] == PROBE_PORT and ports["probe"]["protocol"] == "TCP"
+        assert host_ports == ([ports["probe"]] if transport == "hostip" else [])
+        assert ports["probe"].get("hostPort") == (PROBE_PORT if transport == "hostip" else None)
+        assert config["probe"]["listen_address"] == f":{PROBE_PORT}"
+        assert not pod["spec"].get("hostNetwork")
+    svc, ds = rendered["service"][f"Service/{RELEASE}-probe"], rendered["service"][f"DaemonSet/{RELEASE}"]
+    assert svc["spec"]["internalTrafficPolicy"] == "Local" and svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["selector"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert svc["spec"]["selector"] == ds["spec"]["selector"]["matchLabels"]
+    assert svc["spec"]["ports"] == [
+        {"name": "probe", "port": PROBE_PORT, "targetPort": "probe", "protocol": "TCP"}
+    ]
+    assert svc["metadata"]["namespace"] == NAMESPACE
+    # socket renders the objects the chart rendered before the TCP transports, no more
+    assert sorted(rendered["socket"]) == sorted(
+        [f"ServiceAccount/{RELEASE}", f"ClusterRole/{RELEASE}", f"ClusterRoleBinding/{RELEASE}",
+         f"ConfigMap/{RELEASE}", f"DaemonSet/{RELEASE}"]
+    )  # fmt: skip
+    # the port is one value: the container port, the Service's, the hostPort and the listener
+    moved = {
+        t: by_key(template(helm, {"probe": {"transport": t, "port": 9555}})) for t in ("service", "hostip")
+    }
+    (port,) = moved["service"][f"Service/{RELEASE}-probe"]["spec"]["ports"]
+    assert port["port"] == 9555 and port["targetPort"] == "probe"
+    probe = {
+        p["name"]: p
+        for p in moved["hostip"][f"DaemonSet/{RELEASE}"]["spec"]["template"]["spec"]["containers"][0]["ports"]
+    }["probe"]
+    assert probe["containerPort"] == probe["hostPort"] == 9555
+
+
+def test_openshift_scc_follows_the_transport(helm: str) -> None:
+    for transport in TRANSPORTS:
+        docs = by_key(
+            template(helm, {"openshift": {"scc": {"enabled": True}}, "probe": {"transport": transport}})
+        )
+        scc = docs[f"SecurityContextConstraints/{RELEASE}"]
+        assert scc["allowHostPorts"] is (transport == "hostip") and scc["allowHostNetwork"] is False
+        assert scc["allowHostDirVolumePlugin"] is (transport == "socket")
+        assert ("hostPath" in scc["volumes"]) is (transport == "socket")
+        assert scc["allowedCapabilities"] == (["CHOWN", "FOWNER"] if transport == "socket" else [])
 
 
 # ---- one source of truth: `helm template` with the matching values == kustomize build
@@ -432,12 +581,34 @@ def test_helm_template_equals_kustomize(helm: str, tmp_path: Path) -> None:
             kustomize_dir(overlay(tmp_path / "pc", ["base"], ["priority-class"])),
         ),
     ]  # fmt: skip
+    # the transports: their components listed after the others
+    for transport, (component, _) in TRANSPORTS.items():
+        if not component:
+            continue
+        chosen = {"probe": {"transport": transport}}
+        cases += [
+            (chosen, kustomize_dir(overlay(tmp_path / transport, ["base"], [component]))),
+            (
+                {**chosen, **os_values, "runtimeClassName": "nvidia", "serviceMonitor": {"enabled": True}},
+                kustomize_dir(
+                    overlay(
+                        tmp_path / f"{transport}-all",
+                        ["base"],
+                        ["servicemonitor", "openshift", "gpu-operator", component],
+                    )
+                ),
+            ),
+        ]
     for values, built in cases:
         assert_same(template(helm, values), built)
     # and in another namespace: the chart's --namespace, kustomize's namespace:
     assert_same(
         template(helm, {"openshift": {"scc": {"enabled": True}}}, namespace="other"),
         kustomize_dir(overlay(tmp_path / "other", ["base"], ["openshift"], namespace="other")),
+    )
+    assert_same(
+        template(helm, {"probe": {"transport": "socket"}}, namespace="other"),
+        kustomize_dir(overlay(tmp_path / "other-socket", ["base"], ["probe-socket"], namespace="other")),
     )
 
 
@@ -446,6 +617,9 @@ def test_equality_check_sees_a_difference(helm: str) -> None:
         assert_same(template(helm, {"runtimeClassName": "nvidia"}), kustomize("kubernetes/base"))
     with pytest.raises(AssertionError):
         assert_same(template(helm, {"podMonitor": {"enabled": True}}), kustomize("kubernetes/base"))
+    for transport in ("hostip", "socket"):
+        with pytest.raises(AssertionError):
+            assert_same(template(helm, {"probe": {"transport": transport}}), kustomize("kubernetes/base"))
 
 
 def test_existing_service_account(helm: str) -> None:

@@ -41,13 +41,23 @@ app.kubernetes.io/part-of: guided-decoding
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
 
-{{/* The daemon's configuration: values `config`, with the probe socket under socketDir unless set,
-and kubernetes.namespaces from rbac.namespaces (the namespaces the Roles allow it to list). */}}
+{{/* "true" when the probes reach the daemon over TCP (probe.transport service or hostip), "" with the
+socket. */}}
+{{- define "gdx.probeTCP" -}}
+{{- if ne .Values.probe.transport "socket" }}true{{ end }}
+{{- end }}
+
+{{/* The daemon's configuration: values `config`, with the probe socket under socketDir unless set, the
+probe's TCP listener on ":<probe.port>" with the TCP transports unless set, and kubernetes.namespaces
+from rbac.namespaces (the namespaces the Roles allow it to list). */}}
 {{- define "gdx.config" -}}
 {{- $config := deepCopy .Values.config }}
 {{- $probe := get $config "probe" | default dict }}
 {{- if not (hasKey $probe "socket") }}
 {{- $_ := set $probe "socket" (printf "%s/probe.sock" (trimSuffix "/" .Values.socketDir)) }}
+{{- end }}
+{{- if and (include "gdx.probeTCP" .) (not (hasKey $probe "listen_address")) }}
+{{- $_ := set $probe "listen_address" (printf ":%d" (int .Values.probe.port)) }}
 {{- end }}
 {{- $_ := set $config "probe" $probe }}
 {{- if .Values.rbac.namespaces }}
