@@ -10,11 +10,12 @@ ServingRuntime: its spec has no initContainers, so the probe goes into the Infer
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.inject.podspec import Injected, InjectOptions, inject
+from exporter.inject.podspec import IMAGE_PYTHONPATHS, Injected, InjectOptions, inject
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "ReplicationController", "Job"}
 SERVING_RUNTIMES = {"ServingRuntime", "ClusterServingRuntime"}
@@ -82,7 +83,15 @@ def _inference_service(
         kind = options.engine_kind or ("vllm" if fmt in ("huggingface", "vllm") else "")
         if not kind:
             return doc, [InjectOutcome(where, "skipped", f"model format {fmt!r} is not served by vLLM")]
-        options = InjectOptions(**{**options.__dict__, "engine_kind": kind, "container": engine["name"]})
+        # The huggingface format is served by KServe's huggingfaceserver runtime, whose image sets
+        # PYTHONPATH in its ENV: keep it after the probe's.
+        known = IMAGE_PYTHONPATHS["kserve/huggingfaceserver"] if fmt == "huggingface" else ""
+        options = dataclasses.replace(
+            options,
+            engine_kind=kind,
+            container=engine["name"],
+            image_pythonpath=options.image_pythonpath or known,
+        )
     result = inject(spec, metadata, options)
     if result.status != "injected":
         return doc, [_report(where, result)]
