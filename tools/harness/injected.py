@@ -15,6 +15,7 @@ from typing import Any
 
 from exporter.inject.podspec import IMAGE_TREE, INIT_NAME, MOUNT, InjectOptions, inject
 from exporter.inject.tree import write_tree
+from exporter.wire import DEFAULT_SOCKET
 
 ENGINE_POD = {
     "metadata": {"name": "vllm-0"},
@@ -61,3 +62,23 @@ def pod_env(spec: dict[str, Any], mapped: dict[str, str], fields: dict[str, str]
             value = value.replace(old, new)
         env[item["name"]] = value
     return env
+
+
+def engine_env(workdir: Path, address: Path | str, pod: str, namespace: str = "") -> dict[str, str]:
+    """The environment an engine container gets from `gdx inject`, with its probe tree copied here by
+    the init container's command: for a unix socket path (the socket transport) or tcp://HOST:PORT
+    (the service transport, the Service's name mapped to HOST)."""
+    image = image_tree(workdir / "probe-image")
+    text = str(address)
+    if text.startswith("tcp://"):
+        host, _, port = text[len("tcp://") :].rpartition(":")
+        options = InjectOptions(image="gdx", service="exporter-probe", namespace="monitoring", port=int(port))
+        mapped = {"exporter-probe.monitoring.svc": host}
+    else:
+        options = InjectOptions(image="gdx", transport="socket")
+        mapped = {DEFAULT_SOCKET: text}
+    spec = injected_pod(options)
+    tree = copy_as_init(spec, image, workdir / "gdx-probe")
+    return pod_env(
+        spec, {MOUNT: str(tree), **mapped}, {"metadata.name": pod, "metadata.namespace": namespace}
+    )

