@@ -35,6 +35,55 @@ class BoundToken:
     pod_bound: bool = True
 
 
+def review_answer(tokens: dict[str, BoundToken], body: dict[str, Any]) -> dict[str, Any]:
+    """The TokenReview answer for a request body, as the API server writes it (201 Created)."""
+    spec = body.get("spec") or {}
+    wanted = list(spec.get("audiences") or [])
+    bound = tokens.get(str(spec.get("token")))
+    status: dict[str, Any]
+    if bound is None:
+        status = {
+            "user": {},
+            "error": "[invalid bearer token, square/go-jose: error in cryptographic primitive]",
+        }
+    elif wanted and not set(wanted) & set(bound.audiences):
+        theirs, ours = json.dumps(list(bound.audiences)), json.dumps(wanted)
+        error = f"[invalid bearer token, token audiences {theirs} is invalid for the target audiences {ours}]"
+        status = {"user": {}, "error": error}
+    else:
+        extra = {
+            "authentication.kubernetes.io/credential-id": ["JTI=2c0e1f4e-0000-4000-8000-00000000000a"],
+        }
+        if bound.pod_bound:
+            extra |= {
+                "authentication.kubernetes.io/node-name": [bound.node],
+                "authentication.kubernetes.io/node-uid": ["9d3e6b1c-0000-4000-8000-00000000000b"],
+                "authentication.kubernetes.io/pod-name": [bound.pod],
+                "authentication.kubernetes.io/pod-uid": [bound.uid],
+            }
+        status = {
+            "authenticated": True,
+            "user": {
+                "username": f"system:serviceaccount:{bound.namespace}:{bound.service_account}",
+                "uid": "0b5f7d4e-0000-4000-8000-00000000000c",
+                "groups": [
+                    "system:serviceaccounts",
+                    f"system:serviceaccounts:{bound.namespace}",
+                    "system:authenticated",
+                ],
+                "extra": extra,
+            },
+            "audiences": [a for a in wanted if a in bound.audiences] or list(bound.audiences),
+        }
+    return {
+        "kind": "TokenReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": None},
+        "spec": spec,
+        "status": status,
+    }
+
+
 @dataclass
 class FakeApiServer:
     """`tokens`: token -> BoundToken; `pods`: the PodList items the pod list answers with."""
@@ -52,54 +101,7 @@ class FakeApiServer:
         self._thread.start()
 
     def review(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The TokenReview answer for a request body, as the API server writes it (201 Created)."""
-        spec = body.get("spec") or {}
-        wanted = list(spec.get("audiences") or [])
-        bound = self.tokens.get(str(spec.get("token")))
-        status: dict[str, Any]
-        if bound is None:
-            status = {
-                "user": {},
-                "error": "[invalid bearer token, square/go-jose: error in cryptographic primitive]",
-            }
-        elif wanted and not set(wanted) & set(bound.audiences):
-            theirs, ours = json.dumps(list(bound.audiences)), json.dumps(wanted)
-            error = (
-                f"[invalid bearer token, token audiences {theirs} is invalid for the target audiences {ours}]"
-            )
-            status = {"user": {}, "error": error}
-        else:
-            extra = {
-                "authentication.kubernetes.io/credential-id": ["JTI=2c0e1f4e-0000-4000-8000-00000000000a"],
-            }
-            if bound.pod_bound:
-                extra |= {
-                    "authentication.kubernetes.io/node-name": [bound.node],
-                    "authentication.kubernetes.io/node-uid": ["9d3e6b1c-0000-4000-8000-00000000000b"],
-                    "authentication.kubernetes.io/pod-name": [bound.pod],
-                    "authentication.kubernetes.io/pod-uid": [bound.uid],
-                }
-            status = {
-                "authenticated": True,
-                "user": {
-                    "username": f"system:serviceaccount:{bound.namespace}:{bound.service_account}",
-                    "uid": "0b5f7d4e-0000-4000-8000-00000000000c",
-                    "groups": [
-                        "system:serviceaccounts",
-                        f"system:serviceaccounts:{bound.namespace}",
-                        "system:authenticated",
-                    ],
-                    "extra": extra,
-                },
-                "audiences": [a for a in wanted if a in bound.audiences] or list(bound.audiences),
-            }
-        return {
-            "kind": "TokenReview",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"creationTimestamp": None},
-            "spec": spec,
-            "status": status,
-        }
+        return review_answer(self.tokens, body)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
