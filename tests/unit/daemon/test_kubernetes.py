@@ -265,3 +265,30 @@ def test_pod_namespaces_for_names_unique_on_the_node() -> None:
         Target("http://10.0.0.3:8000/metrics", "sglang-0", "sglang", namespace="team-c"),
     ]
     assert discovery.pod_namespaces() == {"sglang-0": "team-c"}
+
+
+def test_node_pods_say_which_are_injected_and_what_keeps_their_probe_from_arming() -> None:
+    from exporter.daemon.collectors.kubernetes import DiscoverySettings, NodePod, node_pods_from_list
+    from exporter.inject.podspec import InjectOptions, inject
+
+    def pod(
+        name: str, env: list[dict[str, str]], phase: str = "Running", injected: bool = True
+    ) -> dict[str, object]:
+        spec = {"containers": [{"name": "e", "command": ["vllm", "serve", "m"], "env": env}]}
+        meta: dict[str, object] = {"name": name, "namespace": "llm"}
+        if injected:
+            done = inject(spec, meta, InjectOptions(image="x"))
+            spec, meta = done.spec, {**meta, **done.metadata}
+        return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+    doc = {"items": [
+        pod("ok", []), pod("allowlist", [{"name": "VLLM_PLUGINS", "value": "other"}]),
+        pod("off", [{"name": "GDX_PROBE", "value": "0"}]), pod("plain", [], injected=False),
+        pod("done", [], phase="Succeeded"), "not a pod",
+    ]}  # fmt: skip
+    assert node_pods_from_list(doc, DiscoverySettings()) == [
+        NodePod("llm", "ok", True),
+        NodePod("llm", "allowlist", True, ("vllm_plugins",)),
+        NodePod("llm", "off", True, ("probe_disabled",)),
+        NodePod("llm", "plain", False),
+    ]
