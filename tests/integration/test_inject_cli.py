@@ -1,4 +1,3 @@
-
 """`gdx inject` as the README runs it: YAML that a real kubectl writes, on stdin, out to stdout,
 strict-valid for every Kubernetes version the deploy tests cover; the report on stderr; an error
 writes nothing and exits 1. (`kubectl apply` needs a cluster, which cannot run here: the output is
