@@ -405,7 +405,8 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             p.long_for, "warning",
             "An engine is scraped but its probe does not report.",
             "Pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} on node {{ $labels.instance }} answers /metrics but no probe reports from it:"
-            " compile metrics are missing. Check that the image has the probe and the socket directory is mounted.",
+            " compile metrics are missing. guided_decoding_probe_absent says why for injected pods (gdx inject);"
+            " refusals are counted in guided_decoding_probe_connections_refused_total.",
             p,
         ),
         alert(

@@ -587,7 +587,7 @@ INIT_CONTAINER = {
     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "64Mi"}},
     "securityContext": {
         "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
-        "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"},
+        "seccompProfile": {"type": "RuntimeDefault"},
     },
 }  # fmt: skip
 PROBE_VOLUMES = {

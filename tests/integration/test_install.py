@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,8 +29,9 @@ import pytest
 import yaml
 
 from tests.integration.test_alerts import _alert_labels, _post
-from tests.integration.test_deploy import kustomize_dir
+from tests.integration.test_deploy import INIT_CONTAINER, TRANSPORTS, assert_injected, kustomize_dir
 from tests.integration.test_helm import HELMS, helm_path
+from tests.support import pod_security
 from tools.harness import ROOT
 from tools.harness.processes import Alertmanager, Receiver
 
@@ -366,19 +368,71 @@ def test_step_1_pages_on_a_real_alertmanager(tmp_path: Path) -> None:
 
 # ---- steps 3 and 4: the exporter and the engines, as install.md writes them ---------------------------
 
+REGISTRY = "registry.example"
+LABEL = re.compile(r"kubectl label namespace (\S+)((?: pod-security\.kubernetes\.io/[a-z]+=[a-z]+)+)")
+
+
+def _helm_home(tmp_path: Path) -> dict[str, str]:
+    return {f"HELM_{d}_HOME": str(tmp_path / d.lower()) for d in ("CACHE", "CONFIG", "DATA")}
+
+
+def _labels(command: str) -> dict[str, str]:
+    """The Pod Security labels a `kubectl label namespace NS k=v ...` command sets (flags aside)."""
+    match = LABEL.search(command)
+    assert match, command
+    return dict(a.split("=", 1) for a in match.group(2).split())
+
+
+def _notes_labels(tmp_path: Path, *args: str) -> dict[str, str]:
+    """The label command the chart's NOTES print for `helm install ARGS` (Helm 4 renders NOTES with
+    `--dry-run=client`, without a cluster)."""
+    out = subprocess.run(
+        [helm_path("helm4"), "install", *args, "--dry-run=client"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={**os.environ, **_helm_home(tmp_path), "KUBECONFIG": "/nonexistent"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return _labels(out.stdout.split("NOTES:", 1)[1])
+
+
+def _transport_table() -> dict[str, list[str]]:
+    """Step 3's table of transports: transport -> its cells (Helm, kustomize, the exporter's namespace,
+    the engines' namespaces)."""
+    step = INSTALL_MD.read_text().split("## 3.", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in step.splitlines():
+        if line.startswith("| `") and "`probe.transport`" not in line:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows[cells[0].split("`")[1]] = cells[1:]
+    return rows
+
+
+def _inject(*args: str, stdin: str) -> list[dict[str, Any]]:
+    out = subprocess.run(
+        [sys.executable, "-m", "exporter", "inject", *args],
+        input=stdin, capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def _pod(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    pod = doc["spec"]["template"]
+    return pod["spec"], pod["metadata"]
+
 
 @pytest.mark.parametrize("name", sorted(HELMS))
 def test_step_3a_helm_commands_render_what_kube_prometheus_stack_selects(name: str, tmp_path: Path) -> None:
     """Step 3a's `helm upgrade --install`, run as `helm template` with every flag as written: the release
     label of step 1 on the monitor and the rules, the dashboards where Grafana's sidecar looks, the
-    image given; its namespace labels are the base Namespace's."""
+    image given; its namespace labels are the base Namespace's, at the level the chart's NOTES ask for
+    with those flags, and the DaemonSet's pods meet it (upstream's checks)."""
     step3 = _shell_lines("3.")
     (install,) = [line for line in step3 if line.startswith("helm upgrade --install")]
-    args = install.replace("$REGISTRY", "registry.example").split()[3:]
-    home = {f"HELM_{d}_HOME": str(tmp_path / d.lower()) for d in ("CACHE", "CONFIG", "DATA")}
+    args = install.replace("$REGISTRY", REGISTRY).split()[3:]
     out = subprocess.run(
         [helm_path(name), "template", *args],  # release name, chart and flags as written
-        capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, **home},
+        capture_output=True, text=True, cwd=ROOT, timeout=60, env={**os.environ, **_helm_home(tmp_path)},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     docs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out.stdout) if d}
@@ -392,15 +446,70 @@ def test_step_3a_helm_commands_render_what_kube_prometheus_stack_selects(name: s
     assert dashboards["metadata"]["namespace"] == "monitoring"
     (ds,) = [d for (k, _), d in docs.items() if k == "DaemonSet"]
     images = {c["image"] for c in ds["spec"]["template"]["spec"]["containers"]}
-    assert images == {"registry.example/guided-decoding-exporter:0.1.0"}
+    assert images == {f"{REGISTRY}/guided-decoding-exporter:0.1.0"}
+    # the default transport: the probes' Service, node-local, and the TokenReview binding
+    service = docs[("Service", "guided-decoding-exporter-probe")]
+    assert service["spec"]["internalTrafficPolicy"] == "Local"
+    assert docs[("ClusterRoleBinding", "guided-decoding-exporter-auth-delegator")]["roleRef"]["name"] == (
+        "system:auth-delegator"
+    )
     (label,) = [line for line in step3 if line.startswith("kubectl label namespace guided-decoding")]
-    labels = dict(a.split("=", 1) for a in label.split()[4:])
+    labels = _labels(label)
     base = kustomize_dir(ROOT / "deploy" / "kubernetes" / "base")
     (namespace,) = [d for d in base if d["kind"] == "Namespace"]
     assert labels == {
         k: v for k, v in namespace["metadata"]["labels"].items() if k.startswith("pod-security")
     }
-    assert labels["pod-security.kubernetes.io/enforce"] == "privileged"
+    notes = _notes_labels(tmp_path, *args)  # what `helm install` prints for these flags
+    assert notes.items() <= labels.items(), notes
+    level = labels["pod-security.kubernetes.io/enforce"]
+    assert level == "restricted" and set(labels.values()) == {level}
+    assert pod_security.level_of(*_pod(ds)) == level
+
+
+def test_step_3_transports_are_what_the_chart_and_kustomize_make(tmp_path: Path) -> None:
+    """Each row of step 3's transport table: its `--set` makes the chart's NOTES ask for the exporter's
+    namespace level the row gives, its component relabels the 3b overlay's namespace to it, the
+    DaemonSet's pods meet it; `gdx inject --transport` of the example engine keeps the level its pod had
+    where the row says "what their pods need", and needs the level the row names otherwise."""
+    rows = _transport_table()
+    assert set(rows) == set(TRANSPORTS) and rows["service"][0] == "nothing to set"
+    step3 = _shell_lines("3.")
+    (install,) = [line for line in step3 if line.startswith("helm upgrade --install")]
+    release_and_chart = install.split()[3:5]
+    (cd,) = [line for line in step3 if line.startswith("cd deploy/kubernetes/overlays/")]
+    overlay_dir = ROOT / cd.split()[1]
+    (engine,) = yaml.safe_load_all((ROOT / "deploy" / "vllm" / "deployment.yaml").read_text())
+    before = pod_security.level_of(*_pod(engine))
+    for transport, (helm_cell, kustomize_cell, exporter_cell, engines_cell) in rows.items():
+        level = exporter_cell.strip("`")
+        assert level == TRANSPORTS[transport][1], transport
+        sets = re.findall(r"--set (\S+)`", helm_cell)
+        assert sets == ([] if transport == "service" else [f"probe.transport={transport}"]), helm_cell
+        flags = [a for s in sets for a in ("--set", s)]
+        notes = _notes_labels(tmp_path / transport, *release_and_chart, "-n", "guided-decoding", *flags)
+        assert notes == {"pod-security.kubernetes.io/enforce": level}, transport
+        components = re.findall(r"`(\.\./\.\./components/[a-z-]+)`", kustomize_cell)
+        assert [Path(c).name for c in components] == [c for c in [TRANSPORTS[transport][0]] if c]
+        where = tmp_path / f"{transport}-kustomize"
+        where.mkdir()
+        (where / "kustomization.yaml").write_text(yaml.safe_dump({
+            "resources": [os.path.relpath(overlay_dir, where)],
+            "components": [os.path.relpath((overlay_dir / c).resolve(), where) for c in components],
+        }))  # fmt: skip
+        built = kustomize_dir(where)
+        (ns,) = [d for d in built if d["kind"] == "Namespace"]
+        assert {k: v for k, v in ns["metadata"]["labels"].items() if k.startswith("pod-security")} == {
+            f"pod-security.kubernetes.io/{mode}": level for mode in ("enforce", "audit", "warn")
+        }, transport
+        (ds,) = [d for d in built if d["kind"] == "DaemonSet"]
+        assert pod_security.level_of(*_pod(ds)) == level, transport
+        (injected,) = _inject("--transport", transport, "-", stdin=yaml.safe_dump(engine))
+        after = pod_security.level_of(*_pod(injected))
+        if engines_cell == "what their pods need":
+            assert after == before == "baseline", transport  # the example runs as root: baseline
+        else:
+            assert after == engines_cell.strip("`") == "privileged", transport
 
 
 def test_step_3b_overlay_builds_with_the_release_label() -> None:
@@ -409,37 +518,60 @@ def test_step_3b_overlay_builds_with_the_release_label() -> None:
     overlay = ROOT / cd.split()[1]
     docs = kustomize_dir(overlay)
     kinds = {d["kind"] for d in docs}
-    assert {"Namespace", "DaemonSet", "PodMonitor", "PrometheusRule", "ConfigMap"} <= kinds
+    assert {"Namespace", "DaemonSet", "PodMonitor", "PrometheusRule", "ConfigMap", "Service"} <= kinds
     for doc in docs:
         if doc["kind"] in ("PodMonitor", "PrometheusRule"):
             assert doc["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
     (exporter,) = ds["spec"]["template"]["spec"]["containers"]
-    assert (
-        exporter["image"].split(":")[0] == "guided-decoding-exporter"
-    )  # what `kustomize edit set image` names
+    (edit,) = [line for line in step3 if line.startswith("kustomize edit set image")]
+    assert exporter["image"].split(":")[0] == edit.split()[-1].split("=")[0]  # what it names
     assert exporter["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert any(line.startswith("curl -s localhost:9479/readyz") for line in step3)
+
+
+def _assert_injected_with(doc: dict[str, Any], image: str) -> None:
+    """The contract's injected pod (the service transport), its copy step from the exporter image
+    `image` (`gdx inject` gives it the engine container's security context, kept at its level)."""
+    spec, metadata = _pod(doc)
+    container = next(c for c in spec["containers"] if c["name"] == "vllm")
+    init = spec["initContainers"][-1]
+    assert init["image"] == image
+    ours = {k: v for k, v in INIT_CONTAINER.items() if k not in ("image", "securityContext")}
+    assert {k: init[k] for k in ours} == ours
+    assert init["securityContext"]["allowPrivilegeEscalation"] is False
+    normalized = {
+        **init,
+        "image": INIT_CONTAINER["image"],
+        "securityContext": INIT_CONTAINER["securityContext"],
+    }
+    pod = {
+        "spec": {**spec, "initContainers": [*spec["initContainers"][:-1], normalized]},
+        "metadata": metadata,
+    }
+    assert_injected(pod, container)
 
 
 def test_step_4_engine_gets_the_probe_its_namespace_and_the_service_step_6_calls() -> None:
     step4 = _shell_lines("4.")
     (apply,) = [line for line in step4 if line.startswith("kubectl apply -k")]
-    docs = kustomize_dir(ROOT / apply.split()[3])
+    directory = apply.split()[3]
+    docs = kustomize_dir(ROOT / directory)
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
     pod = deployment["spec"]["template"]
     (container,) = pod["spec"]["containers"]
-    env = {e["name"]: e for e in container["env"]}
-    assert env["GDX_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
-    assert env["GDX_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
-    assert "/run/guided-decoding-exporter" in {m["mountPath"] for m in container["volumeMounts"]}
-    assert 65532 in pod["spec"]["securityContext"]["supplementalGroups"]
-    assert pod["metadata"]["annotations"]["guided-decoding-exporter.io/scrape"] == "true"
+    assert container["image"].startswith("vllm/vllm-openai:")  # the stock image
+    assert_injected(pod, container)  # init container, token, address, downward API, annotations
+    (edit,) = [line for line in step4 if "kustomize edit set image" in line]
+    assert edit.startswith(f"(cd {directory} && kustomize edit set image ")
+    (init,) = pod["spec"]["initContainers"]
+    assert edit.split()[-1].rstrip(")").split("=")[0] == init["image"].split(":")[0]  # the name it sets
     (secret,) = [line for line in step4 if "create secret generic" in line]
     name, key = (
         secret.split("create secret generic ")[1].split()[0],
         secret.split("--from-file=")[1].split("=")[0],
     )
+    env = {e["name"]: e for e in container["env"]}
     ref = env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]
     assert (ref["name"], ref["key"]) == (name, key)
     (service,) = [d for d in docs if d["kind"] == "Service"]
@@ -451,3 +583,59 @@ def test_step_4_engine_gets_the_probe_its_namespace_and_the_service_step_6_calls
     ]
     http = [p for p in container["ports"] if p.get("name") == "http"]
     assert http and http[0]["containerPort"] == int(port)  # the port the exporter takes from the spec
+
+
+def test_step_4_gdx_inject_on_the_command_line(tmp_path: Path) -> None:
+    """The pipe of step 4 with its middle command as written, on a stock Deployment (the example's,
+    as `kubectl get -o yaml` gives it): the probe injected, from the image built in step 2."""
+    step4 = _shell_lines("4.")
+    (pipe,) = [line for line in step4 if "| gdx inject" in line]
+    get, inject, apply = (part.strip() for part in pipe.split("|"))
+    assert get.startswith("kubectl -n <ns> get deploy ") and get.endswith("-o yaml")
+    assert apply == "kubectl apply -f -"
+    args = inject.replace("$REGISTRY", REGISTRY).split()
+    assert args[:2] == ["gdx", "inject"] and args[-1] == "-"
+    live = (ROOT / "deploy" / "vllm" / "deployment.yaml").read_text()
+    (doc,) = _inject(*args[2:], stdin=live)
+    _assert_injected_with(doc, f"{REGISTRY}/guided-decoding-exporter:0.1.0")
+    # injected twice: unchanged
+    assert _inject(*args[2:], stdin=yaml.safe_dump(doc)) == [doc]
+
+
+def test_step_4_helm_post_renderer(tmp_path: Path) -> None:
+    """Step 4's Helm line, run as `helm template` with Helm 3 on a stand-in engine chart (the example
+    Deployment as its template) and the post-renderer flags as written: the rendered Deployment has the
+    probe. With Helm 4, through the plugin step 4 installs (Helm 4 refuses an executable post-renderer)."""
+    helm4_line, helm3_line = [
+        line for line in _shell_lines("4.") if line.startswith("helm upgrade --install")
+    ]
+    (install,) = [line for line in _shell_lines("4.") if line.startswith("helm plugin install")]
+    args = helm3_line.replace("$REGISTRY", REGISTRY).split()[3:]
+    assert args[:4] == ["<release>", "<engine-chart>", "-n", "<ns>"] and "--post-renderer" in args
+    chart = tmp_path / "engine"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: engine\nversion: 0.1.0\n")
+    shutil.copy(ROOT / "deploy" / "vllm" / "deployment.yaml", chart / "templates")
+    flags = args[4:]
+    # gdx as installed with this package (`pip install .`): the virtualenv's
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env = {**os.environ, **_helm_home(tmp_path), "PATH": path}
+    command = ["template", "vllm", str(chart), "-n", "team-a", *flags]
+    out = subprocess.run([helm_path("helm3"), *command], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    (doc,) = [d for d in yaml.safe_load_all(out.stdout) if d]
+    _assert_injected_with(doc, f"{REGISTRY}/guided-decoding-exporter:0.1.0")
+    four = subprocess.run([helm_path("helm4"), *command], capture_output=True, text=True, timeout=60, env=env)
+    assert four.returncode != 0 and "plugin" in four.stderr, four.stderr
+    plugin = install.split()[3:]
+    done = subprocess.run([helm_path("helm4"), "plugin", "install", *plugin], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    args4 = helm4_line.replace("$REGISTRY", REGISTRY).split()[3:]
+    command4 = ["template", "vllm", str(chart), "-n", "team-a", *args4[4:]]
+    out4 = subprocess.run(
+        [helm_path("helm4"), *command4], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert out4.returncode == 0, out4.stderr
+    (doc4,) = [d for d in yaml.safe_load_all(out4.stdout) if d]
+    _assert_injected_with(doc4, f"{REGISTRY}/guided-decoding-exporter:0.1.0")
