@@ -77,11 +77,9 @@ def token_reviewer(config: Config, discovery: PodDiscovery | None) -> TokenRevie
         return None
     from exporter.daemon.receiver.tokenreview import ReviewSettings, TokenReviewer
 
-    found = discovery_settings(config)
-    settings = ReviewSettings(
-        api_server=found.api_server,
-        token_file=found.token_file,
-        ca_file=found.ca_file,
+    settings = config.settings(
+        ReviewSettings,
+        "kubernetes",  # api_server, token_file, ca_file: the same credentials as pod discovery
         audience=config.probe_token_audience,
         node=config.kubernetes_node_name,
         timeout=config.collector_timeout,
