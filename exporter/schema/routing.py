@@ -1,0 +1,148 @@
+"""Which grammar backend vLLM's default `auto` gives a JSON Schema, and why: the API server's router
+(`SamplingParams._validate_structured_outputs`, the same in vLLM 0.32.0 and 0.33.0), emulated.
+
+vLLM tries xgrammar unless the schema nests objects and arrays deeper than 64 levels (rejected
+outright), a walk over every dict and list of it finds a feature xgrammar does not support (each
+needs an explicit `type` but `allOf`), or xgrammar cannot convert it. Failing xgrammar, a schema with
+`patternProperties` anywhere goes to outlines, any other to guidance (llguidance). vLLM says only
+which backend; `route` also says which keyword, where, made it fall back: what a lint finding names.
+Pure and standard library only; the xgrammar conversion, where wanted, is the caller's (`converts`).
+tests/integration/test_routing.py runs vLLM's own code beside this on every JSONSchemaBench schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.schema.walk import escape
+
+NESTING_LIMIT = 64  # vllm.sampling_params.MAX_STRUCTURED_OUTPUT_JSON_NESTING
+XGRAMMAR_FORMATS = frozenset({
+    "email", "date", "time", "date-time", "duration", "ipv4", "ipv6", "hostname", "uuid", "uri",
+    "uri-reference", "uri-template", "json-pointer", "relative-json-pointer",
+})  # fmt: skip
+BACKENDS = ("xgrammar", "guidance", "outlines", "rejected")
+
+
+@dataclass(frozen=True, slots=True)
+class RouteReason:
+    """One thing that keeps a schema off xgrammar: the keyword, where it is, what vLLM objects to."""
+
+    keyword: str
+    pointer: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where `auto` sends the schema; `reasons` say why not xgrammar (empty when it is xgrammar)."""
+
+    backend: str  # one of BACKENDS
+    reasons: tuple[RouteReason, ...] = ()
+    outlines_pointer: str = ""  # for outlines: the first patternProperties, which guidance lacks
+
+
+def _types(node: dict[str, Any]) -> set[str]:
+    value = node.get("type")
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, list):
+        return {item for item in value if isinstance(item, str)}
+    return set()
+
+
+def _pattern_and_length(node: dict[str, Any]) -> bool:
+    return ("pattern" in node or "format" in node) and ("minLength" in node or "maxLength" in node)
+
+
+def _objections(node: dict[str, Any], at: str) -> Iterator[RouteReason]:
+    """What vLLM's check objects to in this one node, in its order."""
+    types = _types(node)
+    if types & {"integer", "number"} and "multipleOf" in node:
+        yield RouteReason("multipleOf", at, "multipleOf on a number or integer")
+    if "array" in types:
+        for key in ("uniqueItems", "contains", "minContains", "maxContains"):
+            if key in node:
+                yield RouteReason(key, at, f"{key} on an array")
+    if "string" in types:
+        if "format" in node and node["format"] not in XGRAMMAR_FORMATS:
+            yield RouteReason(
+                "format", at, f"string format {str(node['format'])[:40]!r} outside xgrammar's list"
+            )
+        if _pattern_and_length(node):
+            yield RouteReason("pattern" if "pattern" in node else "format", at,
+                              "pattern or format with minLength or maxLength")  # fmt: skip
+    if "object" in types and "propertyNames" in node:
+        names = node["propertyNames"]
+        if isinstance(names, dict) and _pattern_and_length(names):
+            yield RouteReason("propertyNames", at, "propertyNames with a pattern or format and a length")
+        for key in ("patternProperties", "properties"):
+            if key in node:
+                yield RouteReason("propertyNames", at, f"propertyNames with {key}")
+        if node.get("unevaluatedProperties", True) is not True:
+            yield RouteReason("propertyNames", at, "propertyNames with unevaluatedProperties")
+    if "object" in types and isinstance(node.get("patternProperties"), dict):
+        if "properties" in node:
+            yield RouteReason("patternProperties", at, "patternProperties with properties")
+        if len(node["patternProperties"]) > 1:
+            yield RouteReason("patternProperties", at, "more than one patternProperties pattern")
+    branches = node.get("allOf")
+    if isinstance(branches, list) and len(branches) >= 2:
+        yield RouteReason("allOf", at, "allOf with two or more branches")
+
+
+def _nodes(root: Any) -> Iterator[tuple[dict[str, Any], str]]:
+    """Every dict in the document with its JSON pointer, as vLLM walks it (every value, any keyword)."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, at = stack.pop()
+        if isinstance(node, dict):
+            yield node, at
+            children = [(v, f"{at}/{escape(str(k))}") for k, v in node.items()]
+        elif isinstance(node, list):
+            children = [(v, f"{at}/{i}") for i, v in enumerate(node)]
+        else:
+            continue
+        stack.extend(reversed([c for c in children if isinstance(c[0], (dict, list))]))
+
+
+def xgrammar_objections(schema: Any) -> list[RouteReason]:
+    """Every place vLLM's `has_xgrammar_unsupported_json_features` would stop at (it stops at the first)."""
+    return [reason for node, at in _nodes(schema) for reason in _objections(node, at)]
+
+
+def too_deep(schema: Any, limit: int = NESTING_LIMIT) -> bool:
+    """Whether objects and arrays nest deeper than `limit` (vLLM's check_json_nesting)."""
+    level = [schema]
+    for _ in range(limit):
+        level = [
+            child
+            for node in level
+            if isinstance(node, (dict, list))
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, (dict, list))
+        ]
+        if not level:
+            return False
+    return bool(level)
+
+
+def route(schema: Any, converts: Callable[[Any], str | None] | None = None) -> Route:
+    """Where vLLM's `auto` sends a JSON Schema. `converts(schema)` is xgrammar's conversion (None when
+    it converts, else the error); without it a schema with no objection is taken to convert."""
+    if too_deep(schema):
+        return Route("rejected", (RouteReason("", "", f"nested deeper than {NESTING_LIMIT} levels"),))
+    reasons = xgrammar_objections(schema) if isinstance(schema, dict) else []
+    if not reasons and converts is not None:
+        error = converts(schema)
+        if error is not None:
+            reasons = [RouteReason("", "", f"xgrammar cannot convert it: {error[:200]}")]
+    if not reasons:
+        return Route("xgrammar")
+    walked = _nodes(schema) if isinstance(schema, dict) else iter(())  # vLLM looks into dict roots only
+    pattern_props = next((at for node, at in walked if "patternProperties" in node), None)
+    if pattern_props is not None:
+        return Route("outlines", tuple(reasons), pattern_props + "/patternProperties")
+    return Route("guidance", tuple(reasons))

@@ -1,0 +1,90 @@
+# ruff: noqa: E501  (schemas read better on one line)
+"""vLLM's `auto` router, emulated: where each schema goes and which keyword, where, sent it there
+(vLLM itself says neither; tests/integration/test_routing.py checks the backend against vLLM's code)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from exporter.schema.routing import Route, RouteReason, route, too_deep, xgrammar_objections
+
+
+def obj(**properties: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": properties}
+
+
+@pytest.mark.parametrize(
+    ("schema", "backend", "keyword", "pointer"),
+    [
+        (obj(n={"type": "integer", "multipleOf": 5}), "guidance", "multipleOf", "/properties/n"),
+        (obj(n={"multipleOf": 5}), "xgrammar", None, None),  # untyped: vLLM does not look
+        (obj(n={"type": ["number", "null"], "multipleOf": 0.5}), "guidance", "multipleOf", "/properties/n"),
+        (obj(tags={"type": "array", "uniqueItems": True}), "guidance", "uniqueItems", "/properties/tags"),
+        (obj(d={"type": "string", "format": "iso-date"}), "guidance", "format", "/properties/d"),
+        (obj(d={"type": "string", "format": "date-time"}), "xgrammar", None, None),
+        (obj(c={"type": "string", "pattern": "^[A-Z]+$", "maxLength": 8}), "guidance", "pattern", "/properties/c"),
+        ({"type": "object", "propertyNames": {"pattern": "^a"}, "properties": {}}, "guidance", "propertyNames", ""),
+        ({"type": "object", "properties": {"a": {}}, "patternProperties": {"^x": {}}}, "outlines", "patternProperties", ""),
+        ({"type": "object", "patternProperties": {"^x": {}}}, "xgrammar", None, None),
+        ({"allOf": [{"type": "string"}, {"enum": ["yes", "no"]}]}, "guidance", "allOf", ""),
+        ({"allOf": [{"type": "string"}]}, "xgrammar", None, None),
+        # vLLM walks every value, whatever the keyword: a default that looks like a schema counts
+        (obj(n={"type": "integer", "default": {"type": "integer", "multipleOf": 2}}), "guidance", "multipleOf",
+         "/properties/n/default"),
+        (obj(**{"a/b": {"type": "integer", "multipleOf": 3}}), "guidance", "multipleOf", "/properties/a~1b"),
+    ],
+)  # fmt: skip
+def test_where_auto_sends_a_schema_and_why(
+    schema: Any, backend: str, keyword: str | None, pointer: str | None
+) -> None:
+    result = route(schema)
+    assert result.backend == backend
+    if keyword is None:
+        assert result.reasons == ()
+    else:
+        assert (result.reasons[0].keyword, result.reasons[0].pointer) == (keyword, pointer)
+
+
+def test_a_fallback_with_pattern_properties_anywhere_goes_to_outlines() -> None:
+    schema = {"type": "object", "properties": {"m": {"type": "object", "patternProperties": {"^k": {}}},
+              "n": {"type": "integer", "multipleOf": 2}}}  # fmt: skip
+    result = route(schema)
+    assert result.backend == "outlines" and result.outlines_pointer == "/properties/m/patternProperties"
+    assert [r.keyword for r in result.reasons] == ["multipleOf"]
+
+
+def test_every_objection_is_listed_not_only_the_first() -> None:
+    schema = obj(
+        a={"type": "integer", "multipleOf": 2}, b={"type": "array", "contains": {}, "maxContains": 2}
+    )
+    assert [(r.keyword, r.pointer) for r in xgrammar_objections(schema)] == [
+        ("multipleOf", "/properties/a"), ("contains", "/properties/b"), ("maxContains", "/properties/b"),
+    ]  # fmt: skip
+
+
+def test_nesting_past_64_levels_is_rejected_before_any_backend() -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(40):
+        deep = {"type": "object", "properties": {"x": deep}}  # two levels per wrap
+    assert too_deep(deep) and route(deep).backend == "rejected"
+    shallow: dict[str, Any] = {"type": "string"}
+    for _ in range(20):
+        shallow = {"type": "object", "properties": {"x": shallow}}
+    assert not too_deep(shallow) and route(shallow).backend == "xgrammar"
+
+
+def test_a_schema_xgrammar_cannot_convert_falls_back_with_the_error() -> None:
+    tuple_items = {"type": "array", "items": [{"type": "string"}]}
+    result = route(tuple_items, converts=lambda schema: "items must be an object")
+    assert result == Route(
+        "guidance", (RouteReason("", "", "xgrammar cannot convert it: items must be an object"),)
+    )
+    assert route(tuple_items, converts=lambda schema: None).backend == "xgrammar"
+
+
+def test_a_root_that_is_not_an_object_is_not_walked() -> None:
+    listed = [{"type": "integer", "multipleOf": 2}, {"patternProperties": {"^a": {}}}]
+    assert route(listed).backend == "xgrammar"  # vLLM's checks look into dict roots only
+    assert route(listed, converts=lambda schema: "not a schema").backend == "guidance"
