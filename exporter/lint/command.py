@@ -23,7 +23,7 @@ from exporter.lint.prove.engine import XgrammarEngine
 from exporter.lint.prove.search import ProofSettings, Prover
 from exporter.lint.report import FamilyReport, Report, SchemaReport, analyse
 from exporter.lint.requests import KINDS, InputError, read_inputs, spec_text
-from exporter.schema import backends, identity
+from exporter.schema import backends, identity, routing
 from exporter.schema.lint import RULES, SEVERITIES, Finding
 
 # The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
@@ -59,7 +59,8 @@ def hash_main(args: argparse.Namespace) -> int:
 def lint_main(args: argparse.Namespace) -> int:
     try:
         thresholds = config.lint_thresholds_from(vars(args))
-        engines, versions = engine_versions(args.engine or ["all"], bool(args.tokenizer))
+        router, asked = vllm_router(args.engine or [])
+        engines, versions = engine_versions(asked or ["all"], bool(args.tokenizer))
         if args.prove and not (args.tokenizer and "xgrammar" in engines):
             raise FlagError("--prove needs --tokenizer and the xgrammar engine")
         if not args.prove_seconds > 0:
@@ -85,8 +86,8 @@ def lint_main(args: argparse.Namespace) -> int:
             hint = " (install the `prove` extra)" if isinstance(err, ImportError) else ""
             print(f"gdx lint: cannot load the engines with {args.tokenizer}: {err}{hint}", file=sys.stderr)
             return 2
-    report = analyse(inputs, thresholds, engines, checker, prover, versions)
-    held = {name: getattr(versions, name) for name in engines}
+    report = analyse(inputs, thresholds, engines, checker, prover, versions, router=router)
+    held = {name: getattr(versions, name) for name in engines} | ({"vllm": router} if router else {})
     if args.format == "json":
         json.dump({**report.doc(), "engines": held}, sys.stdout, indent=2)
         print()
@@ -94,6 +95,23 @@ def lint_main(args: argparse.Namespace) -> int:
         print_text(report)
         print("findings hold for " + ", ".join(f"{name} {version}" for name, version in held.items()))
     return 1 if any(finding.severity == "error" for finding in report.findings()) else 0
+
+
+def vllm_router(values: Sequence[str]) -> tuple[str, list[str]]:
+    """The vLLM version whose router `--engine vllm[==VERSION]` asks for ("" for none), and the rest."""
+    router, rest = "", []
+    for value in values:
+        name, _, version = value.partition("==")
+        if name.strip().lower() != "vllm":
+            rest.append(value)
+            continue
+        version = version.strip() or routing.ROUTER_VERSIONS[-1]
+        if version not in routing.ROUTER_VERSIONS:
+            raise FlagError(
+                f"--engine {value}: the router is known for vLLM {', '.join(routing.ROUTER_VERSIONS)}"
+            )
+        router = version
+    return router, rest
 
 
 class FlagError(ValueError):
@@ -191,6 +209,8 @@ def _print_schema(schema: SchemaReport) -> None:
         f"  schema {schema.schema_hash}  shape_hash={schema.shape_hash} kind={schema.kind}{title}  "
         f"{schema.name} ({_count(schema.lines, 'request')})"
     )
+    if schema.vllm_backend:
+        print(f"    vLLM auto: {schema.vllm_backend}")
     for compiled in schema.compiles:
         state = (
             f"compiles in {compiled.seconds * 1000:.1f} ms"
@@ -302,7 +322,11 @@ def add_parsers(commands: Any) -> None:
         "or all (default), repeatable; NAME==VERSION (xgrammar==0.2.8: what vLLM 0.33 pins) reports "
         "that version's table, else the installed version's, else the newest verified "
         f"(xgrammar {', '.join(backends.XGRAMMAR_VERSIONS)}; llguidance "
-        f"{', '.join(backends.LLGUIDANCE_VERSIONS)}). The output says which versions its findings hold for",
+        f"{', '.join(backends.LLGUIDANCE_VERSIONS)}). The output says which versions its findings hold for. "
+        f"vllm[==VERSION] ({', '.join(routing.ROUTER_VERSIONS)}; default the newest): also resolve each JSON "
+        "Schema as that vLLM's default backend `auto` would, report where it goes, and give backend_mismatch "
+        "(an error) to each schema routed elsewhere than most of the requests, saying what that version "
+        "does with it (0.33: rejected, HTTP 400; 0.32: compiled by the other backend, the keyword dropped)",
     )  # fmt: skip
     lint_parser.add_argument(
         "--prove", action="store_true",

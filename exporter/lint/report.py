@@ -11,14 +11,15 @@ lines send it. Printing and exit codes are exporter/lint/command.py's.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.lint.engines import CompileResult, Engines, ProbeResult
 from exporter.lint.prove.search import Prover
 from exporter.lint.requests import Inputs, Request
-from exporter.schema import backends, family, identity, injection, spec_report, variants
+from exporter.schema import backends, family, identity, injection, routing, spec_report, variants
 from exporter.schema.family import Fingerprint, Variation
 from exporter.schema.lint import SEVERITIES, Finding, Thresholds
 from exporter.schema.walk import Budget
@@ -37,6 +38,7 @@ class SchemaReport:
     findings: tuple[Finding, ...]
     compiles: tuple[CompileResult, ...] = ()
     probes: tuple[ProbeResult, ...] = ()
+    vllm_backend: str = ""  # with --engine vllm: where that version's `auto` sends it
 
     @property
     def seconds(self) -> float | None:
@@ -46,7 +48,8 @@ class SchemaReport:
     def outcome(self) -> tuple[Any, ...]:
         """What two variants share when their output would read the same (compile times aside)."""
         compiled = tuple((c.engine, c.ok, c.error) for c in self.compiles)
-        return self.findings, compiled, tuple((p.engine, p.keyword, p.outcome) for p in self.probes)
+        probes = tuple((p.engine, p.keyword, p.outcome) for p in self.probes)
+        return self.findings, compiled, probes, self.vllm_backend
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -59,6 +62,7 @@ class SchemaReport:
             "findings": [finding.doc() for finding in self.findings],
             "compile": [compiled.doc() for compiled in self.compiles],
             "probes": [probe.doc() for probe in self.probes],
+            **({"vllm_backend": self.vllm_backend} if self.vllm_backend else {}),
         }
 
 
@@ -134,13 +138,17 @@ def analyse(
     checker: Engines | None = None,
     prover: Prover | None = None,
     versions: backends.Versions | None = None,
+    router: str = "",
 ) -> Report:
     """Distinct specs (each analysed by the core, compiled and fingerprinted once), grouped into
-    families in log order; each family ranked by compile seconds (when measured), variants, requests."""
+    families in log order; each family ranked by compile seconds (when measured), variants, requests.
+    `router`: a vLLM version whose `auto` routing to resolve each JSON Schema with (backend_mismatch)."""
     members = [
         _schema(item, thresholds, engines, checker, prover, versions)
         for item in distinct_specs(inputs.requests)
     ]
+    if router:
+        members = routed(members, router)
     families = group(members)
     reports = [_family(family_id, found, thresholds) for family_id, found in families.items()]
     reports.sort(key=lambda f: (f.seconds or 0.0, f.variants, f.requests), reverse=True)
@@ -163,6 +171,46 @@ def distinct_specs(requests: Iterable[Request]) -> list[_Distinct]:
         found.texts.add(request.text)
         found.lines += 1
     return list(by_hash.values())
+
+
+def _xgrammar_converts() -> Callable[[Any], str | None] | None:
+    """xgrammar's own conversion (no tokenizer needed), where xgrammar is installed; else None."""
+    try:
+        import xgrammar
+    except ImportError:
+        return None
+
+    def converts(schema: Any) -> str | None:
+        try:
+            xgrammar.Grammar.from_json_schema(schema)
+        except Exception as err:
+            return str(err)[:200] or type(err).__name__
+        return None
+
+    return converts
+
+
+def routed(members: Sequence[_Member], version: str) -> list[_Member]:
+    """Each JSON Schema with the backend vLLM `version`'s `auto` gives it, and backend_mismatch on
+    those routed elsewhere than most of the requests."""
+    converts = _xgrammar_converts()
+    routes = {
+        m.report.schema_hash: (routing.route(m.spec.first.parsed, converts), m.report.lines)
+        for m in members
+        if m.report.kind == "json" and m.spec.first.parsed is not None
+    }
+    findings = routing.mismatch_findings(routes, version)
+    out = []
+    for member in members:
+        found = routes.get(member.report.schema_hash)
+        if found is None:
+            out.append(member)
+            continue
+        extra = (findings[member.report.schema_hash],) if member.report.schema_hash in findings else ()
+        new = sorted((*member.report.findings, *extra), key=spec_report.order)
+        report = dataclasses.replace(member.report, findings=tuple(new), vllm_backend=found[0].backend)
+        out.append(dataclasses.replace(member, report=report))
+    return out
 
 
 @dataclass(frozen=True)

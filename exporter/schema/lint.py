@@ -238,7 +238,7 @@ TRIGGERS: dict[str, frozenset[str]] = {
 # The rules of non-JSON specs (regex and grammar requests, exporter/schema/spec.py) come last.
 RULES = (
     *NODE_RULES, "recursive_ref", "dynamic_schema", "unstable_serialization", "too_complex", "invalid_spec",
-    "xgrammar_refused", "regex_alternation", "grammar_size", "llguidance_ignored",
+    "xgrammar_refused", "regex_alternation", "grammar_size", "llguidance_ignored", "backend_mismatch",
 )  # fmt: skip
 
 

@@ -12,10 +12,11 @@ tests/integration/test_routing.py runs vLLM's own code beside this on every JSON
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.schema.lint import Finding
 from exporter.schema.walk import escape
 
 NESTING_LIMIT = 64  # vllm.sampling_params.MAX_STRUCTURED_OUTPUT_JSON_NESTING
@@ -146,3 +147,58 @@ def route(schema: Any, converts: Callable[[Any], str | None] | None = None) -> R
     if pattern_props is not None:
         return Route("outlines", tuple(reasons), pattern_props + "/patternProperties")
     return Route("guidance", tuple(reasons))
+
+
+ROUTER_VERSIONS = ("0.32.0", "0.33.0")  # whose router this is (the same rules in both, measured)
+RULE = "backend_mismatch"
+
+
+def majority(routes: Mapping[str, tuple[Route, int]]) -> str:
+    """The backend most requests resolve to (ties: xgrammar, guidance, outlines): the one an engine
+    most likely latches onto, its first structured request being most likely one of them."""
+    lines: dict[str, int] = {}
+    for found, requests in routes.values():
+        if found.backend != "rejected":
+            lines[found.backend] = lines.get(found.backend, 0) + requests
+    order = {name: i for i, name in enumerate(BACKENDS)}
+    return min(lines, key=lambda name: (-lines[name], order[name])) if lines else ""
+
+
+def mismatch_findings(routes: Mapping[str, tuple[Route, int]], version: str) -> dict[str, Finding]:
+    """Schema hash -> the error for each schema `auto` sends elsewhere than most of the service's
+    requests (`routes`: hash -> its route and request lines): what that vLLM version does with it."""
+    usual = majority(routes)
+    out: dict[str, Finding] = {}
+    for schema_hash, (found, _requests) in routes.items():
+        if not usual or found.backend in ("rejected", usual):
+            continue
+        reason = found.reasons[0] if found.reasons else RouteReason("", "", "")
+        cause = f"`{reason.keyword}` ({reason.why})" if reason.keyword else reason.why
+        message = f"vLLM {version}'s default router sends this schema to {found.backend}, not {usual}"
+        message += " like most of these requests" + (f", because of {cause}" if cause else "")
+        if _release(version) >= (0, 33):
+            message += (
+                f": an engine already on {usual} rejects it (HTTP 400, 'only supports one backend per"
+                f" engine'), and an engine that gets it first rejects every {usual} request after it"
+                " until restart"
+            )
+        else:
+            dropped = cause or f"what {found.backend} would"
+            message += (
+                f": an engine already on {usual} compiles it with {usual}, which does not enforce"
+                f" {dropped} (or fails the compile: HTTP 500)"
+            )
+        pin = f'--structured-outputs-config \'{{"backend": "{usual}"}}\''
+        fix = f"pin the backend (vllm serve {pin}) and check what it drops, or change the schema"
+        if reason.keyword:
+            fix += f" so that it does not need `{reason.keyword}`"
+        out[schema_hash] = Finding(RULE, "error", reason.pointer, message, fix, reason.keyword)
+    return out
+
+
+def _release(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)

@@ -536,5 +536,32 @@ def test_engine_version_picks_the_table_and_is_said(tmp_path: Path, tokenizer_js
     assert "xgrammar 0.2.12 is not a verified version" in later.stderr
     mismatch = gdx("lint", "--engine", "xgrammar==0.2.8", "--tokenizer", str(tokenizer_json), str(path))
     assert mismatch.returncode == 2 and "compiles with the installed xgrammar" in mismatch.stderr
-    assert gdx("lint", "--engine", "vllm", str(path)).returncode == 2
+    assert gdx("lint", "--engine", "sglang", str(path)).returncode == 2
+    unknown_router = gdx("lint", "--engine", "vllm==0.31.0", str(path))
+    assert unknown_router.returncode == 2 and "known for vLLM 0.32.0, 0.33.0" in unknown_router.stderr
     assert gdx("lint", "--prove", str(path)).returncode == 2  # --prove needs --tokenizer
+
+
+def test_the_vllm_router_names_the_schema_an_engine_will_reject(tmp_path: Path) -> None:
+    """--engine vllm==V: where that vLLM's `auto` sends each schema, and backend_mismatch on the schema
+    that goes elsewhere than most requests, with what that version does (0.33 rejects, 0.32 drops)."""
+    usual = {"type": "object", "properties": {"a": {"type": "string"}}}
+    odd = {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}}}
+    log = tmp_path / "mixed.jsonl"
+    log.write_text("\n".join(json.dumps(s) for s in (usual, usual, usual, odd)) + "\n")
+    out = gdx("lint", "--engine", "vllm==0.33.0", "--format", "json", str(log))
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    schemas = {s["schema_hash"]: s for f in doc["families"] for s in f["schemas"]}
+    routes = sorted(s["vllm_backend"] for s in schemas.values())
+    assert routes == ["guidance", "xgrammar"] and doc["engines"]["vllm"] == "0.33.0"
+    (flagged,) = [s for s in schemas.values() if s["vllm_backend"] == "guidance"]
+    (finding,) = [f for f in flagged["findings"] if f["rule"] == "backend_mismatch"]
+    assert finding["severity"] == "error" and finding["keyword"] == "multipleOf"
+    assert finding["pointer"] == "/properties/n" and "HTTP 400" in finding["message"]
+    older = json.loads(gdx("lint", "--engine", "vllm==0.32.0", "--format", "json", str(log)).stdout)
+    messages = [f["message"] for fam in older["families"] for s in fam["schemas"] for f in s["findings"]
+                if f["rule"] == "backend_mismatch"]  # fmt: skip
+    assert len(messages) == 1 and "does not enforce `multipleOf`" in messages[0]
+    plain = json.loads(gdx("lint", "--format", "json", str(log)).stdout)  # without the flag: no routing
+    assert not any("vllm_backend" in s for fam in plain["families"] for s in fam["schemas"])
