@@ -88,3 +88,21 @@ def test_a_root_that_is_not_an_object_is_not_walked() -> None:
     listed = [{"type": "integer", "multipleOf": 2}, {"patternProperties": {"^a": {}}}]
     assert route(listed).backend == "xgrammar"  # vLLM's checks look into dict roots only
     assert route(listed, converts=lambda schema: "not a schema").backend == "guidance"
+
+
+def test_the_usual_backend_is_the_one_most_requests_get_and_the_others_are_errors() -> None:
+    from exporter.schema.routing import majority, mismatch_findings
+
+    plain, odd = route(obj(a={"type": "string"})), route(obj(n={"type": "integer", "multipleOf": 5}))
+    assert majority({"p": (plain, 9), "o": (odd, 1)}) == "xgrammar"
+    assert majority({"p": (plain, 1), "o": (odd, 9)}) == "guidance"
+    assert majority({"p": (plain, 1), "o": (odd, 1)}) == "xgrammar"  # a tie: the order of BACKENDS
+    found = mismatch_findings({"p": (plain, 9), "o": (odd, 1)}, "0.33.0")
+    assert list(found) == ["o"] and found["o"].rule == "backend_mismatch" and found["o"].severity == "error"
+    assert "HTTP 400" in found["o"].message and found["o"].keyword == "multipleOf"
+    # the reverse: most requests fall back to guidance, so the ordinary schema is the one rejected
+    reverse = mismatch_findings({"p": (plain, 1), "o": (odd, 9)}, "0.32.0")
+    assert list(reverse) == ["p"] and "compiles it with guidance" in reverse["p"].message
+    assert mismatch_findings({"p": (plain, 3)}, "0.33.0") == {}
+    deep = Route("rejected", (RouteReason("", "", "nested"),))
+    assert mismatch_findings({"p": (plain, 3), "d": (deep, 5)}, "0.33.0") == {}  # rejected anyway
