@@ -7,7 +7,7 @@ needs an explicit `type` but `allOf`), or xgrammar cannot convert it. Failing xg
 `patternProperties` anywhere goes to outlines, any other to guidance (llguidance). vLLM says only
 which backend; `route` also says which keyword, where, made it fall back: what a lint finding names.
 Pure and standard library only; the xgrammar conversion, where wanted, is the caller's (`converts`).
-tests/integration/test_routing.py runs vLLM's own code beside this on every JSONSchemaBench schema.
+tests/integration/test_routing_agreement.py runs vLLM's own code beside this on every JSONSchemaBench schema.
 """
 
 from __future__ import annotations

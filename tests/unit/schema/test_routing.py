@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (schemas read better on one line)
 """vLLM's `auto` router, emulated: where each schema goes and which keyword, where, sent it there
-(vLLM itself says neither; tests/integration/test_routing.py checks the backend against vLLM's code)."""
+(vLLM itself says neither; tests/integration/test_routing_agreement.py checks the backend against vLLM's code)."""
 
 from __future__ import annotations
 
