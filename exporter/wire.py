@@ -13,11 +13,14 @@ every tracked schema; the others only those that changed, plus the ids evicted i
     snapshot {v, kind, seq, full, backends: {name: {requests, hits, errors{reason: n},
               rejections{reason: n}, compile, miss, wait, mask (histograms: {buckets: [n...], sum}),
               in_progress, oldest_seconds}},
-              schemas: [{id, requests, hits, errors, buckets, sum, rejected (absent: 0)}],
+              schemas: [{id, requests, hits, errors, buckets, sum, rejected, refused, misrouted
+                         (each absent: 0)}],
               other: {backend: same without id},
+              routes: [{requested, resolved, backend, outcome, requests}] (vLLM; absent: none),
               evicted: [id], cpu: {user, system}, probe: {name: n},
               engine: {caches: [{backend, compiler, bytes, limit_bytes}], pool_workers, cpus,
-                       cgroup: {version, periods, throttled_periods, throttled_seconds, quota_cores}}}
+                       cgroup: {version, periods, throttled_periods, throttled_seconds, quota_cores},
+                       backend (the grammar backend the engine latched on; absent: none yet)}}
     (`miss` and `engine` are absent from older probes; `cgroup` where the probe found no CPU cgroup)
     auth     {v, kind, token}: over TCP only, the first line: the pod's projected ServiceAccount token
              (audience DEFAULT_AUDIENCE), which the daemon checks with a TokenReview before it reads
@@ -61,6 +64,12 @@ ERROR_REASONS = ("invalid_schema", "unsupported", "timeout", "internal")
 # with an error), or advancing it raised.
 REJECTION_REASONS = ("rejected", "error")
 REQUEST_KINDS = ("json", "json_object", "regex", "grammar", "choice", "structural_tag", "other")
+# Where vLLM's router sent a structured request, against the backend its engine uses (one per
+# EngineCore: the first request's): compiled by the backend it resolved to; rejected (vLLM 0.33:
+# "only supports one backend per engine", HTTP 400); other_backend (vLLM 0.32: compiled by the engine's
+# backend anyway, so the keyword that made it fall back is not enforced, or the compile fails).
+ROUTE_OUTCOMES = ("compiled", "rejected", "other_backend")
+MAX_ROUTES = 64
 PROBE_COUNTERS = ("internal_errors", "send_failures", "connects", "texts_dropped", "evicted", "dropped")
 MAX_TEXT_CHARS = 256 * 1024
 MAX_SCHEMAS_PER_MESSAGE = 100_000
@@ -71,6 +80,7 @@ _MAX_COUNT = 2**63
 _REASONS = frozenset(ERROR_REASONS)
 _REJECTIONS = frozenset(REJECTION_REASONS)
 _COUNTERS = frozenset(PROBE_COUNTERS)
+_OUTCOMES = frozenset(ROUTE_OUTCOMES)
 _NO_ERRORS: Mapping[str, int] = {}
 
 
@@ -151,6 +161,8 @@ class SpecTotals:
     buckets: tuple[int, ...]
     sum: float
     rejected: int  # grammar rejections of this spec after it compiled (0 from older probes)
+    refused: int = 0  # requests the engine rejected: they resolved to another backend than its own
+    misrouted: int = 0  # requests compiled by the engine's backend, not the one they resolved to
 
     @property
     def failed(self) -> int:
@@ -162,7 +174,19 @@ class SpecTotals:
 class SpecRow(SpecTotals):
     """A tracked spec's totals, named by the `id` of its SchemaMeta."""
 
-    id: int
+    id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RouteCount:
+    """Structured requests of one engine by the backend asked for (`auto` or the configured one),
+    the one vLLM's router resolved them to, the engine's own, and the outcome (ROUTE_OUTCOMES)."""
+
+    requested: str
+    resolved: str
+    backend: str
+    outcome: str
+    requests: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +207,7 @@ class Snapshot:
     cpu: CpuSeconds
     probe: Mapping[str, int]  # the probe's own counters (PROBE_COUNTERS); absent ones are 0
     engine: EngineSizing | None = None  # None from older probes
+    routes: tuple[RouteCount, ...] = ()  # vLLM's per-request backend resolution (empty elsewhere)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +240,7 @@ class EngineSizing:
     pool_workers: int
     cpus: int
     cgroup: CgroupCpu | None
+    backend: str = ""  # the grammar backend the engine latched on (vLLM); empty: none yet, or unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,7 +311,9 @@ def _errors(doc: Any, what: str, reasons: frozenset[str] = _REASONS) -> Mapping[
     return {reason: _count(n, what) for reason, n in doc.items()}
 
 
-def _spec_fields(doc: Any, what: str) -> tuple[int, int, Mapping[str, int], tuple[int, ...], float, int]:
+def _spec_fields(
+    doc: Any, what: str
+) -> tuple[int, int, Mapping[str, int], tuple[int, ...], float, int, int, int]:
     """The fields SpecTotals and SpecRow share, checked."""
     _require(isinstance(doc, dict), what, "not an object")
     requests, hits = _count(doc.get("requests"), what), _count(doc.get("hits"), what)
@@ -299,11 +327,30 @@ def _spec_fields(doc: Any, what: str) -> tuple[int, int, Mapping[str, int], tupl
         _buckets(doc, SCHEMA_BUCKETS, what),
         _seconds(doc.get("sum"), what),
         rejected,
+        _count(doc.get("refused", 0), what),
+        _count(doc.get("misrouted", 0), what),
     )
 
 
 def _spec_row(doc: Any, what: str) -> SpecRow:
     return SpecRow(*_spec_fields(doc, what), _count(doc.get("id"), what))
+
+
+def _routes(doc: Any) -> tuple[RouteCount, ...]:
+    _require(isinstance(doc, list) and len(doc) <= MAX_ROUTES, "snapshot.routes")
+    routes = []
+    for item in doc:
+        _require(isinstance(item, dict), "snapshot.routes item")
+        outcome = item.get("outcome")
+        _require(outcome in _OUTCOMES, "snapshot.routes.outcome")
+        routes.append(RouteCount(
+            _name(item.get("requested"), "snapshot.routes.requested"),
+            _name(item.get("resolved"), "snapshot.routes.resolved"),
+            _name(item.get("backend"), "snapshot.routes.backend"),
+            str(outcome),
+            _count(item.get("requests"), "snapshot.routes.requests"),
+        ))  # fmt: skip
+    return tuple(routes)
 
 
 def _backend(doc: Any) -> BackendTotals:
@@ -413,6 +460,7 @@ def _engine(doc: Any) -> EngineSizing | None:
         _count(doc.get("pool_workers", 0), "snapshot.engine.pool_workers"),
         _count(doc.get("cpus", 0), "snapshot.engine.cpus"),
         cpu,
+        _name(doc["backend"], "snapshot.engine.backend") if doc.get("backend") else "",
     )
 
 
@@ -448,6 +496,7 @@ def _snapshot(doc: dict[str, Any]) -> Snapshot:
         ),
         probe={k: _count(v, "snapshot.probe") for k, v in probe.items()},
         engine=_engine(doc.get("engine")),
+        routes=_routes(doc.get("routes", [])),
     )
 
 

@@ -24,6 +24,7 @@ class EngineFacts:
         self._lock = threading.Lock()
         self._compilers: dict[tuple[str, str], weakref.ref[Any]] = {}
         self.pool_workers = 0
+        self.backend = ""  # the grammar backend the engine latched on (vLLM: its first request's)
         # The container's own cgroup unless one is given (tests) or looking is turned off.
         if cpu_cgroup is None and locate:
             cpu_cgroup = cgroup.locate()
@@ -61,6 +62,8 @@ class EngineFacts:
             "pool_workers": self.pool_workers,
             "cpus": os.cpu_count() or 0,
         }
+        if self.backend:
+            doc["backend"] = self.backend
         throttling = cgroup.read(self.cgroup) if self.cgroup is not None else None
         if throttling is not None:
             doc["cgroup"] = {

@@ -24,7 +24,7 @@ from typing import Any
 
 from exporter.probe.facts import EngineFacts
 from exporter.probe.spec_identity import SpecIdentity, identify
-from exporter.wire import COMPILE_BUCKETS, MASK_BUCKETS, MAX_TEXT_CHARS, SCHEMA_BUCKETS
+from exporter.wire import COMPILE_BUCKETS, MASK_BUCKETS, MAX_ROUTES, MAX_TEXT_CHARS, SCHEMA_BUCKETS
 
 _perf = time.perf_counter
 DEFAULT_TRACKED_SPECS = 500
@@ -68,7 +68,7 @@ class LiveHistogram:
 class SpecCounts:
     """Compile counters of one tracked spec, or of a backend's `other` (the specs folded away)."""
 
-    __slots__ = ("errors", "histogram", "hits", "rejected", "requests")
+    __slots__ = ("errors", "histogram", "hits", "misrouted", "refused", "rejected", "requests")
 
     def __init__(self) -> None:
         self.requests = 0
@@ -76,11 +76,15 @@ class SpecCounts:
         self.errors: dict[str, int] = {}
         self.histogram = LiveHistogram(SCHEMA_BUCKETS)
         self.rejected = 0  # grammar rejections after the compile
+        self.refused = 0  # requests the engine refused: resolved to another backend (vLLM 0.33)
+        self.misrouted = 0  # compiled by the engine's backend, not the one resolved to (vLLM 0.32)
 
     def merge(self, other: SpecCounts) -> None:
         self.requests += other.requests
         self.hits += other.hits
         self.rejected += other.rejected
+        self.refused += other.refused
+        self.misrouted += other.misrouted
         for reason, n in other.errors.items():
             self.errors[reason] = self.errors.get(reason, 0) + n
         self.histogram.merge(other.histogram)
@@ -93,8 +97,10 @@ class SpecCounts:
             "buckets": list(self.histogram.counts),
             "sum": self.histogram.total,
         }
-        if self.rejected:
-            doc["rejected"] = self.rejected
+        for name in ("rejected", "refused", "misrouted"):
+            value = getattr(self, name)
+            if value:
+                doc[name] = value
         return doc
 
 
@@ -169,6 +175,10 @@ class BackendStats:
 # backend, kind, the spec string (when not tracked yet), seconds, hit, error reason, and what the
 # backend said it ignores (llguidance's grammar warnings; empty elsewhere).
 Observation = tuple[TrackedSpec | None, str, str, str | None, float, bool, str | None, tuple[str, ...]]
+# One structured request as vLLM routed it (grammar_init): the backend asked for, the one resolved to,
+# the engine's, the outcome (wire.ROUTE_OUTCOMES), and the kind and spec where it did not compile
+# with the backend it resolved to (empty otherwise: the common case keeps no string alive).
+Routed = tuple[str, str, str, str, str, str]
 MAX_WARNINGS, MAX_WARNING_CHARS = 16, 512
 
 
@@ -215,6 +225,8 @@ class Recorder:
         # (backend, reason, kind, spec) of each grammar failure: rare, bounded
         self.rejected: deque[tuple[str, str, str, str]] = deque(maxlen=MAX_PENDING)
         self.timings: deque[tuple[int, Any, float]] = deque()
+        self.routed: deque[Routed] = deque()
+        self._routes: dict[tuple[str, str, str, str], int] = {}
         self.backend_name: Callable[[Any], str] = lambda obj: type(obj).__name__
         self.facts = EngineFacts(locate=locate_cgroup)
 
@@ -256,6 +268,17 @@ class Recorder:
         lock-free append."""
         self.rejected.append((backend, reason, kind, spec))
 
+    def route(
+        self, requested: str, resolved: str, backend: str, outcome: str, kind: str = "", spec: str = ""
+    ) -> None:
+        """A structured request vLLM's router resolved to `resolved`, on an engine whose backend is
+        `backend`: one lock-free append per request."""
+        routed = self.routed
+        if len(routed) >= MAX_PENDING:
+            self.counters["dropped"] += 1
+            return
+        routed.append((requested, resolved, backend, outcome, kind, spec))
+
     def observe_wait(self, backend: str, seconds: float) -> None:
         if len(self.timings) < MAX_PENDING:
             self.timings.append((WAIT, backend, seconds))
@@ -285,6 +308,12 @@ class Recorder:
                     (stats.wait if which == WAIT else stats.mask).observe(_seconds(seconds))
                 except Exception:
                     self.counters["internal_errors"] += 1
+            routed = self.routed
+            while routed:
+                try:
+                    self._apply_route(*routed.popleft())
+                except Exception:
+                    self.counters["internal_errors"] += 1
             rejected = self.rejected
             while rejected:
                 backend, reason, kind, spec = rejected.popleft()
@@ -297,6 +326,33 @@ class Recorder:
                         self._changed.add(tracked)
                     else:
                         self._other_of(backend).rejected += 1
+
+    def _apply_route(
+        self, requested: str, resolved: str, backend: str, outcome: str, kind: str, spec: str
+    ) -> None:
+        key = (requested, resolved, backend, outcome)
+        if key in self._routes or len(self._routes) < MAX_ROUTES:
+            self._routes[key] = self._routes.get(key, 0) + 1
+        else:
+            self.counters["dropped"] += 1
+        if outcome == "compiled" or not spec:
+            return
+        # The spec's own count, under the engine's backend (the one that compiles it, if anything does):
+        # a refused spec is tracked though it never compiles here.
+        counts: SpecCounts
+        tracked_key = spec_key(kind, backend, spec)
+        tracked = self._specs.get(tracked_key)
+        if tracked is None:
+            tracked = self._track(tracked_key, kind, backend, spec)
+        if tracked.evicted:
+            counts = self._other_of(backend)
+        else:
+            counts = tracked
+            self._changed.add(tracked)
+        if outcome == "rejected":
+            counts.refused += 1
+        else:
+            counts.misrouted += 1
 
     def _stats(self, backend: str) -> BackendStats:
         stats = self._backends.get(backend)
@@ -412,6 +468,10 @@ class Recorder:
             schemas = [{"id": spec.id, **spec.to_wire()} for spec in specs]
             other = {name: counts.to_wire() for name, counts in self._other.items()}
             backends = {name: stats.to_wire() for name, stats in self._backends.items()}
+            routes = [
+                {"requested": r[0], "resolved": r[1], "backend": r[2], "outcome": r[3], "requests": n}
+                for r, n in self._routes.items()
+            ]
             inflight = list(self.inflight.values())
         for started, name in inflight:
             backend = backends.get(name)
@@ -432,6 +492,7 @@ class Recorder:
             "evicted": evicted,
             "cpu": {"user": cpu.user, "system": cpu.system, "probe": probe_cpu},
             "engine": self.facts.to_wire(),
+            **({"routes": routes} if routes else {}),
         }
 
     def totals(self) -> dict[str, dict[str, Any]]:

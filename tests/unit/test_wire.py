@@ -21,6 +21,9 @@ def _messages() -> list[dict[str, Any]]:
     rec.finish(rec.begin("llguidance"), "llguidance", "regex", "[0-9]+", 0.001, False, "unsupported")
     rec.observe_wait("xgrammar", 0.03)
     rec.observe_mask("xgrammar", 0.00002)
+    rec.route("auto", "xgrammar", "xgrammar", "compiled")
+    rec.route("auto", "llguidance", "xgrammar", "rejected", "json", '{"type":"object"}')
+    rec.facts.backend = "xgrammar"
     hello = {
         "kind": "hello",
         "instance": "i1",
@@ -45,6 +48,11 @@ def test_what_the_probe_sends_validates() -> None:
     assert isinstance(snapshot, wire.Snapshot)
     assert snapshot.backends["xgrammar"].requests == 2
     assert snapshot.backends["llguidance"].errors == {"unsupported": 1}
+    assert sorted((r.resolved, r.outcome, r.requests) for r in snapshot.routes) == [
+        ("llguidance", "rejected", 1), ("xgrammar", "compiled", 1)
+    ]  # fmt: skip
+    assert snapshot.engine is not None and snapshot.engine.backend == "xgrammar"
+    assert [(r.requests, r.refused, r.misrouted) for r in snapshot.schemas] == [(2, 1, 0), (1, 0, 0)]
 
 
 @pytest.mark.parametrize(
@@ -62,6 +70,12 @@ def test_what_the_probe_sends_validates() -> None:
         (2, ("backends", "xgrammar", "errors"), {"oom": 1}),
         (2, ("schemas", 0, "hits"), 10**6),  # more hits than requests
         (2, ("probe",), {"anything": 1}),
+        (2, ("routes", 0, "outcome"), "maybe"),
+        (2, ("routes", 0, "resolved"), "a b"),
+        (2, ("routes", 0, "requests"), -1),
+        (2, ("routes",), [{}] * 65),
+        (2, ("schemas", 0, "refused"), -2),
+        (2, ("engine", "backend"), "x y"),
         (2, ("v",), 2),
     ],
 )

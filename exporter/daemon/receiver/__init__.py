@@ -152,7 +152,7 @@ class ProbeCollector(Collector):
     def schemas_view(self) -> SchemasView:
         """The exposed families and schemas, ranked (blocking: call it off the event loop)."""
         view = self.store.view()
-        shown = self.analysis.shown(view.info)
+        shown = self.analysis.shown(view.info, view.mismatched)
         reports = sorted(
             (
                 ExposedSchema(

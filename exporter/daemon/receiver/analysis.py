@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from exporter.daemon.receiver.rollup import FamilyUsage
-from exporter.schema import backends, family, identity, injection, lint, spec_report, variants
+from exporter.schema import backends, family, identity, injection, lint, routing, spec_report, variants
 from exporter.schema.identity import JSON_KINDS
 from exporter.schema.lint import Thresholds
 from exporter.schema.spec_report import EngineSaid, SpecReport
@@ -47,6 +47,7 @@ MAX_PARTS = 5  # what varies: at most this many parts per family on /metrics
 NOT_ANALYSED = "<not analysed yet>"
 
 RuleSeverity = tuple[str, str]  # (rule, severity): the labels of schema_lint_findings
+MISMATCH: RuleSeverity = (routing.RULE, "error")
 FindingCounts = Mapping[RuleSeverity, int]  # places each rule fires
 
 
@@ -115,6 +116,9 @@ class SchemaResult:
     counts: FindingCounts
     literals: variants.LiteralMap
     fingerprint: family.Fingerprint | None = None
+    # Where vLLM's `auto` router would take it off xgrammar (backend_mismatch places): shown only once
+    # an engine is seen compiling it with, or refusing it for, another backend than it resolved to.
+    routing: tuple[Place, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,8 +357,12 @@ class SchemaAnalysis:
         self._variations[family_id] = (recent, found)
         return found
 
-    def view(self, now: float, schema_hashes: Iterable[str]) -> AnalysisView:
-        """Findings of the given (exposed) schemas, variants and varying paths of their shapes."""
+    def view(
+        self, now: float, schema_hashes: Iterable[str], mismatched: frozenset[str] = frozenset()
+    ) -> AnalysisView:
+        """Findings of the given (exposed) schemas, variants and varying paths of their shapes.
+        `mismatched`: schemas an engine compiled with, or refused for, another backend than vLLM's
+        router gave them: their backend_mismatch places join their findings."""
         with self._lock:
             findings: dict[str, FindingCounts] = {}
             shapes: dict[str, ShapeVariants] = {}
@@ -370,6 +378,8 @@ class SchemaAnalysis:
                 if shape is not None:
                     shapes[result.shape] = shape
                 findings[schema_hash] = result.counts
+                if schema_hash in mismatched:
+                    findings[schema_hash] = {**result.counts, MISMATCH: max(1, len(result.routing))}
             return AnalysisView(
                 findings=findings,
                 shapes=shapes,
@@ -380,11 +390,18 @@ class SchemaAnalysis:
                 seconds=self.seconds,
             )
 
-    def shown(self, schema_hashes: Iterable[str]) -> dict[str, Shown]:
+    def shown(
+        self, schema_hashes: Iterable[str], mismatched: frozenset[str] = frozenset()
+    ) -> dict[str, Shown]:
         """What /schemas shows of each schema: its redacted structure and where its findings sit, or a
         placeholder until it is analysed."""
         with self._lock:
-            return {h: self._redacted.get(h, UNSEEN) for h in schema_hashes}
+            found = {h: self._redacted.get(h, UNSEEN) for h in schema_hashes}
+            for h in mismatched & found.keys():
+                result = self._done.get(h)
+                if result is not None and result.routing:
+                    found[h] = replace(found[h], places=(*found[h].places, *result.routing)[:MAX_PLACES])
+            return found
 
     def _shape_variants(self, shape_hash: str, now: float) -> ShapeVariants | None:
         shape = self._shapes.get(shape_hash)
@@ -434,7 +451,22 @@ def analyse(
     found = spec_report.report(kind, text, thresholds, versions=versions, said=said)
     if found.failure:
         log.warning("schema analysis failed on a %s spec (shape %s): %s", kind, shape, found.failure)
-    return SchemaResult(shape, lint.count(found.findings), found.literals, found.fingerprint), found
+    counts = lint.count(found.findings)
+    return SchemaResult(
+        shape, counts, found.literals, found.fingerprint, routed_places(kind, found.parsed)
+    ), found
+
+
+def routed_places(kind: str, parsed: Any) -> tuple[Place, ...]:
+    """Where vLLM's `auto` router takes a JSON Schema off xgrammar (exporter/schema/routing.py), at
+    most MAX_PLACES: a keyword and its pointer, never a value."""
+    if kind not in JSON_KINDS or not isinstance(parsed, dict):
+        return ()
+    try:
+        found = routing.route(parsed)
+    except RecursionError:
+        return ()
+    return tuple(Place(MISMATCH[0], MISMATCH[1], r.pointer, r.keyword) for r in found.reasons)[:MAX_PLACES]
 
 
 def positions(

@@ -146,6 +146,7 @@ def store_families(view: StoreView) -> Iterable[Metric]:
 def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
     """Engine-level totals, as each engine's probe last reported them."""
     backends, processes, sizing = BackendFamilies(), ProcessFamilies(), SizingFamilies()
+    routes = RouteFamilies()
     for engine in engines:
         if engine.snapshot is None:
             continue
@@ -153,9 +154,11 @@ def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
             backends.add(engine.hello, name, engine.snapshot.backends[name])
         processes.add(engine.hello, engine.snapshot)
         sizing.add(engine.hello, engine.snapshot.engine)
+        routes.add(engine.hello, engine.snapshot)
     yield from backends.families()
     yield from processes.families()
     yield from sizing.families()
+    yield from routes.families()
 
 
 def has_grammar_cache(engine_kind: str, backend: str) -> bool:
@@ -370,6 +373,43 @@ class SizingFamilies:
         )  # fmt: skip
 
 
+class RouteFamilies:
+    """Per engine (vLLM): where its router sent each structured request against the backend the engine
+    uses, and that backend. One backend per EngineCore, the first structured request's: the others
+    are refused (0.33) or compiled by the wrong backend (0.32), and no vLLM metric says so."""
+
+    def __init__(self) -> None:
+        self.routed = CounterMetricFamily(
+            PREFIX + "routed_requests",
+            "Structured requests by the backend asked for (auto or the configured one), the one vLLM's"
+            " router resolved them to, the engine's backend, and outcome: compiled (by the backend they"
+            " resolved to), rejected (resolved to another backend than the engine's: vLLM 0.33 answers"
+            " HTTP 400), other_backend (compiled by the engine's backend anyway, vLLM 0.32: the keyword"
+            " that made them fall back is not enforced).",
+            labels=["pod", "engine", "requested", "resolved", "backend", "outcome"],
+        )
+        self.backend = InfoMetricFamily(
+            PREFIX + "engine_backend",
+            "The grammar backend each engine uses: the one its first structured request resolved to.",
+            labels=["pod", "engine", "backend"],
+        )
+
+    def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
+        process = engine_identity(hello.namespace, hello.pod, hello.engine)
+        for r in snapshot.routes:
+            labels = {**process, "requested": r.requested, "resolved": r.resolved, "backend": r.backend,
+                      "outcome": r.outcome}  # fmt: skip
+            counter(self.routed, labels, r.requests)
+        if snapshot.engine is not None and snapshot.engine.backend:
+            info(self.backend, {**process, "backend": snapshot.engine.backend}, {})
+
+    def families(self) -> tuple[Metric, ...]:
+        return self.routed, self.backend
+
+
+MISMATCH_OUTCOMES = (("rejected", "refused"), ("other_backend", "misrouted"))  # outcome, field
+
+
 def schema_families(view: StoreView) -> Iterable[Metric]:
     """The exposed schemas' series (and `other`), what each hash is, and the daemon's ranking."""
     compile_seconds = HistogramMetricFamily(
@@ -394,6 +434,13 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
         " (present once one happened).",
         labels=SCHEMA_LABELS,
     )
+    mismatches = CounterMetricFamily(
+        PREFIX + "schema_backend_mismatches",
+        "Requests per schema hash that met another backend than vLLM's router resolved them to, by"
+        " outcome: rejected (the engine refused them), other_backend (compiled by the engine's backend;"
+        " present once one happened).",
+        labels=[*SCHEMA_LABELS, "outcome"],
+    )
     for key, totals in sorted(view.series.items()):
         labels = {**engine_identity(key.namespace, key.pod, key.engine), "backend": key.backend,
                   "schema_hash": key.schema_hash}  # fmt: skip
@@ -404,6 +451,9 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
             counter(failed, labels, totals.failed)
         if totals.rejected:
             counter(rejected, labels, totals.rejected)
+        if totals.mismatched:
+            for outcome, name in MISMATCH_OUTCOMES:
+                counter(mismatches, {**labels, "outcome": outcome}, getattr(totals, name))
     info = InfoMetricFamily(
         PREFIX + "schema",
         "One per exposed schema hash: its shape hash, family (empty until analysed), request kind, "
@@ -429,7 +479,7 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
     )
     for schema_hash, score in sorted(view.recent.items()):
         recent.add_metric([schema_hash], score)
-    yield from (compile_seconds, requests, hits, failed, rejected, info, recent)
+    yield from (compile_seconds, requests, hits, failed, rejected, mismatches, info, recent)
 
 
 def analysis_families(analysis: AnalysisView, serialisations: Mapping[str, int]) -> Iterable[Metric]:
@@ -489,10 +539,19 @@ def family_families(rollup: RollupView, analysis: FamilyView) -> Iterable[Metric
         "Compile calls served from the grammar cache, per schema family.",
         labels=["family"],
     )
+    mismatches = CounterMetricFamily(
+        PREFIX + "family_backend_mismatches",
+        "Requests per schema family that met another backend than vLLM's router resolved them to, by"
+        " outcome: rejected, other_backend (present once one happened).",
+        labels=["family", "outcome"],
+    )
     for family_id, totals in sorted(rollup.series.items()):
         compile_seconds.add_metric([family_id], totals.sum)
         requests.add_metric([family_id], totals.requests)
         hits.add_metric([family_id], totals.hits)
+        if totals.mismatched:
+            for outcome, name in MISMATCH_OUTCOMES:
+                mismatches.add_metric([family_id, outcome], getattr(totals, name))
     recent = GaugeMetricFamily(
         PREFIX + "family_recent_compile_seconds",
         "Compile seconds of each exposed family, decayed with a 5-minute half-life: the ranking.",
@@ -532,4 +591,4 @@ def family_families(rollup: RollupView, analysis: FamilyView) -> Iterable[Metric
             varying.add_metric([family_id, pointer, what], n)
         for (rule, severity), n in sorted(report.findings.items()):
             findings.add_metric([family_id, rule, severity], n)
-    yield from (compile_seconds, requests, hits, recent, info, variant_counts, varying, findings)
+    yield from (compile_seconds, requests, hits, mismatches, recent, info, variant_counts, varying, findings)

@@ -24,6 +24,10 @@ class Counts(Protocol):
     def failed(self) -> int: ...
     @property
     def rejected(self) -> int: ...
+    @property
+    def refused(self) -> int: ...
+    @property
+    def misrouted(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,12 @@ class SeriesTotals:
     sum: float
     failed: int = 0  # compile calls that failed
     rejected: int = 0  # grammar rejections after the compile
+    refused: int = 0  # requests the engine rejected for resolving to another backend (vLLM 0.33)
+    misrouted: int = 0  # requests compiled by another backend than they resolved to (vLLM 0.32)
+
+    @property
+    def mismatched(self) -> bool:
+        return bool(self.refused or self.misrouted)
 
 
 NO_CALLS = SeriesTotals(0, 0, (0,) * (len(wire.SCHEMA_BUCKETS) + 1), 0.0)
@@ -44,7 +54,7 @@ NO_CALLS = SeriesTotals(0, 0, (0,) * (len(wire.SCHEMA_BUCKETS) + 1), 0.0)
 class SeriesAccumulator:
     """A schema-level series: monotonic accumulators."""
 
-    __slots__ = ("buckets", "failed", "hits", "rejected", "requests", "sum")
+    __slots__ = ("buckets", "failed", "hits", "misrouted", "refused", "rejected", "requests", "sum")
 
     def __init__(self) -> None:
         self.requests = 0
@@ -53,6 +63,8 @@ class SeriesAccumulator:
         self.sum = 0.0
         self.failed = 0
         self.rejected = 0
+        self.refused = 0
+        self.misrouted = 0
 
     def add(self, increment: Counts) -> None:
         self.requests += increment.requests
@@ -62,21 +74,27 @@ class SeriesAccumulator:
         self.sum += increment.sum
         self.failed += increment.failed
         self.rejected += increment.rejected
+        self.refused += increment.refused
+        self.misrouted += increment.misrouted
 
     def totals(self) -> SeriesTotals:
         return SeriesTotals(
-            self.requests, self.hits, tuple(self.buckets), self.sum, self.failed, self.rejected
-        )
+            self.requests, self.hits, tuple(self.buckets), self.sum, self.failed, self.rejected,
+            self.refused, self.misrouted,
+        )  # fmt: skip
 
 
 def delta(new: Counts, old: Counts) -> SeriesTotals | None:
     """new - old field by field; None when any field went backwards (not the same cumulative row)."""
     requests, hits = new.requests - old.requests, new.hits - old.hits
     failed, rejected = new.failed - old.failed, new.rejected - old.rejected
+    refused, misrouted = new.refused - old.refused, new.misrouted - old.misrouted
     buckets = tuple([a - b for a, b in zip(new.buckets, old.buckets, strict=True)])
-    if min(requests, hits, failed, rejected, *buckets) < 0:
+    if min(requests, hits, failed, rejected, refused, misrouted, *buckets) < 0:
         return None
-    return SeriesTotals(requests, hits, buckets, max(0.0, new.sum - old.sum), failed, rejected)
+    return SeriesTotals(
+        requests, hits, buckets, max(0.0, new.sum - old.sum), failed, rejected, refused, misrouted
+    )
 
 
 def subtract(row: Counts, part: Counts) -> SeriesTotals:
@@ -87,6 +105,8 @@ def subtract(row: Counts, part: Counts) -> SeriesTotals:
         max(0.0, row.sum - part.sum),
         max(0, row.failed - part.failed),
         max(0, row.rejected - part.rejected),
+        max(0, row.refused - part.refused),
+        max(0, row.misrouted - part.misrouted),
     )
 
 
@@ -98,4 +118,6 @@ def add(a: Counts, b: Counts) -> SeriesTotals:
         a.sum + b.sum,
         a.failed + b.failed,
         a.rejected + b.rejected,
+        a.refused + b.refused,
+        a.misrouted + b.misrouted,
     )

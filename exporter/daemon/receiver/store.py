@@ -83,6 +83,7 @@ class StoreView:
     recent: Mapping[str, float]  # the same hashes' decayed compile seconds: the ranking
     serialisations: Mapping[str, int]  # the same hashes' exact strings (the most in one engine)
     analysis: AnalysisView
+    mismatched: frozenset[str]  # exposed hashes whose requests met another backend than they resolved to
     families: RollupView  # family-level series, ranking and window
     family_analysis: FamilyView  # what each family on /metrics is, what varies, its finding
     tracked: int
@@ -255,7 +256,7 @@ class ProbeStore:
             engine.last_other[backend] = other
             if increment is not None:
                 increment = subtract(increment, folded.get(backend, NO_CALLS))
-                if increment.requests or increment.sum:
+                if increment.requests or increment.sum or increment.mismatched:
                     increments.append((OTHER, backend, increment))
         return increments
 
@@ -330,13 +331,16 @@ class ProbeStore:
             exposed = self.ranking.shown()  # every hash with a series on /metrics
             now = time.monotonic() if now is None else now
             families = self.families.view(now)
+            mismatched = frozenset(k.schema_hash for k, a in self.series.items()
+                                   if k.schema_hash != OTHER and (a.refused or a.misrouted))  # fmt: skip
             return StoreView(
                 engines=tuple(EngineView(e.hello, e.snapshot) for e in self.engines.values()),
                 series={k: a.totals() for k, a in self.series.items()},
                 info={h: self.info[h] for h in exposed if h in self.info},
                 recent={h: self.ranking.score(h, now) for h in exposed},
                 serialisations=self._serialisations(exposed),
-                analysis=self.analysis.view(now, exposed),
+                analysis=self.analysis.view(now, exposed, mismatched),
+                mismatched=mismatched,
                 families=families,
                 family_analysis=self.analysis.family_view(families.usage, self.titles),
                 tracked=len(live_hashes),

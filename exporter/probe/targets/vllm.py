@@ -1,6 +1,13 @@
 """vLLM: `StructuredOutputManager._create_grammar` (`_async_create_grammar` in older releases) is the
 compile; `grammar_init` marks when a request's grammar was submitted (grammar wait = submitted to
-ready, queueing in the compile pool included); `grammar_bitmask` is the per-step mask fill.
+ready, queueing in the compile pool included) and is where a request meets its engine's backend;
+`grammar_bitmask` is the per-step mask fill.
+
+Routing: the API server resolves each request's backend (`structured_outputs._backend`, and
+`_backend_was_auto` under `auto`); an EngineCore builds one backend, for its first structured request.
+At `grammar_init` the probe compares the two: vLLM 0.33 raises there for a request resolved elsewhere
+(rejected), 0.32 compiles it with the engine's backend anyway (other_backend). Outlines keeps its
+indexes in an LRU cache: a compile that built none (`compile_regex_with_timeout` not called) is a hit.
 
 It knows the request's kind and spec and covers every backend, so the library calls under it are not
 wrapped in vLLM: its regex compiles run on a second thread (`compile_regex_with_timeout`), where a
@@ -9,6 +16,7 @@ nested wrapper could not tell it is nested and would count twice.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -33,6 +41,8 @@ REQUEST_KINDS = {
     "CHOICE": "choice",
     "STRUCTURAL_TAG": "structural_tag",
 }
+# vLLM's names for its backends where the product's differ (the `backend` label says llguidance).
+PRODUCT_NAMES = {"guidance": "llguidance"}
 # When each request's grammar was submitted (grammar_init), by id(request); popped when it is ready.
 _submitted: dict[int, float] = {}
 SUBMITTED_LIMIT = 100_000
@@ -43,6 +53,31 @@ def vllm_backend_name(manager: Any) -> str:
     backend = getattr(manager, "backend", None)
     name = type(backend).__name__
     return BACKENDS.get(name, name.removesuffix("Backend").lower() or "unknown")
+
+
+def engine_backend(manager: Any) -> str:
+    """The backend an engine uses, in the product's names; "" before its first structured request.
+    vLLM 0.33 keeps its name (`backend_name`); older releases only the backend object."""
+    state = manager.__dict__
+    name = state.get("backend_name")
+    if isinstance(name, str):
+        return PRODUCT_NAMES.get(name, name)
+    return "" if state.get("backend") is None else vllm_backend_name(manager)
+
+
+def resolved_backend(request: Any) -> tuple[str, str]:
+    """(asked for, resolved to) of a request, in the product's names: "auto" asked when the router
+    chose; ("", "") when the request does not say (a release without the fields)."""
+    try:
+        params = request.sampling_params.structured_outputs
+        resolved = params._backend
+        auto = params._backend_was_auto
+    except Exception:
+        return "", ""
+    if not isinstance(resolved, str):
+        return "", ""
+    resolved = PRODUCT_NAMES.get(resolved, resolved)
+    return ("auto" if auto is True else resolved), resolved
 
 
 def request_spec(request: Any) -> tuple[str, str]:
@@ -67,6 +102,7 @@ def wrap_create_grammar(original: Any) -> Any:
             note_manager(recorder, self, backend)
         compilers = state.get("_gdx_compilers", ())
         generations = [cache_generation(c) for c in compilers]
+        built = _OUTLINES.built
         started = _perf()
         try:
             result = original(self, request, *args, **kwargs)
@@ -83,6 +119,8 @@ def wrap_create_grammar(original: Any) -> Any:
         if backend == "llguidance":
             hit = False
             said = grammar_warnings(getattr(result, "ll_matcher", None))
+        elif backend == "outlines":  # its LRU cache answered unless this thread built an index
+            hit = _OUTLINES.built == built
         else:
             # A compile grows one compiler's cache (vLLM 0.33: `compiler`, or `full_vocab_compiler` for
             # Lark grammars and structural tags); a hit grows none. Every compiler is asked, so each
@@ -150,13 +188,69 @@ def _record_wait(recorder: Recorder, backend: str, request: Any, ended: float) -
 
 def wrap_grammar_init(original: Any) -> Any:
     def wrapper(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if ARMED.recorder is not None and getattr(request, "structured_output_request", None) is not None:
-            if len(_submitted) > SUBMITTED_LIMIT:  # compiles that never ran (engine shut down)
-                _submitted.clear()
-            _submitted[id(request)] = _perf()
-        return original(self, request, *args, **kwargs)
+        recorder = ARMED.recorder
+        if recorder is None or getattr(request, "structured_output_request", None) is None:
+            return original(self, request, *args, **kwargs)
+        if len(_submitted) > SUBMITTED_LIMIT:  # compiles that never ran (engine shut down)
+            _submitted.clear()
+        _submitted[id(request)] = _perf()
+        requested, resolved = resolved_backend(request)
+        try:
+            result = original(self, request, *args, **kwargs)
+        except BaseException:
+            _submitted.pop(id(request), None)  # no compile follows
+            if resolved:
+                _routed(recorder, self, request, requested, resolved, failed=True)
+            raise
+        if resolved:
+            _routed(recorder, self, request, requested, resolved, failed=False)
+        return result
 
     return wrapper
+
+
+def _routed(
+    recorder: Recorder, manager: Any, request: Any, requested: str, resolved: str, failed: bool
+) -> None:
+    """Counts where the request went. A grammar_init that raised on a request resolved elsewhere than
+    the engine's backend is vLLM 0.33's refusal; one that went on compiled it with the engine's."""
+    try:
+        backend = engine_backend(manager)
+        if not backend:
+            return  # raised before any backend was built: not a routing outcome
+        if backend != recorder.facts.backend:
+            recorder.facts.backend = backend
+        if backend == resolved:
+            if not failed:
+                recorder.route(requested, resolved, backend, "compiled")
+            return
+        kind, spec = request_spec(request)
+        recorder.route(requested, resolved, backend, "rejected" if failed else "other_backend", kind, spec)
+    except Exception:
+        recorder.counters["internal_errors"] += 1
+
+
+class _Built(threading.local):
+    """Per compile thread: how many outlines indexes it has built (a hit builds none)."""
+
+    built = 0
+
+
+_OUTLINES = _Built()
+
+
+def wrap_compile_regex(original: Any) -> Any:
+    """vLLM's outlines backend calls this only on an LRU-cache miss, on the compiling thread."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _OUTLINES.built += 1
+        return original(*args, **kwargs)
+
+    return wrapper
+
+
+def patch_vllm_outlines(module: Any) -> None:
+    patching.wrap(module, "compile_regex_with_timeout", wrap_compile_regex, "backend_outlines")
 
 
 def wrap_grammar_bitmask(original: Any) -> Any:
@@ -189,3 +283,4 @@ def patch_vllm(module: Any) -> None:
     if "accept_tokens" in manager.__dict__:  # the manager-level advance (vLLM 0.32+)
         patching.wrap(manager, "accept_tokens", wrap_accept_tokens, where)
     patching.wrap(manager, "grammar_bitmask", wrap_grammar_bitmask, where)
+    patching.when_imported("vllm.v1.structured_output.backend_outlines", patch_vllm_outlines)

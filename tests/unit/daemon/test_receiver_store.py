@@ -275,3 +275,61 @@ def test_discovery_names_the_namespace_of_a_probe_that_does_not() -> None:
         pods = {(s.labels["namespace"], s.labels["pod"]) for s in families[name].samples}
         assert pods == {("team-a", "vllm-0"), ("team-b", "vllm-1")}, name
     assert with_namespaces(store.view(), {}).series == store.view().series  # nothing known: unchanged
+
+
+MULTIPLE_OF = '{"type":"object","properties":{"qty":{"type":"integer","multipleOf":5}}}'
+PLAIN = '{"type":"object","properties":{"sku":{"type":"string"}}}'
+
+
+def test_backend_routing_per_engine_schema_and_family() -> None:
+    """vLLM's router outcomes: per engine by (asked, resolved, backend, outcome); per schema and family
+    the requests refused or misrouted; the schema's backend_mismatch finding names the keyword, and
+    counters keep their totals when the refused schema is not exposed on its own."""
+    from exporter.daemon.receiver.metric_families import store_families
+
+    store = ProbeStore(max_schemas=5)
+    link = Link(store)
+    for _ in range(3):
+        link.rec.route("auto", "xgrammar", "xgrammar", "compiled")
+        link.compile(PLAIN, 0.002)
+    for _ in range(2):
+        link.rec.route("auto", "llguidance", "xgrammar", "rejected", "json", MULTIPLE_OF)
+    link.rec.facts.backend = "xgrammar"
+    link.ship(fresh=True)
+    store.analysis.run(deadline=float("inf"))
+    link.ship()
+    store.settle(link.now)
+    view = store.view(link.now)
+    families = {f.name: f for f in store_families(view)}
+    routed = {
+        (s.labels["requested"], s.labels["resolved"], s.labels["backend"], s.labels["outcome"]): s.value
+        for s in families["guided_decoding_routed_requests"].samples
+    }
+    assert routed == {
+        ("auto", "xgrammar", "xgrammar", "compiled"): 3,
+        ("auto", "llguidance", "xgrammar", "rejected"): 2,
+    }
+    (backend,) = families["guided_decoding_engine_backend"].samples
+    assert backend.labels == {"pod": "vllm-0", "engine": "0", "backend": "xgrammar"}
+    from exporter.schema.identity import schema_hash
+
+    refused_hash, plain_hash = schema_hash(MULTIPLE_OF), schema_hash(PLAIN)
+    per_schema = {
+        (s.labels["schema_hash"], s.labels["outcome"]): s.value
+        for s in families["guided_decoding_schema_backend_mismatches"].samples
+    }
+    assert per_schema == {(refused_hash, "rejected"): 2, (refused_hash, "other_backend"): 0}
+    per_family = {
+        s.labels["outcome"]: s.value for s in families["guided_decoding_family_backend_mismatches"].samples
+    }
+    assert per_family == {"rejected": 2, "other_backend": 0}
+    findings = {
+        (s.labels["schema_hash"], s.labels["rule"]): s.value
+        for s in families["guided_decoding_schema_lint_findings"].samples
+    }
+    assert findings[(refused_hash, "backend_mismatch")] == 1  # one place: multipleOf at /properties/qty
+    assert (plain_hash, "backend_mismatch") not in findings  # resolved where it compiles: no finding
+    (place,) = [p for p in store.analysis.shown([refused_hash], view.mismatched)[refused_hash].places
+                if p.rule == "backend_mismatch"]  # fmt: skip
+    assert (place.pointer, place.keyword) == ("/properties/qty", "multipleOf")
+    assert view.info[refused_hash].backend == "xgrammar"  # the engine's backend, not the resolved one

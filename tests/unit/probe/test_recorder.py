@@ -189,3 +189,66 @@ def test_snapshots_carry_the_cpu_of_the_thread_that_takes_them() -> None:
     assert isinstance(parsed, wire.Snapshot) and parsed.cpu.probe == second
     older = wire.validate({**doc, "cpu": {"user": 1.0, "system": 0.5}})  # a probe before the field
     assert isinstance(older, wire.Snapshot) and older.cpu.probe == 0.0
+
+
+MULTIPLE_OF = '{"type":"object","properties":{"qty":{"type":"integer","multipleOf":5}}}'
+PLAIN = '{"type":"object","properties":{"sku":{"type":"string"}}}'
+
+
+def test_routes_count_per_engine_and_mismatches_per_spec() -> None:
+    """Every structured request by (asked, resolved, engine's backend, outcome); a request refused
+    for another backend is its spec's own count, though the spec never compiles on this engine."""
+    rec = Recorder()
+    for _ in range(3):
+        rec.route("auto", "xgrammar", "xgrammar", "compiled")
+        _compile(rec, PLAIN)
+    rec.route("auto", "llguidance", "xgrammar", "rejected", "json", MULTIPLE_OF)
+    rec.route("auto", "llguidance", "xgrammar", "rejected", "json", MULTIPLE_OF)
+    rec.facts.backend = "xgrammar"
+    snap = rec.snapshot(full=True)
+    routes = {
+        (r["requested"], r["resolved"], r["backend"], r["outcome"]): r["requests"] for r in snap["routes"]
+    }
+    assert routes == {
+        ("auto", "xgrammar", "xgrammar", "compiled"): 3,
+        ("auto", "llguidance", "xgrammar", "rejected"): 2,
+    }
+    rows = sorted(snap["schemas"], key=lambda r: r["id"])
+    assert [(r["requests"], r.get("refused", 0)) for r in rows] == [(3, 0), (0, 2)]
+    assert snap["engine"]["backend"] == "xgrammar"
+    metadata = rec.take_unsent(everything=True)
+    assert sorted(m.backend for m in metadata) == ["xgrammar", "xgrammar"]  # the engine's backend
+
+
+def test_a_misrouted_compile_is_one_spec_row() -> None:
+    """vLLM 0.32: the request resolved to guidance is compiled by the engine's xgrammar; route and
+    compile land on one row, whichever the shipper folds in first."""
+    for route_first in (True, False):
+        rec = Recorder()
+        for step in ("route", "compile") if route_first else ("compile", "route"):
+            if step == "route":
+                rec.route("auto", "llguidance", "xgrammar", "other_backend", "json", MULTIPLE_OF)
+            else:
+                _compile(rec, MULTIPLE_OF)
+            rec.drain()
+        (row,) = rec.snapshot(full=True)["schemas"]
+        assert (row["requests"], row["misrouted"], row.get("refused", 0)) == (1, 1, 0), route_first
+
+
+def test_routes_are_bounded_and_evicted_mismatches_go_to_other() -> None:
+    rec = Recorder(max_schemas=2)
+    rec.route("auto", "llguidance", "xgrammar", "rejected", "json", MULTIPLE_OF)
+    rec.drain()
+    for i in range(3):
+        _compile(rec, f'{{"n":{i}}}')
+    rec.drain()  # the refused spec is the least recently used: folded into other with its count
+    rec.route("auto", "llguidance", "xgrammar", "rejected", "json", MULTIPLE_OF)  # tracked again
+    snap = rec.snapshot(full=True)
+    refused = sum(r.get("refused", 0) for r in snap["schemas"]) + snap["other"]["xgrammar"].get("refused", 0)
+    assert refused == 2 and snap["other"]["xgrammar"]["refused"] == 1
+    from exporter.wire import MAX_ROUTES
+
+    for i in range(MAX_ROUTES + 5):
+        rec.route("auto", f"b{i}", "xgrammar", "rejected")
+    snap = rec.snapshot(full=True)
+    assert len(snap["routes"]) == MAX_ROUTES and rec.counters["dropped"] == 6
