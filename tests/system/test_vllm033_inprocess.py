@@ -193,3 +193,128 @@ def test_llguidance_compiles_every_repeat(run: tuple[Any, dict[str, Any]]) -> No
     h = schema_hash(summary["llguidance"]["specs"]["sku"]["text"])
     assert sample(m, "guided_decoding_schema_requests_total", schema_hash=h, **LLG) == 2
     assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=h, **LLG) == 0
+
+
+ROUTING_POD = "vllm-0-33-0-auto"
+ROUTING_DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_routing_inprocess.py"
+PRODUCT = {"guidance": "llguidance"}  # vLLM's backend names where the product's labels differ
+
+
+@pytest.fixture(scope="module")
+def routed(
+    tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """Three EngineCores' worth of StructuredOutputManagers under `auto`, one order of requests each
+    (tests/support/engines/vllm_routing_inprocess.py), and the daemon they reported to."""
+    from tools.harness.processes import DaemonProcess
+
+    work = tmp_path_factory.mktemp("vllm033-routing")
+    sock = work / "probe.sock"
+    daemon = DaemonProcess(["--probe.socket", str(sock), "--no-collector.nvml"])
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GDX_PROBE", "VLLM_"))}
+        env.update(
+            PYTHONPATH=os.pathsep.join([str(VLLM033), str(ROOT)]),
+            VLLM_TARGET_DEVICE="cpu",
+            HF_HUB_OFFLINE="1",
+            GDX_PROBE_SOCKET=str(sock),
+            GDX_PROBE_INTERVAL="0.2",
+            GDX_POD_NAME=ROUTING_POD,
+        )
+        out = subprocess.run(
+            [str(VLLM_PYTHON), str(ROUTING_DRIVER), str(tokenizer_json), str(work)],
+            env=env, capture_output=True, text=True, timeout=480, cwd=work,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-5000:]
+        summary = json.loads(out.stdout.strip().splitlines()[-1])
+        print("routing driver:", summary["total_s"], "s")
+        wait_for(
+            lambda: sample(scrape(daemon.url), "guided_decoding_routed_requests_total", pod=ROUTING_POD) == 13
+        )
+        yield daemon, summary
+    finally:
+        daemon.stop()
+
+
+def test_the_first_request_decides_which_later_ones_vllm_rejects(routed: tuple[Any, dict[str, Any]]) -> None:
+    """vLLM 0.33.0's own decisions, per order: the backend each request resolved to and whether
+    grammar_init refused it ("only supports one backend per engine")."""
+    _, summary = routed
+    assert summary["vllm"] == "0.33.0"
+    decided = {
+        e: [(s["spec"], s["resolved"], s["outcome"]) for s in steps] for e, steps in summary["orders"].items()
+    }
+    assert decided == {
+        "0": [("invoice", "xgrammar", "compiled"), ("tenant", "xgrammar", "compiled"),
+              ("multiple_of", "guidance", "rejected"), ("invoice", "xgrammar", "compiled"),
+              ("multiple_of", "guidance", "rejected")],
+        "1": [("multiple_of", "guidance", "compiled"), ("invoice", "xgrammar", "rejected"),
+              ("tenant", "xgrammar", "rejected"), ("multiple_of", "guidance", "compiled")],
+        "2": [("patterns", "outlines", "compiled"), ("patterns", "outlines", "compiled"),
+              ("invoice", "xgrammar", "rejected"), ("multiple_of", "guidance", "rejected")],
+    }  # fmt: skip
+
+
+def test_rejections_counted_per_engine_and_schema(routed: tuple[Any, dict[str, Any]]) -> None:
+    daemon, summary = routed
+    m = scrape(daemon.url)
+    for engine, steps in summary["orders"].items():
+        expected: dict[tuple[str, str, str, str], int] = {}
+        for s in steps:
+            key = ("auto", PRODUCT.get(s["resolved"], s["resolved"]),
+                   PRODUCT.get(s["engine_backend"], s["engine_backend"]), s["outcome"])  # fmt: skip
+            expected[key] = expected.get(key, 0) + 1
+        got = {
+            (ls["requested"], ls["resolved"], ls["backend"], ls["outcome"]): v
+            for (n, labels), v in m.items()
+            if n == "guided_decoding_routed_requests_total" and (ls := dict(labels))["engine"] == engine
+        }
+        assert got == expected, engine
+        backend = PRODUCT.get(steps[0]["resolved"], steps[0]["resolved"])  # the first request's
+        assert (
+            sample(m, "guided_decoding_engine_backend_info", pod=ROUTING_POD, engine=engine, backend=backend)
+            == 1
+        )
+        compiled = sum(s["outcome"] == "compiled" for s in steps)
+        assert sample(m, "guided_decoding_compile_requests_total", pod=ROUTING_POD, engine=engine) == compiled
+        # a refused request never waits for a grammar
+        assert (
+            sample(m, "guided_decoding_grammar_wait_seconds_count", pod=ROUTING_POD, engine=engine)
+            == compiled
+        )
+    # per schema: the refused requests of each spec on each engine
+    hashes = {name: schema_hash(text) for name, text in summary["specs"].items()}
+    refused = {
+        (dict(ls)["engine"], dict(ls)["schema_hash"]): v
+        for (n, ls), v in m.items()
+        if n == "guided_decoding_schema_backend_mismatches_total" and dict(ls)["outcome"] == "rejected"
+    }
+    assert refused == {
+        ("0", hashes["multiple_of"]): 2,
+        ("1", hashes["invoice"]): 1,
+        ("1", hashes["tenant"]): 1,
+        ("2", hashes["invoice"]): 1,
+        ("2", hashes["multiple_of"]): 1,
+    }
+    finding = {"schema_hash": hashes["multiple_of"], "rule": "backend_mismatch"}
+    wait_for(
+        lambda: sample(scrape(daemon.url), "guided_decoding_schema_lint_findings", **finding) == 1, timeout=30
+    )
+    assert sample(m, "guided_decoding_probe_events_total", pod=ROUTING_POD, event="internal_errors") == 0
+
+
+def test_outlines_compiles_are_measured_and_its_cache_hits_counted(
+    routed: tuple[Any, dict[str, Any]],
+) -> None:
+    """`auto` sends a schema with patternProperties that xgrammar refuses to outlines: its index is
+    built once (the slow call), the repeat comes from its LRU cache."""
+    daemon, summary = routed
+    m = scrape(daemon.url)
+    outlines = {"pod": ROUTING_POD, "engine": "2", "backend": "outlines"}
+    assert sample(m, "guided_decoding_compile_requests_total", **outlines) == 2
+    assert sample(m, "guided_decoding_compile_cache_hits_total", **outlines) == 1
+    assert sample(m, "guided_decoding_compile_miss_seconds_count", **outlines) == 1
+    first, second = summary["orders"]["2"][:2]
+    assert first["ms"] > second["ms"]  # the build against the cache hit, as vLLM timed them here
+    patterns = schema_hash(summary["specs"]["patterns"])
+    assert sample(m, "guided_decoding_schema_requests_total", schema_hash=patterns, **outlines) == 2

@@ -33,9 +33,13 @@ class VllmServer:
         pod: str = "vllm-test",
         seqs: int = 4,
         env: dict[str, str] | None = None,
+        structured_outputs: dict[str, Any] | None = None,
+        wait: bool = True,
     ) -> None:
         """`probe_socket`: the daemon's socket, or tcp://HOST:PORT; `env`: more of the engine's
-        environment (GDX_PROBE_TOKEN_FILE, VLLM_PLUGINS...)."""
+        environment (GDX_PROBE_TOKEN_FILE, VLLM_PLUGINS...); `structured_outputs`: the server's
+        `--structured-outputs-config` (default: xgrammar pinned); `wait`: return once it is healthy
+        (else call `wait_healthy()`, so that several servers start side by side)."""
         if not VLLM_PYTHON.exists():
             raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make demo and make test do)")
         self.model = workdir / "tiny-llama"
@@ -69,7 +73,7 @@ class VllmServer:
             "GDX_PROBE_INTERVAL": "0.5",
             **(env or {}),
         }
-        config = {"backend": "xgrammar", "disable_any_whitespace": True}
+        config = structured_outputs or {"backend": "xgrammar", "disable_any_whitespace": True}
         self.log = self.log_path.open("w")
         self.proc = subprocess.Popen(
             [
@@ -100,9 +104,10 @@ class VllmServer:
             start_new_session=True,  # its EngineCore and workers share the group: stop() ends them all
             cwd=workdir,
         )
-        self._wait_healthy()
+        if wait:
+            self.wait_healthy()
 
-    def _wait_healthy(self) -> None:
+    def wait_healthy(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -94,7 +94,8 @@ class Engine:
         self.model_config = ModelConfig(
             model=str(model), tokenizer=str(model), max_model_len=512, dtype="float32"
         )
-        self.so_config = StructuredOutputsConfig(backend=backend, disable_any_whitespace=True)
+        # vLLM refuses disable_any_whitespace with `auto`
+        self.so_config = StructuredOutputsConfig(backend=backend, disable_any_whitespace=backend != "auto")
         config = VllmConfig(model_config=self.model_config, structured_outputs_config=self.so_config)
         self.manager = StructuredOutputManager(config)
         self.prompt = self.manager.tokenizer.encode("Extract the invoice.")
@@ -113,7 +114,8 @@ class Engine:
         )
         params.update_from_generation_config({}, eos_token_id=self.manager.tokenizer.eos_token_id)
         params.verify(self.model_config, None, self.so_config, self.manager.tokenizer)
-        assert params.structured_outputs._backend == self.backend, params.structured_outputs._backend
+        if self.backend != "auto":  # else resolved per request by vLLM's router
+            assert params.structured_outputs._backend == self.backend, params.structured_outputs._backend
         request = Request(rid, self.prompt, params, None)
         self.requests[rid] = request
         return request
