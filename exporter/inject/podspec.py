@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from exporter.wire import DEFAULT_AUDIENCE, DEFAULT_SOCKET, DEFAULT_TCP_PORT, DEFAULT_TOKEN_FILE
@@ -92,7 +92,7 @@ class Injected:
     status: str  # injected | already | skipped
     engine: EngineContainer | None = None
     why: str = ""  # for skipped: why
-    warnings: tuple[str, ...] = field(default=())  # what will keep the probe from arming
+    warnings: tuple[str, ...] = ()  # what will keep the probe from arming
 
 
 def command_line(container: dict[str, Any]) -> list[str]:

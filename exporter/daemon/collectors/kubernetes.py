@@ -36,6 +36,7 @@ import aiohttp
 from exporter.daemon.collectors.base import CollectorError
 from exporter.daemon.config import ENGINES, Target
 from exporter.daemon.httpbody import BodyTooLarge, read_capped
+from exporter.inject.podspec import InjectError, InjectOptions, blockers, find_engine
 
 MAX_POD_LIST_BYTES = 32 * 2**20
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -73,8 +74,6 @@ class NodePod:
 
 def node_pods_from_list(doc: dict[str, Any], settings: DiscoverySettings) -> list[NodePod]:
     """Pure: every pod of a PodList that is not finished, with its probe facts."""
-    from exporter.inject.podspec import InjectError, InjectOptions, blockers, find_engine
-
     prefix = settings.pod_annotation.rsplit("/", 1)[0]
     found = []
     for pod in doc.get("items") or []:

@@ -305,32 +305,36 @@ class ProbeListener:
             self.refused["limit"] += 1
             writer.close()
             return
-        self.connections += 1
+        self.connections += 1  # from the first byte: a connection waiting for its review counts
         try:
-            identity = await self._authenticate(reader)
-        except Refused as err:
-            self._refuse(err)
+            try:
+                identity = await self._authenticate(reader)
+            except Refused as err:
+                self._refuse(err)
+                writer.close()
+                return
+            except (ConnectionError, OSError, asyncio.CancelledError):
+                writer.close()
+                return
+            await self._serve(reader, writer, identity)
+        finally:
             self.connections -= 1
-            writer.close()
-            return
-        except (ConnectionError, OSError, asyncio.CancelledError):
-            self.connections -= 1
-            writer.close()
-            return
-        self.connections -= 1
-        await self._serve(reader, writer, identity)
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._admit(writer):
             writer.close()
             return
-        await self._serve(reader, writer, None)
+        self.connections += 1
+        try:
+            await self._serve(reader, writer, None)
+        finally:
+            self.connections -= 1
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, identity: PodIdentity | None
     ) -> None:
-        """Applies one connection's messages; `identity`, over TCP, names the pod instead of its hello."""
-        self.connections += 1
+        """Applies one connection's messages; `identity`, over TCP, names the pod instead of its hello.
+        The caller counts the connection."""
         engine: EngineState | None = None
         try:
             while (line := await self._read_message(reader, engine)) is not None:
@@ -340,7 +344,6 @@ class ProbeListener:
         except asyncio.CancelledError:
             pass  # daemon shutting down: end quietly, the probe reconnects to the next daemon
         finally:
-            self.connections -= 1
             if engine is not None:
                 self.store.disconnected(engine)
                 log.info(
