@@ -54,8 +54,8 @@ def side_by_side(
         a.append(per_call(plain, calls))
         b.append(per_call(wrapped, calls))
         rec = get_recorder()
-        if rec is not None and rec.pending:
-            queued = len(rec.pending)
+        if rec is not None and (rec.pending or rec.routed):
+            queued = len(rec.pending) + len(rec.routed)
             started = time.perf_counter()
             rec.drain()
             DRAINS.append((time.perf_counter() - started) / queued)
@@ -69,7 +69,7 @@ def wrapper_rows(info: Any, rounds: int, calls: int) -> list[tuple[str, float, f
     import xgrammar as xgr
 
     import exporter.probe as probe
-    from exporter.probe.targets.vllm import wrap_grammar_bitmask
+    from exporter.probe.targets.vllm import wrap_grammar_bitmask, wrap_grammar_init
 
     compiler = xgr.GrammarCompiler(info, max_threads=8, cache_enabled=True, cache_limit_bytes=512 << 20)
     plain_compile = xgr.GrammarCompiler.compile_json_schema
@@ -127,6 +127,32 @@ def wrapper_rows(info: Any, rounds: int, calls: int) -> list[tuple[str, float, f
             calls,
         )
         rows.append(("vLLM grammar_bitmask wrapper (per step)", p, w, "added < 0.5 us"))
+
+        class Router:  # the shape of vLLM 0.33's StructuredOutputManager.grammar_init, engine latched
+            def __init__(self) -> None:
+                self.backend_name = "xgrammar"
+
+            def grammar_init(self, request: Any) -> None:
+                return None
+
+        from types import SimpleNamespace
+
+        request = SimpleNamespace(
+            structured_output_request=object(),
+            sampling_params=SimpleNamespace(
+                structured_outputs=SimpleNamespace(_backend="xgrammar", _backend_was_auto=True)
+            ),
+        )
+        plain_init = Router.grammar_init
+        wrapped_init = wrap_grammar_init(plain_init)
+        router = Router()
+        p, w = side_by_side(
+            lambda: plain_init(router, request),
+            lambda: wrapped_init(router, request),
+            rounds,
+            calls,
+        )
+        rows.append(("vLLM grammar_init wrapper, routing (per request)", p, w, "added < 2 us"))
     finally:
         probe.uninstall()
 
