@@ -21,7 +21,7 @@ from exporter.daemon import config
 from exporter.lint.engines import Engines
 from exporter.lint.prove.engine import XgrammarEngine
 from exporter.lint.prove.search import ProofSettings, Prover
-from exporter.lint.report import FamilyReport, Report, SchemaReport, analyse
+from exporter.lint.report import FamilyReport, Report, SchemaReport, ServerBounds, analyse
 from exporter.lint.requests import KINDS, InputError, read_inputs, spec_text
 from exporter.schema import backends, identity, routing
 from exporter.schema.lint import RULES, SEVERITIES, Finding
@@ -65,6 +65,15 @@ def lint_main(args: argparse.Namespace) -> int:
             raise FlagError("--prove needs --tokenizer and the xgrammar engine")
         if not args.prove_seconds > 0:
             raise FlagError(f"--prove.seconds {args.prove_seconds:g}: must be above 0")
+        server = None
+        if router and args.api_server_validate:
+            try:
+                memory = config.parse_size(args.api_server_memory)
+            except ValueError as err:
+                raise FlagError(f"--api-server.memory-limit: {err}") from None
+            if not args.api_server_timeout > 0:
+                raise FlagError(f"--api-server.timeout {args.api_server_timeout:g}: must be above 0")
+            server = ServerBounds(memory, args.api_server_timeout)
     except (config.ConfigError, FlagError) as err:
         print(f"gdx lint: {err}", file=sys.stderr)
         return 2
@@ -86,13 +95,23 @@ def lint_main(args: argparse.Namespace) -> int:
             hint = " (install the `prove` extra)" if isinstance(err, ImportError) else ""
             print(f"gdx lint: cannot load the engines with {args.tokenizer}: {err}{hint}", file=sys.stderr)
             return 2
-    report = analyse(inputs, thresholds, engines, checker, prover, versions, router=router)
+    report = analyse(inputs, thresholds, engines, checker, prover, versions, router=router, server=server)
+    if report.server.unavailable:
+        print(
+            f"gdx lint: the API server's outlines validation was not run ({report.server.unavailable}):"
+            " install outlines_core (the version that vLLM pins, 0.2.14 for 0.32.0 and 0.33.0) to measure"
+            " server_stall and server_crash",
+            file=sys.stderr,
+        )
     held = {name: getattr(versions, name) for name in engines} | ({"vllm": router} if router else {})
     if args.format == "json":
         json.dump({**report.doc(), "engines": held}, sys.stdout, indent=2)
         print()
     else:
         print_text(report)
+        if report.server.runs:
+            print(f"the API server's outlines validation, bounded: {_count(report.server.runs, 'schema')},"
+                  f" {_duration(report.server.seconds)}")  # fmt: skip
         print("findings hold for " + ", ".join(f"{name} {version}" for name, version in held.items()))
     return 1 if any(finding.severity == "error" for finding in report.findings()) else 0
 
@@ -327,6 +346,25 @@ def add_parsers(commands: Any) -> None:
         "Schema as that vLLM's default backend `auto` would, report where it goes, and give backend_mismatch "
         "(an error) to each schema routed elsewhere than most of the requests, saying what that version "
         "does with it (0.33: rejected, HTTP 400; 0.32: compiled by the other backend, the keyword dropped)",
+    )  # fmt: skip
+    server = lint_parser.add_argument_group(
+        "the API server's validation (with --engine vllm)",
+        "vLLM's API server validates each schema `auto` sends to outlines on its request path, with no "
+        "bound: building the regex can block every request for seconds or abort the process. gdx lint runs "
+        "the same library steps (outlines_core, Python's regex parser) in a child process within these "
+        "bounds and reports server_crash (error) and server_stall (error from 1 s, warning from 0.1 s).",
+    )
+    server.add_argument(
+        "--api-server.memory-limit", dest="api_server_memory", default="4GiB", metavar="SIZE",
+        help="address-space limit of the child (default 4GiB; a container's memory limit is the real bound)",
+    )  # fmt: skip
+    server.add_argument(
+        "--api-server.timeout", dest="api_server_timeout", type=float, default=30.0, metavar="SECONDS",
+        help="wall-clock limit per schema (default 30): one still running then stalls at least that long",
+    )  # fmt: skip
+    server.add_argument(
+        "--no-api-server.validate", dest="api_server_validate", action="store_false",
+        help="do not run the API server's validation steps",
     )  # fmt: skip
     lint_parser.add_argument(
         "--prove", action="store_true",

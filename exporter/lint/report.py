@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.lint import bounded
 from exporter.lint.engines import CompileResult, Engines, ProbeResult
 from exporter.lint.prove.search import Prover
 from exporter.lint.requests import Inputs, Request
@@ -95,9 +96,32 @@ class FamilyReport:
 
 
 @dataclass(frozen=True)
+class ServerSteps:
+    """The bounded runs of the API server's outlines validation (--engine vllm): how many, what they
+    cost `gdx lint`, and why none ran where outlines_core is missing."""
+
+    runs: int = 0
+    seconds: float = 0.0
+    unavailable: str = ""  # the reason none ran; "" when they did or none was needed
+
+    def doc(self) -> dict[str, Any]:
+        return {"runs": self.runs, "seconds": round(self.seconds, 3),
+                **({"unavailable": self.unavailable} if self.unavailable else {})}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ServerBounds:
+    """Where `gdx lint` runs the API server's unbounded validation steps: within these."""
+
+    memory_bytes: int = bounded.DEFAULT_MEMORY_BYTES
+    timeout: float = bounded.DEFAULT_TIMEOUT_SECONDS
+
+
+@dataclass(frozen=True)
 class Report:
     families: tuple[FamilyReport, ...]
     skipped: int = 0
+    server: ServerSteps = ServerSteps()
 
     def findings(self) -> Iterator[Finding]:
         for group in self.families:
@@ -118,7 +142,10 @@ class Report:
         }
 
     def doc(self) -> dict[str, Any]:
-        return {"families": [group.doc() for group in self.families], "summary": self.summary()}
+        doc = {"families": [group.doc() for group in self.families], "summary": self.summary()}
+        if self.server.runs or self.server.unavailable:
+            doc["api_server_validation"] = self.server.doc()
+        return doc
 
 
 @dataclass
@@ -139,20 +166,24 @@ def analyse(
     prover: Prover | None = None,
     versions: backends.Versions | None = None,
     router: str = "",
+    server: ServerBounds | None = None,
 ) -> Report:
     """Distinct specs (each analysed by the core, compiled and fingerprinted once), grouped into
     families in log order; each family ranked by compile seconds (when measured), variants, requests.
-    `router`: a vLLM version whose `auto` routing to resolve each JSON Schema with (backend_mismatch)."""
+    `router`: a vLLM version whose `auto` routing to resolve each JSON Schema with (backend_mismatch);
+    `server`: with it, the bounds to run that version's API-server validation of outlines-routed
+    schemas in (server_crash, server_stall); None: not run."""
     members = [
         _schema(item, thresholds, engines, checker, prover, versions)
         for item in distinct_specs(inputs.requests)
     ]
+    steps = ServerSteps()
     if router:
-        members = routed(members, router)
+        members, steps = routed(members, router, server)
     families = group(members)
     reports = [_family(family_id, found, thresholds) for family_id, found in families.items()]
     reports.sort(key=lambda f: (f.seconds or 0.0, f.variants, f.requests), reverse=True)
-    return Report(tuple(reports), inputs.skipped)
+    return Report(tuple(reports), inputs.skipped, steps)
 
 
 def distinct_specs(requests: Iterable[Request]) -> list[_Distinct]:
@@ -190,9 +221,12 @@ def _xgrammar_converts() -> Callable[[Any], str | None] | None:
     return converts
 
 
-def routed(members: Sequence[_Member], version: str) -> list[_Member]:
-    """Each JSON Schema with the backend vLLM `version`'s `auto` gives it, and backend_mismatch on
-    those routed elsewhere than most of the requests."""
+def routed(
+    members: Sequence[_Member], version: str, server: ServerBounds | None = None
+) -> tuple[list[_Member], ServerSteps]:
+    """Each JSON Schema with the backend vLLM `version`'s `auto` gives it, backend_mismatch on those
+    routed elsewhere than most of the requests and, within `server`'s bounds, server_crash and
+    server_stall on those whose API-server validation (outlines) dies or blocks."""
     converts = _xgrammar_converts()
     routes = {
         m.report.schema_hash: (routing.route(m.spec.first.parsed, converts), m.report.lines)
@@ -201,16 +235,26 @@ def routed(members: Sequence[_Member], version: str) -> list[_Member]:
     }
     findings = routing.mismatch_findings(routes, version)
     out = []
+    runs, seconds, unavailable = 0, 0.0, ""
     for member in members:
         found = routes.get(member.report.schema_hash)
         if found is None:
             out.append(member)
             continue
-        extra = (findings[member.report.schema_hash],) if member.report.schema_hash in findings else ()
+        extra = [findings[member.report.schema_hash]] if member.report.schema_hash in findings else []
+        if server is not None and found[0].backend == "outlines" and not unavailable:
+            run = bounded.run(member.spec.first.text, server.memory_bytes, server.timeout)
+            if run.outcome == "unavailable":
+                unavailable = run.detail
+            else:
+                runs, seconds = runs + 1, seconds + run.seconds
+                step = routing.ServerStep(run.stall, run.crashed, run.outcome == "timeout",
+                                          run.allocation_bytes, server.memory_bytes, run.detail)  # fmt: skip
+                extra += routing.server_findings(found[0], step, version)
         new = sorted((*member.report.findings, *extra), key=spec_report.order)
         report = dataclasses.replace(member.report, findings=tuple(new), vllm_backend=found[0].backend)
         out.append(dataclasses.replace(member, report=report))
-    return out
+    return out, ServerSteps(runs, seconds, unavailable)
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,58 @@ def mismatch_findings(routes: Mapping[str, tuple[Route, int]], version: str) -> 
     return out
 
 
+CRASH_RULE, STALL_RULE = "server_crash", "server_stall"
+STALL_WARNING_SECONDS, STALL_ERROR_SECONDS = 0.1, 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStep:
+    """What the API server's validation of an outlines-routed schema did, measured bounded: `died`
+    (the step aborted, `allocation_bytes` when the library said what it failed to allocate), or the
+    seconds it ran (`timed_out`: it was still running at the bound)."""
+
+    seconds: float
+    died: bool = False
+    timed_out: bool = False
+    allocation_bytes: int = 0
+    memory_bytes: int = 0  # the bound it ran under
+    detail: str = ""
+
+
+def server_findings(found: Route, step: ServerStep, version: str) -> list[Finding]:
+    """server_crash / server_stall for a schema `auto` sends to outlines, whose validation vLLM's API
+    server runs on the request path without a time or memory bound: what `step` measured."""
+    where = found.outlines_pointer
+    why = f"`patternProperties` at {where or '/'}, which guidance lacks"
+    first = found.reasons[0] if found.reasons else None
+    if first is not None and f"{first.pointer}/{first.keyword}" != where:
+        why = f"`{first.keyword}` at {first.pointer or '/'} ({first.why}) and {why}"
+    elif first is not None:
+        why = f"`patternProperties` at {where or '/'} ({first.why}), which guidance lacks"
+    lead = f"vLLM {version}'s default router sends this schema to outlines because of {why}; its API server"
+    lead += " validates it there on the request path, with no time or memory bound"
+    pin = 'vllm serve --structured-outputs-config \'{"backend": "xgrammar"}\''
+    fix = (f"pin the backend ({pin}: this schema alone then gets HTTP 400), or replace patternProperties by"
+           " additionalProperties and check the keys after decoding")  # fmt: skip
+    if step.died:
+        how = step.detail.split(":", 1)[0] if step.detail else "it died"
+        size = f": an allocation of {_bytes(step.allocation_bytes)} failed" if step.allocation_bytes else ""
+        limit = f" under {_bytes(step.memory_bytes)}" if step.memory_bytes else ""
+        message = (f"{lead}: run bounded{limit} here, the step died ({how}{size}): the API"
+                   " server process aborts, every request in flight on the replica is lost")  # fmt: skip
+        return [Finding(CRASH_RULE, "error", where, message, fix, "patternProperties")]
+    if step.seconds < STALL_WARNING_SECONDS:
+        return []
+    severity = "error" if step.seconds >= STALL_ERROR_SECONDS else "warning"
+    took = f"over {step.seconds:.0f} s (stopped at the bound)" if step.timed_out else f"{step.seconds:.2f} s"
+    message = f"{lead}: it took {took} here, the time every request on that server (structured or not) waits"
+    return [Finding(STALL_RULE, severity, where, message, fix, "patternProperties")]
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
+
+
 def _release(version: str) -> tuple[int, ...]:
     parts = []
     for part in version.split(".")[:3]:

@@ -106,3 +106,35 @@ def test_the_usual_backend_is_the_one_most_requests_get_and_the_others_are_error
     assert mismatch_findings({"p": (plain, 3)}, "0.33.0") == {}
     deep = Route("rejected", (RouteReason("", "", "nested"),))
     assert mismatch_findings({"p": (plain, 3), "d": (deep, 5)}, "0.33.0") == {}  # rejected anyway
+
+
+def test_the_api_servers_outlines_validation_is_a_crash_or_a_stall_by_what_it_measured() -> None:
+    """server_crash when the bounded step died, server_stall by seconds (warning from 0.1 s, error from
+    1 s), nothing below; each names the keywords that sent it to outlines and the two fixes."""
+    from exporter.schema.routing import ServerStep, server_findings
+
+    schema = {"type": "object", "properties": {"a": {}}, "patternProperties": {"^x": {}}}
+    found = route(schema)
+    assert found.backend == "outlines"
+    died = ServerStep(
+        3.2, died=True, allocation_bytes=3 << 30, memory_bytes=4 << 30, detail="signal 6: abort"
+    )
+    (crash,) = server_findings(found, died, "0.33.0")
+    assert (crash.rule, crash.severity, crash.pointer, crash.keyword) == (
+        "server_crash", "error", "/patternProperties", "patternProperties"
+    )  # fmt: skip
+    assert "3 GiB failed" in crash.message and "under 4 GiB" in crash.message and "signal 6" in crash.message
+    assert '"backend": "xgrammar"' in crash.fix and "additionalProperties" in crash.fix
+    by_seconds = {
+        s: [(f.rule, f.severity) for f in server_findings(found, ServerStep(s), "0.32.0")]
+        for s in (0.05, 0.1, 0.99, 1.0, 13.4)
+    }
+    assert by_seconds == {
+        0.05: [],
+        0.1: [("server_stall", "warning")],
+        0.99: [("server_stall", "warning")],
+        1.0: [("server_stall", "error")],
+        13.4: [("server_stall", "error")],
+    }
+    (bound,) = server_findings(found, ServerStep(30.0, timed_out=True), "0.33.0")
+    assert bound.severity == "error" and "over 30 s" in bound.message
