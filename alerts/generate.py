@@ -49,6 +49,7 @@ class Params:
     short_for: str = "5m"
     starvation_for: str = "15m"  # longer than the page's `for`: the page fires first and inhibits it
     failures_window: str = "10m"  # GrammarFailures: any in this window opens a ticket
+    rejected_share: float = 0.1  # BackendRejectionsHigh: of an engine's structured requests
     keep_firing_for: str = "10m"  # a page that flaps at the guard's edge stays one incident
     info_for: str = "30m"
     vanished_within: str = "1h"  # an exporter scraped this recently and gone now is a blind node
@@ -83,6 +84,14 @@ class Records:
 ENGINE_LEVEL = "instance, namespace, pod, backend"
 SCHEMA_LEVEL = "instance, namespace, pod, backend, schema_hash"
 POD_LEVEL = "instance, namespace, pod"
+ROUTE_LEVEL = "instance, namespace, pod, engine"
+
+
+def routed(outcome: str, p: Params, rate: bool = False) -> str:
+    """An engine's structured requests (of one outcome, or all) in the window: increase, or rate."""
+    where = f'{{outcome="{outcome}"}}' if outcome else ""
+    fn, window = ("rate", p.window) if rate else ("increase", p.failures_window)
+    return f"sum by ({ROUTE_LEVEL}) ({fn}({P}routed_requests_total{where}[{window}]))"
 
 
 def records(p: Params | None = None) -> Records:
@@ -273,6 +282,42 @@ def failing_schemas(p: Params) -> str:
     )
 
 
+def mismatched_schemas(p: Params, outcome: str) -> str:
+    """ " Schemas: HASH (N), ..." of the alert's engine with requests of `outcome` in the window."""
+    counts = (f'sum by (schema_hash) (increase({P}schema_backend_mismatches_total{{{POD_OF}, engine="%s",'
+              f' outcome="{outcome}"}}[{p.failures_window}]))')  # fmt: skip
+    expr = f"sort_desc(topk(3, {counts} > 0))"
+    return (
+        f"{{{{ with {_q(expr, *POD_ARGS, '$labels.engine')} }}}} Schemas: {{{{ range $i, $s := . }}}}"
+        '{{ if $i }}, {{ end }}{{ $s.Labels.schema_hash }} ({{ printf "%.0f" $s.Value }}){{ end }}.{{ end }}'
+    )
+
+
+def mismatched_families(p: Params, outcome: str) -> str:
+    """ " Families on the node: ID (NAME, N), ..." with requests of `outcome` in the window, the most
+    first, named by family_info (the per-family series are per node, all engines)."""
+    counts = f'sum by (family) (increase({P}family_backend_mismatches_total{{instance="%s", outcome="{outcome}"}}[{p.failures_window}]))'
+    expr = f"sort_desc(topk(3, {counts} > 0))"
+    return (
+        f"{{{{ with {_q(expr, NODE)} }}}} Families on the node: {{{{ range $i, $f := . }}}}"
+        "{{ if $i }}, {{ end }}{{ $f.Labels.family }} ("
+        + family_name("$f.Labels.family")
+        + ', {{ printf "%.0f" $f.Value }}){{ end }}.{{ end }}'
+    )
+
+
+def engine_backend() -> str:
+    """ " The engine is on BACKEND." for the alert's pod and engine, where the probe says."""
+    expr = f'max by (backend) ({P}engine_backend_info{{{POD_OF}, engine="%s"}})'
+    return f"{{{{ range {_q(expr, *POD_ARGS, '$labels.engine')} }}}} The engine is on {{{{ .Labels.backend }}}}.{{{{ end }}}}"
+
+
+ROUTING_FIX = (
+    'pin the backend (vllm serve --structured-outputs-config \'{"backend": "xgrammar"}\', or guidance), or change'
+    " the schemas: `gdx lint --engine vllm==VERSION` names the keyword that sends each elsewhere"
+)
+
+
 def job_down(p: Params) -> str:
     """Scraped and failing; gone (a node's exporter scraped within the hour and missing now: evicted,
     unschedulable; not when the node itself left the cluster, where kube-state-metrics says so); or
@@ -387,6 +432,40 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f" failure(s) in the last {p.failures_window}: a compiled grammar refused tokens its own mask allowed or"
             " raised (the engine ends that request with an error), or a compile failed inside the engine (internal,"
             " timeout). Client errors (invalid or unsupported schemas) are not counted here." + failing_schemas(p),
+            p,
+        ),
+        alert(
+            "BackendRejectionsHigh",
+            f"{routed('rejected', p)} / {routed('', p)} > {p.rejected_share}"
+            f" and on ({ROUTE_LEVEL}) {routed('', p, rate=True)} > {p.min_rate}",
+            p.short_for, "critical",
+            "An engine rejects a large share of structured requests: they resolved to another backend than its own.",
+            "Engine {{ $labels.engine }} of pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} (node {{ $labels.instance }})"
+            f" rejected {{{{ $value | humanizePercentage }}}} of its structured requests over {p.failures_window} (HTTP 400, 'only supports one"
+            " backend per engine'): vLLM's router sent them to another backend than the one the engine's first structured request"
+            f" built, and it keeps that one until it restarts.{engine_backend()}{mismatched_schemas(p, 'rejected')}{mismatched_families(p, 'rejected')} Fix: {ROUTING_FIX}.",
+            p, keep_firing_for=p.keep_firing_for,
+        ),
+        alert(
+            "BackendRejections",
+            f"{routed('rejected', p)} > 0",
+            "1m", "warning",
+            "An engine rejects structured requests resolved to another backend than its own.",
+            "Engine {{ $labels.engine }} of pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} (node {{ $labels.instance }})"
+            f" rejected about {{{{ printf \"%.0f\" $value }}}} structured request(s) in the last {p.failures_window} (HTTP 400): vLLM's"
+            f" router resolved them to another backend than the engine's.{engine_backend()}{mismatched_schemas(p, 'rejected')}{mismatched_families(p, 'rejected')}"
+            f" Fix: {ROUTING_FIX}.",
+            p,
+        ),
+        alert(
+            "BackendNotEnforced",
+            f"{routed('other_backend', p)} > 0",
+            "1m", "warning",
+            "Structured requests are compiled by another backend than they resolved to: keywords go unenforced.",
+            "Engine {{ $labels.engine }} of pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} (node {{ $labels.instance }})"
+            f" compiled about {{{{ printf \"%.0f\" $value }}}} structured request(s) in the last {p.failures_window} with its own backend,"
+            " not the one vLLM's router resolved them to (vLLM 0.32: no check): the keyword that made them fall back is not"
+            f" enforced, or the compile fails (HTTP 500).{engine_backend()}{mismatched_schemas(p, 'other_backend')}{mismatched_families(p, 'other_backend')} Fix: {ROUTING_FIX}.",
             p,
         ),
         alert(

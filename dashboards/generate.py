@@ -399,6 +399,30 @@ def masks() -> list[Any]:
     ]  # fmt: skip
 
 
+def routing() -> list[Any]:
+    mismatches = f"rate(guided_decoding_family_backend_mismatches_total{{{N}}}[{RI}])"
+    named = (
+        f"sum by (family, name, outcome) ({mismatches} * on (instance, family) group_left (name)"
+        f" max by (instance, family, name) (guided_decoding_family_info{{{N}}})"
+        f" or on (instance, family, outcome) {mismatches})"
+    )
+    return [
+        series("Structured requests by resolved backend (per second)", "ops",
+               "vLLM: each structured request by the backend its router resolved it to and the outcome on its engine, "
+               "which keeps the backend of its first structured request: compiled (the same backend), rejected "
+               "(another: vLLM 0.33 answers HTTP 400; GuidedDecodingBackendRejections, the page over "
+               f"{PARAMS.rejected_share:.0%} of an engine's requests), other_backend (vLLM 0.32 compiles it with the "
+               "engine's backend anyway: the keyword that made it fall back is not enforced).",
+               q(f"sum by (pod, engine, resolved, outcome) (rate(guided_decoding_routed_requests_total{{{NP}}}[{RI}]))",
+                 "{{pod}}/{{engine}} {{resolved}} {{outcome}}"), span=12),
+        series("Backend mismatches by family (per second)", "ops",
+               "Requests of each family refused (rejected) or compiled by another backend than they resolved to "
+               "(other_backend), on the selected nodes. `gdx lint --engine vllm==VERSION` names the keyword that "
+               "sends the family's schemas elsewhere (backend_mismatch); pin structured_outputs_config.backend.",
+               q(named, "{{name}} {{family}} {{outcome}}"), span=12),
+    ]  # fmt: skip
+
+
 def health() -> list[Any]:
     return [
         series("Collector success", "none",
@@ -449,7 +473,8 @@ def build() -> dict[str, Any]:
         ("3. Why?", why()),
         ("4. What does it cost?", cost()),
         ("5. Mask time and running compiles", masks()),
-        ("6. Exporter health", health()),
+        ("6. Backend routing (vLLM)", routing()),
+        ("7. Exporter health", health()),
     ]
     for title, panels in rows:
         board = board.with_row(dashboard.Row(title))

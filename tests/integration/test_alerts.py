@@ -69,6 +69,7 @@ def test_every_alert_is_complete_and_tested() -> None:
     expected = {
         "CompileP95High", "SchemaCompileSlow", "CacheHitRatioLow", "DynamicSchema", "CPUStarvation",
         "GrammarWaitHigh", "CompileStuck", "UnenforcedKeywords", "ProbeMissing", "ExporterDown", "EngineCPUThrottled", "GrammarFailures", "NVMLUnavailable",
+        "BackendRejections", "BackendRejectionsHigh", "BackendNotEnforced",
     }  # fmt: skip
     assert {a["alert"] for a in alerts} == {f"GuidedDecoding{n}" for n in expected}
     for a in alerts:
@@ -220,7 +221,7 @@ def test_every_alert_routes_by_its_severity() -> None:
         assert _receiver_of({"alertname": name, "severity": severity, **sample}) == expected[severity], name
     critical = {a["alert"] for a in alerts if a["labels"]["severity"] == "critical"}
     assert critical == {
-        f"GuidedDecoding{n}" for n in ("CompileP95High", "CPUStarvation", "CompileStuck", "ExporterDown")
+        f"GuidedDecoding{n}" for n in ("CompileP95High", "CPUStarvation", "CompileStuck", "ExporterDown", "BackendRejectionsHigh")
     }
 
 

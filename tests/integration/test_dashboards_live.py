@@ -64,6 +64,8 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
             "type": "object",
             "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
         }
+        recorder = probe.get_recorder()
+        assert recorder is not None
         deadline = time.monotonic() + 40
         n = 0
         while time.monotonic() < deadline:
@@ -79,6 +81,10 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
             matcher = xgr.GrammarMatcher(matcher_grammar)
             bitmask = xgr.allocate_token_bitmask(1, 128256)
             matcher.fill_next_token_bitmask(bitmask)  # mask time
+            # vLLM's routing, as its grammar_init wrapper records it (vLLM itself cannot run here): one
+            # request compiled where it resolved, one refused for resolving elsewhere
+            recorder.route("auto", "xgrammar", "xgrammar", "compiled")
+            recorder.route("auto", "llguidance", "xgrammar", "rejected", "json", json.dumps(unenforced))
             time.sleep(0.2)
         empty = []
         for title, expr in queries(load()):
