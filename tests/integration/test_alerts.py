@@ -221,7 +221,8 @@ def test_every_alert_routes_by_its_severity() -> None:
         assert _receiver_of({"alertname": name, "severity": severity, **sample}) == expected[severity], name
     critical = {a["alert"] for a in alerts if a["labels"]["severity"] == "critical"}
     assert critical == {
-        f"GuidedDecoding{n}" for n in ("CompileP95High", "CPUStarvation", "CompileStuck", "ExporterDown", "BackendRejectionsHigh")
+        f"GuidedDecoding{n}"
+        for n in ("CompileP95High", "CPUStarvation", "CompileStuck", "ExporterDown", "BackendRejectionsHigh")
     }
 
 
