@@ -267,8 +267,12 @@ def test_rejections_counted_per_engine_and_schema(routed: tuple[Any, dict[str, A
         got = {
             (ls["requested"], ls["resolved"], ls["backend"], ls["outcome"]): v
             for (n, labels), v in m.items()
-            if n == "guided_decoding_routed_requests_total" and (ls := dict(labels))["engine"] == engine
+            if n == "guided_decoding_routed_requests_total" and (ls := dict(labels))["engine"] == engine and v
         }
+        zeros = [ls for (n, labels), v in m.items() if n == "guided_decoding_routed_requests_total"
+                 and (ls := dict(labels))["engine"] == engine and not v]  # fmt: skip
+        # only mismatches wait at zero, so an engine's first one moves increase()
+        assert zeros and all(z["resolved"] != z["backend"] for z in zeros), zeros
         assert got == expected, engine
         backend = PRODUCT.get(steps[0]["resolved"], steps[0]["resolved"])  # the first request's
         assert (

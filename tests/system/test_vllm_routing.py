@@ -82,7 +82,7 @@ def routes(m: Any, pod: str) -> dict[tuple[str, str, str, str], float]:
     return {
         (ls["requested"], ls["resolved"], ls["backend"], ls["outcome"]): v
         for (n, labels), v in m.items()
-        if n == "guided_decoding_routed_requests_total" and (ls := dict(labels))["pod"] == pod
+        if n == "guided_decoding_routed_requests_total" and (ls := dict(labels))["pod"] == pod and v
     }
 
 

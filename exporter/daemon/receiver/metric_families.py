@@ -373,6 +373,23 @@ class SizingFamilies:
         )  # fmt: skip
 
 
+# Where vLLM's `auto` router can send a request, in the product's names.
+AUTO_RESOLVES = ("xgrammar", "llguidance", "outlines")
+MISMATCHES = ("rejected", "other_backend")
+
+
+def with_zero_mismatches(routes: Iterable[wire.RouteCount]) -> dict[tuple[str, str, str, str], int]:
+    """An engine's routes by (requested, resolved, backend, outcome), with a zero for each mismatch an
+    engine routing under auto could meet: a series that first appears at 1 has no `increase()`, so
+    without them the alerts would miss an engine's first mismatches."""
+    counts = {(r.requested, r.resolved, r.backend, r.outcome): r.requests for r in routes}
+    for requested, backend in {(k[0], k[2]) for k in counts if k[0] == "auto" and k[2]}:
+        for resolved in AUTO_RESOLVES:
+            for outcome in MISMATCHES if resolved != backend else ():
+                counts.setdefault((requested, resolved, backend, outcome), 0)
+    return counts
+
+
 class RouteFamilies:
     """Per engine (vLLM): where its router sent each structured request against the backend the engine
     uses, and that backend. One backend per EngineCore, the first structured request's: the others
@@ -385,7 +402,7 @@ class RouteFamilies:
             " router resolved them to, the engine's backend, and outcome: compiled (by the backend they"
             " resolved to), rejected (resolved to another backend than the engine's: vLLM 0.33 answers"
             " HTTP 400), other_backend (compiled by the engine's backend anyway, vLLM 0.32: the keyword"
-            " that made them fall back is not enforced).",
+            " that made them fall back is not enforced). Under auto, the mismatches not met yet are 0.",
             labels=["pod", "engine", "requested", "resolved", "backend", "outcome"],
         )
         self.backend = InfoMetricFamily(
@@ -396,10 +413,10 @@ class RouteFamilies:
 
     def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
         process = engine_identity(hello.namespace, hello.pod, hello.engine)
-        for r in snapshot.routes:
-            labels = {**process, "requested": r.requested, "resolved": r.resolved, "backend": r.backend,
-                      "outcome": r.outcome}  # fmt: skip
-            counter(self.routed, labels, r.requests)
+        for (requested, resolved, backend, outcome), n in with_zero_mismatches(snapshot.routes).items():
+            labels = {**process, "requested": requested, "resolved": resolved, "backend": backend,
+                      "outcome": outcome}  # fmt: skip
+            counter(self.routed, labels, n)
         if snapshot.engine is not None and snapshot.engine.backend:
             info(self.backend, {**process, "backend": snapshot.engine.backend}, {})
 

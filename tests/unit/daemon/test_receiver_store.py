@@ -308,6 +308,10 @@ def test_backend_routing_per_engine_schema_and_family() -> None:
     assert routed == {
         ("auto", "xgrammar", "xgrammar", "compiled"): 3,
         ("auto", "llguidance", "xgrammar", "rejected"): 2,
+        # zeros for the mismatches it has not met, so the first one moves increase()
+        ("auto", "llguidance", "xgrammar", "other_backend"): 0,
+        ("auto", "outlines", "xgrammar", "rejected"): 0,
+        ("auto", "outlines", "xgrammar", "other_backend"): 0,
     }
     (backend,) = families["guided_decoding_engine_backend"].samples
     assert backend.labels == {"pod": "vllm-0", "engine": "0", "backend": "xgrammar"}
