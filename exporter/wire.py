@@ -13,10 +13,14 @@ every tracked schema; the others only those that changed, plus the ids evicted i
     snapshot {v, kind, seq, full, backends: {name: {requests, hits, errors{reason: n},
               rejections{reason: n}, compile, miss, wait, mask (histograms: {buckets: [n...], sum}),
               in_progress, oldest_seconds}},
-              schemas: [{id, requests, hits, errors, buckets, sum, rejected, refused, misrouted
-                         (each absent: 0)}],
+              schemas: [{id, requests, hits, errors, buckets, sum, rejected, refused, misrouted,
+                         stalls, stall_seconds, deaths (each absent: 0)}],
               other: {backend: same without id},
               routes: [{requested, resolved, backend, outcome, requests}] (vLLM; absent: none),
+              validation: {backend: histogram} (vLLM's API server: its structured-output validation
+                          per resolved backend, `rejected` when it refused the request; absent: none),
+              deaths: n (vLLM's API server: its predecessors that died validating, over the pod's
+                     life; absent elsewhere),
               evicted: [id], cpu: {user, system}, probe: {name: n},
               engine: {caches: [{backend, compiler, bytes, limit_bytes}], pool_workers, cpus,
                        cgroup: {version, periods, throttled_periods, throttled_seconds, quota_cores},
@@ -70,6 +74,9 @@ REQUEST_KINDS = ("json", "json_object", "regex", "grammar", "choice", "structura
 # backend anyway, so the keyword that made it fall back is not enforced, or the compile fails).
 ROUTE_OUTCOMES = ("compiled", "rejected", "other_backend")
 MAX_ROUTES = 64
+# vLLM's API server validates each structured request on its event loop before anything else runs:
+# a validation this slow is a stall of every request it serves, and its spec is named.
+STALL_SECONDS = 0.1
 PROBE_COUNTERS = ("internal_errors", "send_failures", "connects", "texts_dropped", "evicted", "dropped")
 MAX_TEXT_CHARS = 256 * 1024
 MAX_SCHEMAS_PER_MESSAGE = 100_000
@@ -163,6 +170,9 @@ class SpecTotals:
     rejected: int  # grammar rejections of this spec after it compiled (0 from older probes)
     refused: int = 0  # requests the engine rejected: they resolved to another backend than its own
     misrouted: int = 0  # requests compiled by the engine's backend, not the one they resolved to
+    stalls: int = 0  # API server validations of this spec that took STALL_SECONDS or more
+    stall_seconds: float = 0.0  # their seconds: the API server answered nothing meanwhile
+    deaths: int = 0  # API server processes that died while validating it (found by their successor)
 
     @property
     def failed(self) -> int:
@@ -208,6 +218,8 @@ class Snapshot:
     probe: Mapping[str, int]  # the probe's own counters (PROBE_COUNTERS); absent ones are 0
     engine: EngineSizing | None = None  # None from older probes
     routes: tuple[RouteCount, ...] = ()  # vLLM's per-request backend resolution (empty elsewhere)
+    validation: Mapping[str, Histogram] = field(default_factory=dict)  # COMPILE_BUCKETS, per backend
+    deaths: int | None = None  # an API server's predecessors that died validating; None: not one
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +325,7 @@ def _errors(doc: Any, what: str, reasons: frozenset[str] = _REASONS) -> Mapping[
 
 def _spec_fields(
     doc: Any, what: str
-) -> tuple[int, int, Mapping[str, int], tuple[int, ...], float, int, int, int]:
+) -> tuple[int, int, Mapping[str, int], tuple[int, ...], float, int, int, int, int, float, int]:
     """The fields SpecTotals and SpecRow share, checked."""
     _require(isinstance(doc, dict), what, "not an object")
     requests, hits = _count(doc.get("requests"), what), _count(doc.get("hits"), what)
@@ -329,6 +341,9 @@ def _spec_fields(
         rejected,
         _count(doc.get("refused", 0), what),
         _count(doc.get("misrouted", 0), what),
+        _count(doc.get("stalls", 0), what),
+        _seconds(doc.get("stall_seconds", 0), what),
+        _count(doc.get("deaths", 0), what),
     )
 
 
@@ -351,6 +366,14 @@ def _routes(doc: Any) -> tuple[RouteCount, ...]:
             _count(item.get("requests"), "snapshot.routes.requests"),
         ))  # fmt: skip
     return tuple(routes)
+
+
+def _validation(doc: Any) -> Mapping[str, Histogram]:
+    _require(isinstance(doc, dict) and len(doc) <= MAX_BACKENDS, "snapshot.validation")
+    return {
+        _name(k, "snapshot.validation"): _histogram(v, COMPILE_BUCKETS, "snapshot.validation")
+        for k, v in doc.items()
+    }
 
 
 def _backend(doc: Any) -> BackendTotals:
@@ -497,6 +520,8 @@ def _snapshot(doc: dict[str, Any]) -> Snapshot:
         probe={k: _count(v, "snapshot.probe") for k, v in probe.items()},
         engine=_engine(doc.get("engine")),
         routes=_routes(doc.get("routes", [])),
+        validation=_validation(doc.get("validation", {})),
+        deaths=None if doc.get("deaths") is None else _count(doc["deaths"], "snapshot.deaths"),
     )
 
 

@@ -1,10 +1,11 @@
 """The in-engine probe: measures grammar compiles per schema inside vLLM, SGLang or TensorRT-LLM.
 
 vLLM loads it through the `vllm.general_plugins` entry point (`register`) in every process it starts;
-it arms itself only where grammars are compiled (the EngineCore process, or the API server when
-`VLLM_ENABLE_V1_MULTIPROCESSING=0` runs the engine in-process). SGLang and TensorRT-LLM call
-`install()` explicitly, e.g. from `sitecustomize.py`. Standard library only; nothing here raises into
-the engine. Environment:
+it arms itself where grammars are compiled (the EngineCore process, or the API server when
+`VLLM_ENABLE_V1_MULTIPROCESSING=0` runs the engine in-process) and, as engine `api-server`, in the API
+server, which validates each structured request on its event loop (targets/vllm_api.py). SGLang and
+TensorRT-LLM call `install()` explicitly, e.g. from `sitecustomize.py`. Standard library only;
+nothing here raises into the engine. Environment:
 
     GDX_PROBE=0                  disable
     GDX_PROBE_ADDRESS            the daemon: tcp://HOST:PORT (a node-local Service or the node's IP) or
@@ -17,6 +18,9 @@ the engine. Environment:
                                  into `other` (500); GDX_PROBE_MAX_SCHEMAS, its old name, is still read
                                  for one release when it is unset, with a deprecation warning
     GDX_PROBE_INTERVAL           seconds between snapshots (1)
+    GDX_PROBE_STATE_DIR          where vLLM's API server notes the spec it validates on the unbounded
+                                 (outlines) path, so its successor names it if it dies (an emptyDir;
+                                 default: TMPDIR/guided-decoding-probe)
     GDX_PROBE_HIT_MAX_SECONDS    calls faster than this are cache hits without asking the cache (0.0002)
     GDX_PROBE_ENGINE             engine label when the engine does not tell (default 0)
     GDX_POD_NAME / POD_NAME      pod label (default: the host name, which is the pod name in Kubernetes)
@@ -38,10 +42,13 @@ import threading
 
 from exporter.probe import patching, targets
 from exporter.probe.hello import hello_fields
+from exporter.probe.inflight import Markers, ledger
 from exporter.probe.recorder import Recorder
 from exporter.probe.settings import disabled, read_settings
 from exporter.probe.shipper import Shipper
+from exporter.probe.spec_identity import identify
 from exporter.probe.targets import ENGINE_KINDS
+from exporter.probe.targets.vllm_api import MARKERS
 from exporter.wire import DEFAULT_SOCKET
 
 log = logging.getLogger("gdx.probe")
@@ -72,16 +79,26 @@ def register() -> None:
             match = re.search(r"_DP(\d+)$", name)
             install("vllm", engine=match.group(1) if match else "0")
         elif in_process and name == "MainProcess":
-            install("vllm")
+            install("vllm", markers=True)
+        elif name == "MainProcess" or name.startswith("ApiServer"):
+            match = re.search(r"_(\d+)$", name)
+            install("vllm", engine=f"api-server-{match.group(1)}" if match else "api-server", markers=True)
     except Exception as err:  # a plugin that raises would stop vLLM from starting
         log.warning("guided-decoding probe: not armed: %r", err)
 
 
-def install(engine_kind: str = "generic", engine: str | None = None, socket_path: str | None = None) -> bool:
+def install(
+    engine_kind: str = "generic",
+    engine: str | None = None,
+    socket_path: str | None = None,
+    markers: bool = False,
+) -> bool:
     """Arms the probe in this process (idempotent); returns whether it is armed.
 
-    engine_kind: "vllm" wraps vLLM's StructuredOutputManager; "sglang" adds SGLang's grammar cache
-    lookups, "trtllm" TensorRT-LLM's matcher factories, "generic" only xgrammar and llguidance."""
+    engine_kind: "vllm" wraps vLLM's StructuredOutputManager and its API server's validation; "sglang"
+    adds SGLang's grammar cache lookups, "trtllm" TensorRT-LLM's matcher factories, "generic" only
+    xgrammar and llguidance. `markers`: this process validates requests (vLLM's API server): it marks
+    the unbounded step and reports the specs its dead predecessors were validating."""
     global _shipper
     if disabled():
         return False
@@ -95,6 +112,8 @@ def install(engine_kind: str = "generic", engine: str | None = None, socket_path
             recorder = Recorder(settings.tracked_specs, settings.hit_max_seconds)
             targets.ARMED.recorder = recorder
             targets.hook_engine(engine_kind, recorder)
+            if markers:
+                _arm_markers(recorder, settings.state_dir)
             hello = hello_fields(engine_kind, settings.pod, settings.engine, settings.namespace)
             _shipper = Shipper(
                 recorder, settings.socket_path, hello, settings.interval, token_file=settings.token_file
@@ -114,10 +133,27 @@ def install(engine_kind: str = "generic", engine: str | None = None, socket_path
         return False
 
 
+def _arm_markers(recorder: Recorder, folder: str) -> None:
+    """The marker folder; each spec's deaths so far, the ones that gone processes' markers add logged."""
+    found = MARKERS.markers = Markers(folder)
+    new = found.collect()
+    entries = ledger(folder, new) if found.ready else []
+    for entry in entries:
+        recorder.died(entry.backend, entry.kind, entry.spec, entry.deaths)
+    recorder.server_deaths = sum(e.deaths for e in entries)
+    for death in new:
+        log.warning(
+            "guided-decoding probe: a previous API server process (pid %d) died while %s validated a %s spec"
+            " (schema_hash %s): counted in guided_decoding_schema_server_deaths_total",
+            death.pid, death.backend, death.kind, identify(death.kind, death.spec).schema_hash,
+        )  # fmt: skip
+
+
 def _after_fork() -> None:
     """A forked child has the parent's counts but no shipper thread: it starts clean, unarmed."""
     global _shipper
     targets.ARMED.recorder = None
+    MARKERS.markers = None
     _shipper = None
 
 
@@ -137,5 +173,6 @@ def uninstall() -> None:
             _shipper.stop()
             _shipper = None
         targets.ARMED.recorder = None
+        MARKERS.markers = None
         patching.unwrap_all()
         patching.remove_import_hooks()

@@ -24,7 +24,15 @@ from typing import Any
 
 from exporter.probe.facts import EngineFacts
 from exporter.probe.spec_identity import SpecIdentity, identify
-from exporter.wire import COMPILE_BUCKETS, MASK_BUCKETS, MAX_ROUTES, MAX_TEXT_CHARS, SCHEMA_BUCKETS
+from exporter.wire import (
+    COMPILE_BUCKETS,
+    MASK_BUCKETS,
+    MAX_BACKENDS,
+    MAX_ROUTES,
+    MAX_TEXT_CHARS,
+    SCHEMA_BUCKETS,
+    STALL_SECONDS,
+)
 
 _perf = time.perf_counter
 DEFAULT_TRACKED_SPECS = 500
@@ -68,7 +76,10 @@ class LiveHistogram:
 class SpecCounts:
     """Compile counters of one tracked spec, or of a backend's `other` (the specs folded away)."""
 
-    __slots__ = ("errors", "histogram", "hits", "misrouted", "refused", "rejected", "requests")
+    __slots__ = (
+        "deaths", "errors", "histogram", "hits", "misrouted", "refused", "rejected", "requests",
+        "stall_seconds", "stalls",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.requests = 0
@@ -78,6 +89,9 @@ class SpecCounts:
         self.rejected = 0  # grammar rejections after the compile
         self.refused = 0  # requests the engine refused: resolved to another backend (vLLM 0.33)
         self.misrouted = 0  # compiled by the engine's backend, not the one resolved to (vLLM 0.32)
+        self.stalls = 0  # API server validations of STALL_SECONDS or more (vLLM's API server)
+        self.stall_seconds = 0.0
+        self.deaths = 0  # API server processes that died validating it
 
     def merge(self, other: SpecCounts) -> None:
         self.requests += other.requests
@@ -85,6 +99,9 @@ class SpecCounts:
         self.rejected += other.rejected
         self.refused += other.refused
         self.misrouted += other.misrouted
+        self.stalls += other.stalls
+        self.stall_seconds += other.stall_seconds
+        self.deaths += other.deaths
         for reason, n in other.errors.items():
             self.errors[reason] = self.errors.get(reason, 0) + n
         self.histogram.merge(other.histogram)
@@ -97,7 +114,7 @@ class SpecCounts:
             "buckets": list(self.histogram.counts),
             "sum": self.histogram.total,
         }
-        for name in ("rejected", "refused", "misrouted"):
+        for name in ("rejected", "refused", "misrouted", "stalls", "stall_seconds", "deaths"):
             value = getattr(self, name)
             if value:
                 doc[name] = value
@@ -226,6 +243,12 @@ class Recorder:
         self.rejected: deque[tuple[str, str, str, str]] = deque(maxlen=MAX_PENDING)
         self.timings: deque[tuple[int, Any, float]] = deque()
         self.routed: deque[Routed] = deque()
+        # (resolved backend, seconds, kind, spec) of each API server validation; the spec only when slow
+        self.validations: deque[tuple[str, float, str, str]] = deque()
+        self._validation: dict[str, LiveHistogram] = {}
+        # A process that validates (vLLM's API server): its predecessors' deaths over the pod's life,
+        # from the marker ledger (0 when none); None elsewhere.
+        self.server_deaths: int | None = None
         self._routes: dict[tuple[str, str, str, str], int] = {}
         self.backend_name: Callable[[Any], str] = lambda obj: type(obj).__name__
         self.facts = EngineFacts(locate=locate_cgroup)
@@ -279,6 +302,19 @@ class Recorder:
             return
         routed.append((requested, resolved, backend, outcome, kind, spec))
 
+    def validated(self, backend: str, seconds: float, kind: str = "", spec: str = "") -> None:
+        """One structured-output validation in vLLM's API server, by the backend it resolved to; the
+        spec given only when it took STALL_SECONDS or more. One lock-free append."""
+        if len(self.validations) >= MAX_PENDING:
+            self.counters["dropped"] += 1
+            return
+        self.validations.append((backend, seconds, kind, spec))
+
+    def died(self, backend: str, kind: str, spec: str, deaths: int = 1) -> None:
+        """Previous processes of this API server died validating `spec` (their markers, found at arming)."""
+        with self._lock:
+            self._counts_of(backend, kind, spec).deaths += deaths
+
     def observe_wait(self, backend: str, seconds: float) -> None:
         if len(self.timings) < MAX_PENDING:
             self.timings.append((WAIT, backend, seconds))
@@ -314,6 +350,12 @@ class Recorder:
                     self._apply_route(*routed.popleft())
                 except Exception:
                     self.counters["internal_errors"] += 1
+            validations = self.validations
+            while validations:
+                try:
+                    self._apply_validation(*validations.popleft())
+                except Exception:
+                    self.counters["internal_errors"] += 1
             rejected = self.rejected
             while rejected:
                 backend, reason, kind, spec = rejected.popleft()
@@ -339,20 +381,38 @@ class Recorder:
             return
         # The spec's own count, under the engine's backend (the one that compiles it, if anything does):
         # a refused spec is tracked though it never compiles here.
-        counts: SpecCounts
-        tracked_key = spec_key(kind, backend, spec)
-        tracked = self._specs.get(tracked_key)
-        if tracked is None:
-            tracked = self._track(tracked_key, kind, backend, spec)
-        if tracked.evicted:
-            counts = self._other_of(backend)
-        else:
-            counts = tracked
-            self._changed.add(tracked)
+        counts = self._counts_of(backend, kind, spec)
         if outcome == "rejected":
             counts.refused += 1
         else:
             counts.misrouted += 1
+
+    def _apply_validation(self, backend: str, seconds: float, kind: str, spec: str) -> None:
+        seconds = _seconds(seconds)
+        histogram = self._validation.get(backend)
+        if histogram is None:
+            if len(self._validation) >= MAX_BACKENDS:
+                self.counters["dropped"] += 1
+                return
+            histogram = self._validation[backend] = LiveHistogram(COMPILE_BUCKETS)
+        histogram.observe(seconds)
+        if spec and seconds >= STALL_SECONDS:
+            counts = self._counts_of(backend, kind, spec)
+            counts.stalls += 1
+            counts.stall_seconds += seconds
+
+    def _counts_of(self, backend: str, kind: str, spec: str) -> SpecCounts:
+        """The counts of a spec met off the compile path (refused, misrouted, slow to validate, died
+        on): tracked, so the daemon names it, though nothing compiles it here; its backend's `other`
+        once evicted."""
+        key = spec_key(kind, backend, spec)
+        tracked = self._specs.get(key)
+        if tracked is None:
+            tracked = self._track(key, kind, backend, spec)
+        if tracked.evicted:
+            return self._other_of(backend)
+        self._changed.add(tracked)
+        return tracked
 
     def _stats(self, backend: str) -> BackendStats:
         stats = self._backends.get(backend)
@@ -473,6 +533,7 @@ class Recorder:
                 for r, n in self._routes.items()
             ]
             inflight = list(self.inflight.values())
+            validation = {name: h.to_wire() for name, h in self._validation.items()}
         for started, name in inflight:
             backend = backends.get(name)
             if backend is None:
@@ -493,6 +554,8 @@ class Recorder:
             "cpu": {"user": cpu.user, "system": cpu.system, "probe": probe_cpu},
             "engine": self.facts.to_wire(),
             **({"routes": routes} if routes else {}),
+            **({"validation": validation} if validation else {}),
+            **({"deaths": self.server_deaths} if self.server_deaths is not None else {}),
         }
 
     def totals(self) -> dict[str, dict[str, Any]]:

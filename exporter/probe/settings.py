@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import tempfile
 from dataclasses import dataclass
 
 from exporter.probe.recorder import DEFAULT_HIT_MAX_SECONDS, DEFAULT_TRACKED_SPECS
@@ -33,6 +34,7 @@ class EngineProbeSettings:
     engine: str
     namespace: str = ""
     token_file: str = DEFAULT_TOKEN_FILE
+    state_dir: str = ""  # the in-flight markers (inflight.py): an emptyDir in a pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,4 +133,6 @@ def read_settings(engine: str | None = None, socket_path: str | None = None) -> 
         engine=engine or os.environ.get("GDX_PROBE_ENGINE", "0"),
         namespace=pod_namespace(),
         token_file=os.environ.get("GDX_PROBE_TOKEN_FILE") or DEFAULT_TOKEN_FILE,
+        state_dir=os.environ.get("GDX_PROBE_STATE_DIR")
+        or os.path.join(tempfile.gettempdir(), "guided-decoding-probe"),
     )

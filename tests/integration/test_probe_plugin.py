@@ -1,4 +1,4 @@
-"""Loading the probe: the vLLM entry point, arming only where grammars compile, stdlib only,
+"""Loading the probe: the vLLM entry point, arming where grammars compile or are validated, stdlib only,
 version tolerance, and never an exception into the engine."""
 
 from __future__ import annotations
@@ -52,13 +52,14 @@ def test_entry_point_is_declared() -> None:
     [
         ("EngineCore", {}, True, "0"),
         ("EngineCore_DP3", {}, True, "3"),
-        ("MainProcess", {}, False, None),  # the API server: it validates, it does not compile
+        ("MainProcess", {}, True, "api-server"),  # the API server: it validates each request
+        ("ApiServer_1", {}, True, "api-server-1"),  # --api-server-count 2
         ("VllmWorker-0", {}, False, None),
         ("MainProcess", {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, True, "0"),  # engine in-process
         ("EngineCore", {"GDX_PROBE": "0"}, False, None),
     ],
 )
-def test_arms_only_where_grammars_compile(
+def test_arms_where_grammars_compile_or_requests_are_validated(
     name: str, env: dict[str, str], armed: bool, engine: str | None
 ) -> None:
     got = _register_in(name, **env)

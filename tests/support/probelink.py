@@ -23,10 +23,17 @@ class Link:
     """One engine's probe wired to a store without a socket."""
 
     def __init__(
-        self, store: ProbeStore, max_schemas: int = 500, pod: str = "vllm-0", namespace: str = ""
+        self,
+        store: ProbeStore,
+        max_schemas: int = 500,
+        pod: str = "vllm-0",
+        namespace: str = "",
+        engine: str = "0",
     ) -> None:
         self.rec = Recorder(max_schemas=max_schemas)
-        identity = {**IDENTITY, "pod": pod} | ({"namespace": namespace} if namespace else {})
+        identity = {**IDENTITY, "pod": pod, "engine": engine} | (
+            {"namespace": namespace} if namespace else {}
+        )
         self.shipper = Shipper(self.rec, "/nonexistent", identity)
         self.store = store
         self.engine: EngineState | None = None

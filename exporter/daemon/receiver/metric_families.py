@@ -146,7 +146,7 @@ def store_families(view: StoreView) -> Iterable[Metric]:
 def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
     """Engine-level totals, as each engine's probe last reported them."""
     backends, processes, sizing = BackendFamilies(), ProcessFamilies(), SizingFamilies()
-    routes = RouteFamilies()
+    routes, validation = RouteFamilies(), ValidationFamilies()
     for engine in engines:
         if engine.snapshot is None:
             continue
@@ -155,10 +155,12 @@ def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
         processes.add(engine.hello, engine.snapshot)
         sizing.add(engine.hello, engine.snapshot.engine)
         routes.add(engine.hello, engine.snapshot)
+        validation.add(engine.hello, engine.snapshot)
     yield from backends.families()
     yield from processes.families()
     yield from sizing.families()
     yield from routes.families()
+    yield from validation.families()
 
 
 def has_grammar_cache(engine_kind: str, backend: str) -> bool:
@@ -424,6 +426,38 @@ class RouteFamilies:
         return self.routed, self.backend
 
 
+class ValidationFamilies:
+    """Per vLLM API server process: its structured-output validation of each request, by the backend
+    vLLM's router resolved it to (`rejected`: the request got a 400). It runs on the server's event
+    loop, so its seconds are seconds in which the server answered nothing."""
+
+    def __init__(self) -> None:
+        self.seconds = HistogramMetricFamily(
+            PREFIX + "validation_seconds",
+            "Wall time of vLLM's API server validating each structured request, by the backend it resolved"
+            " to (rejected: refused with HTTP 400). Synchronous on the server's event loop: every request it"
+            " serves waits meanwhile.",
+            labels=ENGINE_LABELS,
+        )
+        self.deaths = CounterMetricFamily(
+            PREFIX + "server_deaths",
+            "vLLM API server processes of this pod that died while validating a structured request (on the"
+            " unbounded outlines path), over the pod's life: each successor reads them from the probe's state"
+            " folder. 0 from the first API server on, so the first death moves increase().",
+            labels=["pod", "engine"],
+        )
+
+    def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
+        process = engine_identity(hello.namespace, hello.pod, hello.engine)
+        if snapshot.deaths is not None:
+            counter(self.deaths, process, snapshot.deaths)
+        for backend, h in sorted(snapshot.validation.items()):
+            histogram(self.seconds, {**process, "backend": backend}, wire.COMPILE_BUCKETS, h.buckets, h.sum)
+
+    def families(self) -> tuple[Metric, ...]:
+        return self.seconds, self.deaths
+
+
 MISMATCH_OUTCOMES = (("rejected", "refused"), ("other_backend", "misrouted"))  # outcome, field
 
 
@@ -458,6 +492,23 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
         " present once one happened).",
         labels=[*SCHEMA_LABELS, "outcome"],
     )
+    stalls = CounterMetricFamily(
+        PREFIX + "schema_validation_stalls",
+        f"vLLM API server validations per schema hash that took {wire.STALL_SECONDS:g} s or more: the server"
+        " answered no request meanwhile (present once one happened; engine is the API server's).",
+        labels=SCHEMA_LABELS,
+    )
+    stall_seconds = CounterMetricFamily(
+        PREFIX + "schema_validation_stall_seconds",
+        "Seconds of those validations per schema hash (present once one happened).",
+        labels=SCHEMA_LABELS,
+    )
+    deaths = CounterMetricFamily(
+        PREFIX + "schema_server_deaths",
+        "vLLM API server processes that died while validating this schema hash (outlines, unbounded):"
+        " named by the process that replaced them (present once one happened).",
+        labels=SCHEMA_LABELS,
+    )
     for key, totals in sorted(view.series.items()):
         labels = {**engine_identity(key.namespace, key.pod, key.engine), "backend": key.backend,
                   "schema_hash": key.schema_hash}  # fmt: skip
@@ -471,6 +522,11 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
         if totals.mismatched:
             for outcome, name in MISMATCH_OUTCOMES:
                 counter(mismatches, {**labels, "outcome": outcome}, getattr(totals, name))
+        if totals.stalls:
+            counter(stalls, labels, totals.stalls)
+            counter(stall_seconds, labels, totals.stall_seconds)
+        if totals.deaths:
+            counter(deaths, labels, totals.deaths)
     info = InfoMetricFamily(
         PREFIX + "schema",
         "One per exposed schema hash: its shape hash, family (empty until analysed), request kind, "
@@ -496,7 +552,8 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
     )
     for schema_hash, score in sorted(view.recent.items()):
         recent.add_metric([schema_hash], score)
-    yield from (compile_seconds, requests, hits, failed, rejected, mismatches, info, recent)
+    yield from (compile_seconds, requests, hits, failed, rejected, mismatches, stalls, stall_seconds, deaths)
+    yield from (info, recent)
 
 
 def analysis_families(analysis: AnalysisView, serialisations: Mapping[str, int]) -> Iterable[Metric]:
@@ -562,7 +619,23 @@ def family_families(rollup: RollupView, analysis: FamilyView) -> Iterable[Metric
         " outcome: rejected, other_backend (present once one happened).",
         labels=["family", "outcome"],
     )
+    stall_seconds = CounterMetricFamily(
+        PREFIX + "family_validation_stall_seconds",
+        f"Seconds vLLM API servers on this node spent in validations of {wire.STALL_SECONDS:g} s or more, per"
+        " schema family (present once one happened).",
+        labels=["family"],
+    )
+    deaths = CounterMetricFamily(
+        PREFIX + "family_server_deaths",
+        "vLLM API server processes on this node that died validating a schema of the family (present once"
+        " one happened).",
+        labels=["family"],
+    )
     for family_id, totals in sorted(rollup.series.items()):
+        if totals.stalls:
+            stall_seconds.add_metric([family_id], totals.stall_seconds)
+        if totals.deaths:
+            deaths.add_metric([family_id], totals.deaths)
         compile_seconds.add_metric([family_id], totals.sum)
         requests.add_metric([family_id], totals.requests)
         hits.add_metric([family_id], totals.hits)
@@ -608,4 +681,5 @@ def family_families(rollup: RollupView, analysis: FamilyView) -> Iterable[Metric
             varying.add_metric([family_id, pointer, what], n)
         for (rule, severity), n in sorted(report.findings.items()):
             findings.add_metric([family_id, rule, severity], n)
-    yield from (compile_seconds, requests, hits, mismatches, recent, info, variant_counts, varying, findings)
+    yield from (compile_seconds, requests, hits, mismatches, stall_seconds, deaths, recent, info)
+    yield from (variant_counts, varying, findings)

@@ -130,7 +130,7 @@ class FamilyRollup:
                 self.retired[family] = accumulator
         for old, new in merges:
             self._merge(old, new, now)
-        if self.unassigned.requests or self.unassigned.sum:
+        if self.unassigned.requests or self.unassigned.sum or self.unassigned.off_compile:
             self._series(OTHER).add(self.unassigned)
             self.unassigned = NO_CALLS
         for schema_hash, (since, accumulated) in list(self.pending.items()):
@@ -141,6 +141,8 @@ class FamilyRollup:
             del self.pending[schema_hash]
             held = accumulated.totals()
             exposed = self.ranking.credit(family, held.sum, now)
+            if held.off_compile:
+                exposed = self.ranking.pin(family, now)
             self._series(family if exposed else OTHER).add(held)
             window = self.windows.get(family)
             if window is None:

@@ -28,6 +28,12 @@ class Counts(Protocol):
     def refused(self) -> int: ...
     @property
     def misrouted(self) -> int: ...
+    @property
+    def stalls(self) -> int: ...
+    @property
+    def stall_seconds(self) -> float: ...
+    @property
+    def deaths(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +48,18 @@ class SeriesTotals:
     rejected: int = 0  # grammar rejections after the compile
     refused: int = 0  # requests the engine rejected for resolving to another backend (vLLM 0.33)
     misrouted: int = 0  # requests compiled by another backend than they resolved to (vLLM 0.32)
+    stalls: int = 0  # vLLM API server validations of wire.STALL_SECONDS or more
+    stall_seconds: float = 0.0  # their seconds: the API server answered nothing meanwhile
+    deaths: int = 0  # API server processes that died validating it
 
     @property
     def mismatched(self) -> bool:
         return bool(self.refused or self.misrouted)
+
+    @property
+    def off_compile(self) -> bool:
+        """Anything counted off the compile path (routing, the API server's validation)."""
+        return bool(self.refused or self.misrouted or self.stalls or self.deaths)
 
 
 NO_CALLS = SeriesTotals(0, 0, (0,) * (len(wire.SCHEMA_BUCKETS) + 1), 0.0)
@@ -54,7 +68,10 @@ NO_CALLS = SeriesTotals(0, 0, (0,) * (len(wire.SCHEMA_BUCKETS) + 1), 0.0)
 class SeriesAccumulator:
     """A schema-level series: monotonic accumulators."""
 
-    __slots__ = ("buckets", "failed", "hits", "misrouted", "refused", "rejected", "requests", "sum")
+    __slots__ = (
+        "buckets", "deaths", "failed", "hits", "misrouted", "refused", "rejected", "requests",
+        "stall_seconds", "stalls", "sum",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.requests = 0
@@ -65,6 +82,9 @@ class SeriesAccumulator:
         self.rejected = 0
         self.refused = 0
         self.misrouted = 0
+        self.stalls = 0
+        self.stall_seconds = 0.0
+        self.deaths = 0
 
     def add(self, increment: Counts) -> None:
         self.requests += increment.requests
@@ -76,11 +96,14 @@ class SeriesAccumulator:
         self.rejected += increment.rejected
         self.refused += increment.refused
         self.misrouted += increment.misrouted
+        self.stalls += increment.stalls
+        self.stall_seconds += increment.stall_seconds
+        self.deaths += increment.deaths
 
     def totals(self) -> SeriesTotals:
         return SeriesTotals(
             self.requests, self.hits, tuple(self.buckets), self.sum, self.failed, self.rejected,
-            self.refused, self.misrouted,
+            self.refused, self.misrouted, self.stalls, self.stall_seconds, self.deaths,
         )  # fmt: skip
 
 
@@ -89,12 +112,14 @@ def delta(new: Counts, old: Counts) -> SeriesTotals | None:
     requests, hits = new.requests - old.requests, new.hits - old.hits
     failed, rejected = new.failed - old.failed, new.rejected - old.rejected
     refused, misrouted = new.refused - old.refused, new.misrouted - old.misrouted
+    stalls, deaths = new.stalls - old.stalls, new.deaths - old.deaths
     buckets = tuple([a - b for a, b in zip(new.buckets, old.buckets, strict=True)])
-    if min(requests, hits, failed, rejected, refused, misrouted, *buckets) < 0:
+    if min(requests, hits, failed, rejected, refused, misrouted, stalls, deaths, *buckets) < 0:
         return None
     return SeriesTotals(
-        requests, hits, buckets, max(0.0, new.sum - old.sum), failed, rejected, refused, misrouted
-    )
+        requests, hits, buckets, max(0.0, new.sum - old.sum), failed, rejected, refused, misrouted, stalls,
+        max(0.0, new.stall_seconds - old.stall_seconds), deaths,
+    )  # fmt: skip
 
 
 def subtract(row: Counts, part: Counts) -> SeriesTotals:
@@ -107,6 +132,9 @@ def subtract(row: Counts, part: Counts) -> SeriesTotals:
         max(0, row.rejected - part.rejected),
         max(0, row.refused - part.refused),
         max(0, row.misrouted - part.misrouted),
+        max(0, row.stalls - part.stalls),
+        max(0.0, row.stall_seconds - part.stall_seconds),
+        max(0, row.deaths - part.deaths),
     )
 
 
@@ -120,4 +148,7 @@ def add(a: Counts, b: Counts) -> SeriesTotals:
         a.rejected + b.rejected,
         a.refused + b.refused,
         a.misrouted + b.misrouted,
+        a.stalls + b.stalls,
+        a.stall_seconds + b.stall_seconds,
+        a.deaths + b.deaths,
     )

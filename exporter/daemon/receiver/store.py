@@ -29,7 +29,14 @@ from exporter import wire
 from exporter.daemon.receiver.analysis import AnalysisView, FamilyView, SchemaAnalysis
 from exporter.daemon.receiver.ranking import LINGER, Ranking
 from exporter.daemon.receiver.rollup import FamilyRollup, RollupView
-from exporter.daemon.receiver.series import NO_CALLS, SeriesAccumulator, SeriesTotals, add, delta, subtract
+from exporter.daemon.receiver.series import (
+    NO_CALLS,
+    SeriesAccumulator,
+    SeriesTotals,
+    add,
+    delta,
+    subtract,
+)
 from exporter.schema import backends, identity
 
 log = logging.getLogger("gdx.collector.probe")
@@ -256,7 +263,7 @@ class ProbeStore:
             engine.last_other[backend] = other
             if increment is not None:
                 increment = subtract(increment, folded.get(backend, NO_CALLS))
-                if increment.requests or increment.sum or increment.mismatched:
+                if increment.requests or increment.sum or increment.off_compile:
                     increments.append((OTHER, backend, increment))
         return increments
 
@@ -273,7 +280,12 @@ class ProbeStore:
             info = self.info.get(schema_hash)
             if info is not None:
                 self.analysis.seen(schema_hash, info.shape_hash, now)
-            if not self.ranking.credit(schema_hash, increment.sum, now):
+            exposed = self.ranking.credit(schema_hash, increment.sum, now)
+            if (
+                increment.off_compile
+            ):  # refused, misrouted, stalled or killed a server: named, whatever it compiled
+                exposed = self.ranking.pin(schema_hash, now)
+            if not exposed:
                 key = key._replace(schema_hash=OTHER)
         series = self.series.get(key)
         if series is None:

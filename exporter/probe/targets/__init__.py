@@ -20,6 +20,7 @@ from exporter.probe.targets.llguidance import patch_llguidance
 from exporter.probe.targets.sglang import patch_sglang
 from exporter.probe.targets.trtllm import patch_trtllm
 from exporter.probe.targets.vllm import patch_vllm, vllm_backend_name
+from exporter.probe.targets.vllm_api import patch_vllm_outlines_validation, patch_vllm_sampling
 from exporter.probe.targets.xgrammar import patch_xgrammar
 
 ENGINE_KINDS = ("vllm", "sglang", "trtllm", "generic")
@@ -49,6 +50,9 @@ def hook_engine(engine_kind: str, recorder: Recorder) -> None:
     if engine_kind == "vllm":
         recorder.backend_name = vllm_backend_name
         patching.when_imported("vllm.v1.structured_output", patch_vllm)
+        # the API server's side (a no-op where nothing validates: EngineCore never calls them)
+        patching.when_imported("vllm.sampling_params", patch_vllm_sampling)
+        patching.when_imported("vllm.v1.structured_output.backend_outlines", patch_vllm_outlines_validation)
     else:
         patching.when_imported("xgrammar", lambda module: patch_xgrammar(module, with_mask=True))
         patching.when_imported("llguidance", patch_llguidance)

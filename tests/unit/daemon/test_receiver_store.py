@@ -337,3 +337,69 @@ def test_backend_routing_per_engine_schema_and_family() -> None:
                 if p.rule == "backend_mismatch"]  # fmt: skip
     assert (place.pointer, place.keyword) == ("/properties/qty", "multipleOf")
     assert view.info[refused_hash].backend == "xgrammar"  # the engine's backend, not the resolved one
+
+
+PATTERN_PROPERTIES = (
+    '{"title":"Theme","type":"object","patternProperties":{"^x-":{"type":"string"}},"properties":{"a":{}}}'
+)
+
+
+def test_api_server_stalls_and_deaths_per_schema_and_family_and_its_validation_histogram() -> None:
+    """The API server's probe (engine api-server): its validations per backend; a schema that stalled
+    it and one its predecessors died on, each under its own hash though four compilers outrank them on
+    compile seconds, and per family; a restarted server's ledger count moves the counter on."""
+    from exporter.daemon.receiver.metric_families import store_families
+    from exporter.schema.identity import schema_hash
+
+    store = ProbeStore(max_schemas=2)
+    engine = Link(store)
+    for i in range(4):
+        engine.compile(f'{{"type":"object","properties":{{"n{i}":{{"type":"string"}}}}}}', 0.5)
+    api = Link(store, engine="api-server")
+    api.now = engine.now
+    api.rec.validated("xgrammar", 0.003)
+    api.rec.validated("outlines", 2.5, "json", MULTIPLE_OF)
+    api.rec.died("outlines", "json", PATTERN_PROPERTIES, 1)
+    api.rec.server_deaths = 1  # what its marker ledger said at arming
+    engine.ship(fresh=True)
+    api.ship(fresh=True)
+    store.analysis.run(deadline=float("inf"))
+    api.ship()
+    store.settle(api.now)
+
+    def exposed() -> dict[str, Any]:
+        view = store.view(api.now)
+        return {f.name: f for f in store_families(view)}
+
+    families = exposed()
+    stalls = {
+        s.labels["schema_hash"]: s.value
+        for s in families["guided_decoding_schema_validation_stall_seconds"].samples
+    }
+    deaths = {
+        s.labels["schema_hash"]: s.value for s in families["guided_decoding_schema_server_deaths"].samples
+    }
+    assert stalls == {schema_hash(MULTIPLE_OF): 2.5}
+    assert deaths == {schema_hash(PATTERN_PROPERTIES): 1}
+    (death,) = families["guided_decoding_schema_server_deaths"].samples
+    assert (death.labels["engine"], death.labels["backend"]) == ("api-server", "outlines")
+    assert [s.value for s in families["guided_decoding_family_server_deaths"].samples] == [1]
+    validation = {
+        (s.labels["engine"], s.labels["backend"]): s.value
+        for s in families["guided_decoding_validation_seconds"].samples
+        if s.name.endswith("_count")
+    }
+    assert validation == {("api-server", "xgrammar"): 1, ("api-server", "outlines"): 1}
+    # the server dies on it again: its successor's ledger says 2, and the daemon's counter follows
+    restarted = Link(store, engine="api-server")
+    restarted.now = api.now + 1
+    restarted.rec.died("outlines", "json", PATTERN_PROPERTIES, 2)
+    restarted.rec.server_deaths = 2
+    restarted.ship(fresh=True)
+    store.settle(restarted.now)
+    deaths = {
+        s.labels["schema_hash"]: s.value for s in exposed()["guided_decoding_schema_server_deaths"].samples
+    }
+    assert deaths == {schema_hash(PATTERN_PROPERTIES): 2}
+    per_engine = {s.labels["engine"]: s.value for s in exposed()["guided_decoding_server_deaths"].samples}
+    assert per_engine == {"api-server": 2}  # the engine processes, which validate nothing, have none

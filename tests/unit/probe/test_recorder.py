@@ -252,3 +252,37 @@ def test_routes_are_bounded_and_evicted_mismatches_go_to_other() -> None:
         rec.route("auto", f"b{i}", "xgrammar", "rejected")
     snap = rec.snapshot(full=True)
     assert len(snap["routes"]) == MAX_ROUTES and rec.counters["dropped"] == 6
+
+
+PATTERN_PROPERTIES = '{"type":"object","patternProperties":{"^x-":{"type":"string"}},"properties":{"a":{}}}'
+
+
+def test_api_server_validations_per_backend_and_the_slow_ones_per_spec() -> None:
+    """vLLM's API server: every validation in its backend's histogram; only one of STALL_SECONDS or
+    more keeps its spec, tracked with its stalls and seconds though nothing compiles here."""
+    from exporter.wire import COMPILE_BUCKETS, STALL_SECONDS
+
+    rec = Recorder()
+    for _ in range(3):
+        rec.validated("xgrammar", 0.002)
+    rec.validated("outlines", 7.5, "json", PATTERN_PROPERTIES)
+    rec.validated("outlines", STALL_SECONDS / 2)  # under the line: the wrapper passes no spec
+    rec.validated("rejected", 0.001)
+    snap = rec.snapshot(full=True)
+    counts = {b: sum(h["buckets"]) for b, h in snap["validation"].items()}
+    assert counts == {"xgrammar": 3, "outlines": 2, "rejected": 1}
+    assert len(snap["validation"]["outlines"]["buckets"]) == len(COMPILE_BUCKETS) + 1
+    assert snap["validation"]["outlines"]["sum"] == 7.5 + STALL_SECONDS / 2
+    (row,) = snap["schemas"]
+    assert (row["requests"], row["stalls"], row["stall_seconds"]) == (0, 1, 7.5)
+    (meta,) = rec.take_unsent(everything=True)
+    assert (meta.backend, meta.kind, meta.text) == ("outlines", "json", PATTERN_PROPERTIES)
+    assert "validation" not in Recorder().snapshot(full=True)  # an engine that validates nothing
+
+
+def test_deaths_found_at_arming_are_the_specs_own() -> None:
+    rec = Recorder()
+    rec.died("outlines", "json", PATTERN_PROPERTIES, 2)
+    rec.validated("outlines", 1.5, "json", PATTERN_PROPERTIES)  # and it stalls this one too
+    (row,) = rec.snapshot(full=True)["schemas"]
+    assert (row["deaths"], row["stalls"]) == (2, 1)
