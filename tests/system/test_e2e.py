@@ -37,6 +37,7 @@ def test_the_per_tenant_enum_incident(tmp_path: Path, tokenizer_json: Path) -> N
     lint: dict[str, set[str]] = {}
     ranked: dict[str, list[dict[str, Any]]] = {}
     dynamic: list[dict[str, Any]] = []
+    misrouted: list[str] = []  # families with requests compiled by another backend than they resolved to
     injected = fingerprint(json.dumps(demo.tenant_invoice(0))).key  # every tenant's variant: one family
     static = fingerprint(json.dumps(demo.invoice())).key
     assert injected != static
@@ -54,6 +55,11 @@ def test_the_per_tenant_enum_incident(tmp_path: Path, tokenizer_json: Path) -> N
         h = schema_hash(json.dumps(demo.pattern_unions()))
         rules = prom.query(f'sum by (rule) (guided_decoding_schema_lint_findings{{schema_hash="{h}"}})')
         lint[h] = {r["metric"]["rule"] for r in rules}
+        weakened = prom.query('guided_decoding_family_backend_mismatches_total{outcome="other_backend"} > 0')
+        misrouted.extend(r["metric"]["family"] for r in weakened)
+        p = schema_hash(json.dumps(demo.parcel()))
+        rules = prom.query(f'sum by (rule) (guided_decoding_schema_lint_findings{{schema_hash="{p}"}})')
+        lint[p] = {r["metric"]["rule"] for r in rules}
         deadline = time.monotonic() + 10  # a scrape the loaded machine missed clears alerts for a second
         while not dynamic and time.monotonic() < deadline:
             alerts = prom.api("alerts")["alerts"]
@@ -110,9 +116,11 @@ def test_the_per_tenant_enum_incident(tmp_path: Path, tokenizer_json: Path) -> N
     assert table and table[0]["metric"]["family"] == injected, table
     assert static in {r["metric"]["family"] for r in table}  # ranked below, not missing
 
-    # phase 3: the pattern and the unions are named for that schema
-    (findings,) = lint.values()
-    assert {"bounded_quantifier", "union_depth"} <= findings
+    # phase 3: the pattern and the unions are named for that schema; the parcel's requests resolved to
+    # llguidance (multipleOf) and compiled by this engine's xgrammar (vLLM 0.32), its family and schema named
+    assert {"bounded_quantifier", "union_depth"} <= lint[schema_hash(json.dumps(demo.pattern_unions()))]
+    assert misrouted == [fingerprint(json.dumps(demo.parcel())).key], misrouted
+    assert "backend_mismatch" in lint[schema_hash(json.dumps(demo.parcel()))]
 
     # every panel of the dashboard shows data
     assert not panels, "panels without data:\n" + "\n".join(f"{t}: {e}" for t, e in panels)

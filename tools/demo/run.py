@@ -89,13 +89,28 @@ def pattern_unions() -> dict[str, Any]:
     }  # fmt: skip
 
 
+def parcel() -> dict[str, Any]:
+    """Beside design 3: a weight in steps of 5 g. xgrammar does not support `multipleOf`, so vLLM's `auto`
+    router resolves the request to llguidance; vLLM 0.32 compiles it with the engine's backend anyway
+    (xgrammar, since phase 1's first request), where `multipleOf` is not enforced (0.33 answers 400)."""
+    return {
+        "title": "Parcel",
+        "type": "object",
+        "properties": {"weight_g": {"type": "integer", "minimum": 5, "maximum": 995, "multipleOf": 5}},
+        "required": ["weight_g"],
+    }
+
+
 PHASES = (
     (
         "1 static schema",
         "the canonical invoice schema; tenant cost centres in the prompt, checked after decoding",
     ),
     ("2 per-request enum", "the same schema with each tenant's cost-centre enum injected per request"),
-    ("3 pattern + unions", "a {8,64} bounded pattern and deep $ref unions"),
+    (
+        "3 pattern + unions",
+        "a {8,64} bounded pattern and deep $ref unions; one request in four a parcel weight in steps of 5 g",
+    ),
 )
 
 
@@ -154,8 +169,10 @@ class Traffic:
                     )
                 elif phase == 1:
                     schema, prompt = tenant_invoice(n), "Extract the invoice."
-                else:
+                elif n % 4:
                     schema, prompt = pattern_unions(), "Extract the shipment."
+                else:
+                    schema, prompt = parcel(), "Weigh the parcel."
                 try:
                     self.server.chat(schema, prompt=prompt)
                     with self.lock:
@@ -362,7 +379,11 @@ def run(
             file=out,
             flush=True,
         )
-        server = VllmServer(workdir, tokenizer_json, sock, pod=POD, seqs=4)
+        # vLLM's default backend, `auto`: its router picks a backend per request (the parcel's goes to
+        # llguidance), and the engine keeps the one its first structured request built
+        server = VllmServer(
+            workdir, tokenizer_json, sock, pod=POD, seqs=4, structured_outputs={"backend": "auto"}
+        )
         started.append(server)
         config = workdir / "gdx.yaml"  # the engine's pod name on its scraped series, as in Kubernetes
         config.write_text(
