@@ -33,6 +33,10 @@ TREE_VOLUME = "gdx-probe"
 TOKEN_VOLUME = "gdx-probe-token"
 SOCKET_VOLUME = "gdx-probe-socket"
 MOUNT = "/gdx-probe"
+# vLLM's API server notes there the spec it validates on the unbounded path; an emptyDir outlives a
+# container restart, so the process that replaces a dead one names the spec (exporter/probe/inflight.py).
+STATE_VOLUME = "gdx-probe-state"
+STATE_DIR = "/gdx-probe-state"
 IMAGE_TREE = "/opt/guided-decoding-exporter/probe"  # where the exporter image carries the tree
 TOKEN_DIR = DEFAULT_TOKEN_FILE.rsplit("/", 1)[0]
 SOCKET_DIR = DEFAULT_SOCKET.rsplit("/", 1)[0]
@@ -261,6 +265,7 @@ def probe_env(
         {"name": "GDX_PROBE_ENGINE_KIND", "value": kind},
         _field("GDX_POD_NAME", "metadata.name"),
         _field("GDX_POD_NAMESPACE", "metadata.namespace"),
+        {"name": "GDX_PROBE_STATE_DIR", "value": STATE_DIR},
     ):
         _set_env(env, item)
     return env
@@ -288,6 +293,8 @@ def inject(spec: dict[str, Any], metadata: dict[str, Any], options: InjectOption
     mounts = _add_named(mounts, {"name": TREE_VOLUME, "mountPath": MOUNT, "readOnly": True})
     volumes = [v for v in spec.get("volumes") or [] if isinstance(v, dict)]
     volumes = _add_named(volumes, {"name": TREE_VOLUME, "emptyDir": {"sizeLimit": "64Mi"}})
+    mounts = _add_named(mounts, {"name": STATE_VOLUME, "mountPath": STATE_DIR})
+    volumes = _add_named(volumes, {"name": STATE_VOLUME, "emptyDir": {"sizeLimit": "32Mi"}})
     if options.transport == "socket":
         mounts = _add_named(mounts, {"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR})
         volumes = _add_named(

@@ -592,6 +592,7 @@ INIT_CONTAINER = {
 }  # fmt: skip
 PROBE_VOLUMES = {
     "gdx-probe": {"name": "gdx-probe", "emptyDir": {"sizeLimit": "64Mi"}},
+    "gdx-probe-state": {"name": "gdx-probe-state", "emptyDir": {"sizeLimit": "32Mi"}},
     "gdx-probe-token": {"name": "gdx-probe-token", "projected": {"sources": [{"serviceAccountToken": {
         "audience": "guided-decoding-exporter", "expirationSeconds": 3600, "path": "token"}}]}},
 }  # fmt: skip
@@ -617,12 +618,14 @@ def assert_injected(pod: dict[str, Any], container: dict[str, Any]) -> None:
     mounts = [m for m in container["volumeMounts"] if m["name"].startswith("gdx-probe")]
     assert mounts == [
         {"name": "gdx-probe", "mountPath": "/gdx-probe", "readOnly": True},
+        {"name": "gdx-probe-state", "mountPath": "/gdx-probe-state"},  # written: the API server's markers
         {"name": "gdx-probe-token", "mountPath": TOKEN_DIR, "readOnly": True},
     ]
     env = {e["name"]: e for e in container["env"]}
     assert env["PYTHONPATH"] == {"name": "PYTHONPATH", "value": "/gdx-probe"}
     assert env["GDX_PROBE_ADDRESS"]["value"] == PROBE_ADDRESS
     assert env["GDX_PROBE_ENGINE_KIND"]["value"] == "vllm"
+    assert env["GDX_PROBE_STATE_DIR"]["value"] == "/gdx-probe-state"
     assert env["GDX_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert env["GDX_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert "GDX_PROBE_SOCKET" not in env and "GDX_HOST_IP" not in env
@@ -644,7 +647,7 @@ def test_probe_component_on_any_container_name(tmp_path: Path) -> None:
     assert [c["name"] for c in pod["spec"]["initContainers"]] == ["fetch-model", "gdx-probe"]
     assert [e["name"] for e in engine["env"]] == [
         "HF_HOME", "PYTHONPATH", "GDX_PROBE_ADDRESS", "GDX_POD_NAME", "GDX_POD_NAMESPACE",
-        "GDX_PROBE_ENGINE_KIND",
+        "GDX_PROBE_ENGINE_KIND", "GDX_PROBE_STATE_DIR",
     ]  # fmt: skip
     assert engine["env"][0] == {"name": "HF_HOME", "value": "/models"}  # kept, first
     assert engine["volumeMounts"][0] == {"name": "models", "mountPath": "/models"}

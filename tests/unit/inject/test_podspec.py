@@ -97,11 +97,15 @@ def test_service_transport_adds_the_tree_the_token_and_the_environment() -> None
     assert init["image"] == "guided-decoding-exporter:test"
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["gdx-probe"] == {"name": "gdx-probe", "emptyDir": {"sizeLimit": "64Mi"}}
+    # vLLM's API server writes its in-flight markers there: it outlives a container restart
+    assert volumes["gdx-probe-state"] == {"name": "gdx-probe-state", "emptyDir": {"sizeLimit": "32Mi"}}
     token = volumes["gdx-probe-token"]["projected"]["sources"][0]["serviceAccountToken"]
     assert token == {"audience": "guided-decoding-exporter", "expirationSeconds": 3600, "path": "token"}
     assert not any("hostPath" in v for v in spec["volumes"])
     mounts = {m["name"]: m for m in engine["volumeMounts"]}
     assert mounts["gdx-probe"]["readOnly"] and mounts["gdx-probe-token"]["readOnly"]
+    assert mounts["gdx-probe-state"] == {"name": "gdx-probe-state", "mountPath": "/gdx-probe-state"}
+    assert {"name": "GDX_PROBE_STATE_DIR", "value": "/gdx-probe-state"} in engine["env"]
     assert result.metadata["annotations"] == {
         "guided-decoding-exporter.io/scrape": "true",
         "guided-decoding-exporter.io/probe": "injected",
