@@ -50,6 +50,9 @@ class Params:
     starvation_for: str = "15m"  # longer than the page's `for`: the page fires first and inhibits it
     failures_window: str = "10m"  # GrammarFailures: any in this window opens a ticket
     rejected_share: float = 0.1  # BackendRejectionsHigh: of an engine's structured requests
+    # APIServerStalls: a validation this long (a bound of wire.COMPILE_BUCKETS) froze vLLM's API server
+    validation_stall_seconds: float = 1.0
+    deaths_window: str = "1h"  # APIServerKilled: a death in this window is one incident per pod
     keep_firing_for: str = "10m"  # a page that flaps at the guard's edge stays one incident
     info_for: str = "30m"
     vanished_within: str = "1h"  # an exporter scraped this recently and gone now is a blind node
@@ -312,6 +315,44 @@ def engine_backend() -> str:
     return f"{{{{ range {_q(expr, *POD_ARGS, '$labels.engine')} }}}} The engine is on {{{{ .Labels.backend }}}}.{{{{ end }}}}"
 
 
+def killing_schemas(p: Params) -> str:
+    """ " Schemas: HASH (TITLE, family F, N), ..." that killed the alert's pod's API servers in the window
+    (a per-schema series appears at its first death, hence `unless ... offset`)."""
+    x = f"{P}schema_server_deaths_total{{{POD_OF}}}"
+    window = p.deaths_window
+    deaths = (f"sum by (schema_hash) ({x} - {x} offset {window}) > 0"
+              f" or sum by (schema_hash) ({x} unless {x} offset {window})")  # fmt: skip
+    expr = f"sort_desc(topk(3, {deaths}))"
+    info = f'max by (title, family) ({P}schema_info{{instance="%s", schema_hash="%s"}})'
+    return (
+        f"{{{{ with {_q(expr, *POD_ARGS * 4)} }}}} Schemas: {{{{ range $i, $s := . }}}}"
+        "{{ if $i }}, {{ end }}{{ $s.Labels.schema_hash }} ("
+        f"{{{{ range {_q(info, NODE, '$s.Labels.schema_hash')} }}}}"
+        "{{ with .Labels.title }}{{ . }}, {{ end }}family {{ .Labels.family }}, {{ end }}"
+        '{{ printf "%.0f" $s.Value }}){{ end }}.{{ end }}'
+    )
+
+
+def stalling_schemas(p: Params) -> str:
+    """ " Schemas: HASH (S s), ..." that stalled the alert's API server in the window, the most first."""
+    x = f'{P}schema_validation_stall_seconds_total{{{POD_OF}, engine="%s"}}'
+    w = p.failures_window
+    seconds = (
+        f"sum by (schema_hash) ({x} - {x} offset {w}) > 0 or sum by (schema_hash) ({x} unless {x} offset {w})"
+    )
+    expr = f"sort_desc(topk(3, {seconds}))"
+    args = (*POD_ARGS, "$labels.engine")
+    return (
+        f"{{{{ with {_q(expr, *args, *args, *args, *args)} }}}} Schemas: {{{{ range $i, $s := . }}}}"
+        '{{ if $i }}, {{ end }}{{ $s.Labels.schema_hash }} ({{ printf "%.1f" $s.Value }} s){{ end }}.{{ end }}'
+    )
+
+
+SERVER_FIX = (
+    'pin the backend (vllm serve --structured-outputs-config \'{"backend": "xgrammar"}\': the schema gets HTTP 400'
+    " instead), or rewrite it: `patternProperties` into `additionalProperties` and a check of the keys after"
+    " decoding. `gdx lint --engine vllm` flags such schemas before they are sent (server_crash, server_stall)"
+)
 ROUTING_FIX = (
     'pin the backend (vllm serve --structured-outputs-config \'{"backend": "xgrammar"}\', or guidance), or change'
     " the schemas: `gdx lint --engine vllm==VERSION` names the keyword that sends each elsewhere"
@@ -455,6 +496,30 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             f" rejected about {{{{ printf \"%.0f\" $value }}}} structured request(s) in the last {p.failures_window} (HTTP 400): vLLM's"
             f" router resolved them to another backend than the engine's.{engine_backend()}{mismatched_schemas(p, 'rejected')}{mismatched_families(p, 'rejected')}"
             f" Fix: {ROUTING_FIX}.",
+            p,
+        ),
+        alert(
+            "APIServerKilled",
+            f"sum by ({POD_LEVEL}) (increase({P}server_deaths_total[{p.deaths_window}])) > 0",
+            "", "critical",
+            "A schema killed vLLM's API server: every request in flight on it was lost.",
+            "Pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} (node {{ $labels.instance }}): about"
+            f' {{{{ printf "%.0f" $value }}}} API server process(es) died in the last {p.deaths_window} while validating a'
+            " structured request: under the default backend `auto`, vLLM builds outlines' regex for a schema with"
+            " `patternProperties` in the API server's own process, unbounded in time and memory; the container"
+            f" restarts and the next request with that schema kills it again.{killing_schemas(p)} Fix: {SERVER_FIX}.",
+            p,
+        ),
+        alert(
+            "APIServerStalls",
+            f"sum by ({ROUTE_LEVEL}) (increase({P}validation_seconds_count[{p.failures_window}]))"
+            f' - sum by ({ROUTE_LEVEL}) (increase({P}validation_seconds_bucket{{le="{p.validation_stall_seconds:.1f}"}}[{p.failures_window}])) > 0',
+            "", "warning",
+            "vLLM's API server froze validating structured requests: no request was answered meanwhile.",
+            "Engine {{ $labels.engine }} of pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} (node {{ $labels.instance }})"
+            f' validated about {{{{ printf "%.0f" $value }}}} structured request(s) for over {p.validation_stall_seconds:g} s each in the'
+            f" last {p.failures_window}. The validation runs on the API server's event loop: every request it serves, structured or"
+            f" not, waited that long.{stalling_schemas(p)} Fix: {SERVER_FIX}.",
             p,
         ),
         alert(

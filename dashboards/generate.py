@@ -423,6 +423,30 @@ def routing() -> list[Any]:
     ]  # fmt: skip
 
 
+def api_server() -> list[Any]:
+    stall, w = PARAMS.validation_stall_seconds, PARAMS.failures_window
+    by = "instance, namespace, pod, engine"
+    slow = (f"sum by ({by}) (increase(guided_decoding_validation_seconds_count{{{NP}}}[{w}]))"
+            f' - sum by ({by}) (increase(guided_decoding_validation_seconds_bucket{{{NP}, le="{stall:.1f}"}}[{w}]))')  # fmt: skip
+    return [
+        series("API server validation P99 by backend", "s",
+               "vLLM's API server validates each structured request on its event loop, by the backend its router "
+               "resolves it to (rejected: HTTP 400): the server answers nothing meanwhile. Under auto, a schema with "
+               "patternProperties goes to outlines, unbounded.",
+               q(f"histogram_quantile(0.99, sum by (pod, backend, le) (rate(guided_decoding_validation_seconds_bucket{{{NP}}}[{RI}])))",
+                 "{{pod}} {{backend}}")),
+        series(f"API server validations over {stall:g} s (last {w})", "none",
+               "What GuidedDecodingAPIServerStalls reads: any opens a ticket naming the schema. `gdx lint --engine vllm` "
+               "flags such schemas before they are sent (server_stall).",
+               q(slow, "{{pod}}")),
+        series(f"API server deaths (last {PARAMS.deaths_window})", "none",
+               "vLLM API server processes that died validating a structured request (outlines, unbounded in memory), "
+               "named by the process that replaced them: GuidedDecodingAPIServerKilled pages on the first, naming the "
+               "schema. `gdx lint --engine vllm` flags such schemas (server_crash).",
+               q(f"sum by (pod) (increase(guided_decoding_server_deaths_total{{{NP}}}[{PARAMS.deaths_window}]))", "{{pod}}")),
+    ]  # fmt: skip
+
+
 def health() -> list[Any]:
     return [
         series("Collector success", "none",
@@ -474,7 +498,8 @@ def build() -> dict[str, Any]:
         ("4. What does it cost?", cost()),
         ("5. Mask time and running compiles", masks()),
         ("6. Backend routing (vLLM)", routing()),
-        ("7. Exporter health", health()),
+        ("7. vLLM's API server", api_server()),
+        ("8. Exporter health", health()),
     ]
     for title, panels in rows:
         board = board.with_row(dashboard.Row(title))

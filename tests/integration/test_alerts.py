@@ -69,7 +69,7 @@ def test_every_alert_is_complete_and_tested() -> None:
     expected = {
         "CompileP95High", "SchemaCompileSlow", "CacheHitRatioLow", "DynamicSchema", "CPUStarvation",
         "GrammarWaitHigh", "CompileStuck", "UnenforcedKeywords", "ProbeMissing", "ExporterDown", "EngineCPUThrottled", "GrammarFailures", "NVMLUnavailable",
-        "BackendRejections", "BackendRejectionsHigh", "BackendNotEnforced",
+        "BackendRejections", "BackendRejectionsHigh", "BackendNotEnforced", "APIServerKilled", "APIServerStalls",
     }  # fmt: skip
     assert {a["alert"] for a in alerts} == {f"GuidedDecoding{n}" for n in expected}
     for a in alerts:
@@ -222,7 +222,14 @@ def test_every_alert_routes_by_its_severity() -> None:
     critical = {a["alert"] for a in alerts if a["labels"]["severity"] == "critical"}
     assert critical == {
         f"GuidedDecoding{n}"
-        for n in ("CompileP95High", "CPUStarvation", "CompileStuck", "ExporterDown", "BackendRejectionsHigh")
+        for n in (
+            "CompileP95High",
+            "CPUStarvation",
+            "CompileStuck",
+            "ExporterDown",
+            "BackendRejectionsHigh",
+            "APIServerKilled",
+        )
     }
 
 

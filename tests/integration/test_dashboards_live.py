@@ -85,6 +85,9 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
             # request compiled where it resolved, one refused for resolving elsewhere
             recorder.route("auto", "xgrammar", "xgrammar", "compiled")
             recorder.route("auto", "llguidance", "xgrammar", "rejected", "json", json.dumps(unenforced))
+            # and vLLM's API server, as its validation wrapper records it: one validated for xgrammar
+            recorder.validated("xgrammar", 0.002)
+            recorder.server_deaths = 0  # armed with markers: none of its predecessors died
             time.sleep(0.2)
         empty = []
         for title, expr in queries(load()):

@@ -74,7 +74,8 @@ def test_uid_variables_and_alert_links() -> None:
     assert urls and all(f"/d/{doc['uid']}/" in url for url in urls)
     assert [p["title"] for p in doc["panels"] if p["type"] == "row"] == [
         "1. Is it stalling?", "2. Which schemas?", "3. Why?", "4. What does it cost?",
-        "5. Mask time and running compiles", "6. Backend routing (vLLM)", "7. Exporter health",
+        "5. Mask time and running compiles", "6. Backend routing (vLLM)", "7. vLLM's API server",
+        "8. Exporter health",
     ]  # fmt: skip
 
 

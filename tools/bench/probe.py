@@ -153,6 +153,25 @@ def wrapper_rows(info: Any, rounds: int, calls: int) -> list[tuple[str, float, f
             calls,
         )
         rows.append(("vLLM grammar_init wrapper, routing (per request)", p, w, "added < 2 us"))
+
+        from exporter.probe.targets.vllm_api import wrap_validate
+
+        class Params:  # the shape of vLLM's SamplingParams._validate_structured_outputs, resolved to xgrammar
+            structured_outputs = SimpleNamespace(_backend="xgrammar", json='{"type":"object"}')
+
+            def _validate_structured_outputs(self, *a: Any) -> None:
+                return None
+
+        plain_validate = Params._validate_structured_outputs
+        wrapped_validate = wrap_validate(plain_validate)
+        params = Params()
+        p, w = side_by_side(
+            lambda: plain_validate(params, None, None, None),
+            lambda: wrapped_validate(params, None, None, None),
+            rounds,
+            calls,
+        )
+        rows.append(("vLLM API server validation wrapper (per request)", p, w, "added < 2 us"))
     finally:
         probe.uninstall()
 
