@@ -204,7 +204,7 @@ def distinct_specs(requests: Iterable[Request]) -> list[_Distinct]:
     return list(by_hash.values())
 
 
-def _xgrammar_converts() -> Callable[[Any], str | None] | None:
+def xgrammar_converts() -> Callable[[Any], str | None] | None:
     """xgrammar's own conversion (no tokenizer needed), where xgrammar is installed; else None."""
     try:
         import xgrammar
@@ -227,7 +227,7 @@ def routed(
     """Each JSON Schema with the backend vLLM `version`'s `auto` gives it, backend_mismatch on those
     routed elsewhere than most of the requests and, within `server`'s bounds, server_crash and
     server_stall on those whose API-server validation (outlines) dies or blocks."""
-    converts = _xgrammar_converts()
+    converts = xgrammar_converts()
     routes = {
         m.report.schema_hash: (routing.route(m.spec.first.parsed, converts), m.report.lines)
         for m in members

@@ -135,6 +135,7 @@ def install(
 
 def _arm_markers(recorder: Recorder, folder: str) -> None:
     """The marker folder; each spec's deaths so far, the ones that gone processes' markers add logged."""
+    recorder.validates()
     found = MARKERS.markers = Markers(folder)
     new = found.collect()
     entries = ledger(folder, new) if found.ready else []

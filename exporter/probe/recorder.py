@@ -38,6 +38,9 @@ _perf = time.perf_counter
 DEFAULT_TRACKED_SPECS = 500
 MAX_PENDING = 200_000  # observations queued between drains (about 1 s); beyond, dropped and counted
 WAIT, MASK = 0, 1  # which histogram a queued timing goes to
+# What vLLM's API server validation of a request can resolve to (the product's backend names), or
+# `rejected` (it raised: HTTP 400).
+VALIDATION_OUTCOMES = ("xgrammar", "llguidance", "outlines", "rejected")
 # A hit returns in microseconds; the cheapest miss measured over the Llama 3 vocabulary took 0.36 ms
 # (regex "[0-9]"), a typical one 1-100 ms. Faster than this is a hit; slower calls ask the second
 # signal (did the compiler's cache size change?) where the backend has one.
@@ -310,6 +313,15 @@ class Recorder:
             return
         self.validations.append((backend, seconds, kind, spec))
 
+    def validates(self) -> None:
+        """This process validates requests (vLLM's API server): its histograms and its death count are
+        there at zero from the first snapshot, so a first slow validation or death moves increase()."""
+        with self._lock:
+            for name in VALIDATION_OUTCOMES:
+                self._validation.setdefault(name, LiveHistogram(COMPILE_BUCKETS))
+            if self.server_deaths is None:
+                self.server_deaths = 0
+
     def died(self, backend: str, kind: str, spec: str, deaths: int = 1) -> None:
         """Previous processes of this API server died validating `spec` (their markers, found at arming)."""
         with self._lock:
@@ -389,6 +401,8 @@ class Recorder:
 
     def _apply_validation(self, backend: str, seconds: float, kind: str, spec: str) -> None:
         seconds = _seconds(seconds)
+        if not self._validation:  # every resolution at zero from the first: a slow one moves increase()
+            self._validation = {name: LiveHistogram(COMPILE_BUCKETS) for name in VALIDATION_OUTCOMES}
         histogram = self._validation.get(backend)
         if histogram is None:
             if len(self._validation) >= MAX_BACKENDS:

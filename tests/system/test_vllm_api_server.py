@@ -8,6 +8,8 @@ the API server validates it by building outlines_core's regex on its event loop,
   limit): the API server aborts. The server started in its place (same pod, the same probe state
   folder, as a restarted container keeps its emptyDir) names the schema that killed it: a server death
   under the schema's hash, and a log line.
+A real Prometheus scrapes the daemon with the project's rules (short windows): the stall's ticket
+and the death's page fire, each naming its schema.
 `gdx lint --engine vllm` predicts both (tests/integration/test_api_server_validation.py)."""
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from alerts import generate as alert_rules
 from exporter.schema.identity import schema_hash
 from tests.support.server_killers import jsonschemastore
 from tools.harness.scraping import sample, scrape, wait_for
@@ -31,6 +34,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 POD = "vllm-api"
 AUTO = {"backend": "auto"}  # vLLM's default
 LIMIT = 10 * 2**30
+# The rules with short windows, so that they fire within the test: the same source as the shipped ones.
+FAST = alert_rules.Params(failures_window="3m", deaths_window="10m", window="30s", short_for="10s")
+
+
+def firing(prom: object, name: str) -> list[dict[str, object]]:
+    alerts = prom.api("alerts")["alerts"]  # type: ignore[attr-defined]
+    return [
+        a for a in alerts if a["labels"]["alertname"] == f"GuidedDecoding{name}" and a["state"] == "firing"
+    ]
 
 
 def models_latency(url: str, stop: threading.Event, out: list[float]) -> None:
@@ -68,13 +80,20 @@ def post(url: str, schema: dict[str, object]) -> int | str:
 def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
     tmp_path: Path, tokenizer_json: Path
 ) -> None:
-    from tools.harness.processes import DaemonProcess
+    from tools.harness.processes import DaemonProcess, Prometheus
 
     sock, state = tmp_path / "probe.sock", tmp_path / "probe-state"
     env = {"GDX_PROBE_STATE_DIR": str(state)}
     stall, kill = jsonschemastore("clang-format"), jsonschemastore("theme")
     daemon = DaemonProcess(["--probe.socket", str(sock), "--no-collector.nvml"])
-    servers = []
+    servers: list[VllmServer] = []
+    rules = tmp_path / "rules.yml"
+    rules.write_text(alert_rules.dump(alert_rules.render(FAST)))
+    (tmp_path / "prometheus").mkdir()
+    prom = Prometheus(
+        tmp_path / "prometheus", [daemon.url.removeprefix("http://")], job="guided-decoding-exporter",
+        rule_files=[rules],
+    )  # fmt: skip
     try:
         (tmp_path / "first").mkdir()
         first = VllmServer(
@@ -89,6 +108,9 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
             60,
         )
 
+        # Prometheus has the API server's zeros (histograms, deaths): the first stall and death count
+        prom.wait_for('guided_decoding_validation_seconds_count{engine="api-server", backend="outlines"}', 30)
+        prom.wait_for('guided_decoding_server_deaths_total{engine="api-server"}', 30)
         # the stall: every request waits while the API server validates one schema
         stop, waits = threading.Event(), []
         poller = threading.Thread(target=models_latency, args=(first.url, stop, waits), daemon=True)
@@ -120,6 +142,9 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
         )
         assert slow == 1  # the ticket's signal: a validation over 1 s
         assert max(waits) <= stalled() + 1.0  # what the poll waited is what the probe measured
+        wait_for(lambda: firing(prom, "APIServerStalls"), 60, 1)
+        (ticket,) = firing(prom, "APIServerStalls")
+        assert f"Schemas: {h} (" in str(ticket["annotations"]["description"]), ticket  # type: ignore[index]
         print(
             f"clang-format: HTTP {answer}, /v1/models waited up to {max(waits):.1f} s,"
             f" validation {stalled():.1f} s"
@@ -160,8 +185,13 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
         log = second.log_path.read_text(errors="replace")
         assert f"(schema_hash {dead})" in log and "died while outlines validated" in log
         wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_family_server_deaths_total") == 1, 30)
+        wait_for(lambda: firing(prom, "APIServerKilled"), 60, 1)
+        (page,) = firing(prom, "APIServerKilled")
+        assert page["labels"]["severity"] == "critical"  # type: ignore[index]
+        assert f"Schemas: {dead} (" in str(page["annotations"]["description"]), page  # type: ignore[index]
         print(f"theme: HTTP {answer!r}, API server exit {first.proc.returncode}; named by its successor")
     finally:
         for server in servers:
             server.stop()
+        prom.stop()
         daemon.stop()

@@ -389,7 +389,12 @@ def test_api_server_stalls_and_deaths_per_schema_and_family_and_its_validation_h
         for s in families["guided_decoding_validation_seconds"].samples
         if s.name.endswith("_count")
     }
-    assert validation == {("api-server", "xgrammar"): 1, ("api-server", "outlines"): 1}
+    assert validation == {
+        ("api-server", "xgrammar"): 1,
+        ("api-server", "outlines"): 1,
+        ("api-server", "llguidance"): 0,
+        ("api-server", "rejected"): 0,
+    }
     # the server dies on it again: its successor's ledger says 2, and the daemon's counter follows
     restarted = Link(store, engine="api-server")
     restarted.now = api.now + 1

