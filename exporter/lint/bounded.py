@@ -3,9 +3,11 @@
 vLLM (0.32.0 and 0.33.0, `validate_structured_output_request_outlines`) validates such a schema on the
 API server's request path before EngineCore sees it: outlines_core builds a regex from the schema, then
 Python's own regex parser reads that regex (`re._parser.parse`, the step vLLM's
-`validate_regex_is_buildable` starts with). Neither has a time or memory bound there: while they run,
-the server answers no request, and a regex too large for memory aborts the process. This module runs
-the same two library steps in a child with an address-space limit and a wall-clock timeout, so that
+`validate_regex_is_buildable` starts with) and vLLM walks the parsed tree for what outlines cannot do
+(lookarounds, backreferences, anchors before the first character). None has a time or memory bound
+there: while they run, the server answers no request, and a regex too large for memory aborts the
+process. This module runs the same library steps, and one walk of the whole parsed tree like vLLM's
+checks, in a child with an address-space limit and a wall-clock timeout, so that
 `gdx lint` measures the stall or the crash instead of suffering it. The child is a fresh interpreter
 (never a fork of a threaded parent); the schema reaches it on stdin, the verdict comes back as one
 JSON line on stdout; a child that dies or runs out of time is the verdict.
@@ -41,12 +43,24 @@ except ImportError as err:
     print(json.dumps({"outcome": "unavailable", "detail": str(err)}), flush=True)
     sys.exit(0)
 import re._parser as parser
+
+
+def walk(parsed):  # every node of the parsed regex once, as vLLM's checks of it (lookarounds, anchors) do
+    stack, nodes = [parsed], 0
+    while stack:
+        for op, arg in stack.pop().data:
+            nodes += 1
+            subs = arg[1] if op is parser.BRANCH else arg if isinstance(arg, tuple) else (arg,)
+            stack.extend(sub for sub in subs if isinstance(sub, parser.SubPattern))
+    return nodes
+
+
 text = sys.stdin.read()
 started = time.perf_counter()
 try:
     pattern = json_schema.build_regex_from_schema(text)
     built = time.perf_counter()
-    parser.parse(pattern)
+    walk(parser.parse(pattern))
     outcome, detail = "validated", ""
 except Exception as err:  # MemoryError too: Python's, unlike Rust's abort, fails only the request
     built = time.perf_counter()
