@@ -82,7 +82,8 @@ def register() -> None:
             install("vllm", markers=True)
         elif name == "MainProcess" or name.startswith("ApiServer"):
             match = re.search(r"_(\d+)$", name)
-            install("vllm", engine=f"api-server-{match.group(1)}" if match else "api-server", markers=True)
+            engine = f"api-server-{match.group(1)}" if match else "api-server"
+            install("vllm", engine=engine, markers=True, sizing=False)
     except Exception as err:  # a plugin that raises would stop vLLM from starting
         log.warning("guided-decoding probe: not armed: %r", err)
 
@@ -92,13 +93,15 @@ def install(
     engine: str | None = None,
     socket_path: str | None = None,
     markers: bool = False,
+    sizing: bool = True,
 ) -> bool:
     """Arms the probe in this process (idempotent); returns whether it is armed.
 
     engine_kind: "vllm" wraps vLLM's StructuredOutputManager and its API server's validation; "sglang"
     adds SGLang's grammar cache lookups, "trtllm" TensorRT-LLM's matcher factories, "generic" only
     xgrammar and llguidance. `markers`: this process validates requests (vLLM's API server): it marks
-    the unbounded step and reports the specs its dead predecessors were validating."""
+    the unbounded step and reports the specs its dead predecessors were validating. `sizing`: it sends
+    what it is sized with (not in a process that only validates, whose cgroup is the engine's)."""
     global _shipper
     if disabled():
         return False
@@ -109,7 +112,8 @@ def install(
             if engine_kind not in ENGINE_KINDS:
                 raise ValueError(f"engine_kind must be one of {ENGINE_KINDS}")
             settings = read_settings(engine, socket_path)
-            recorder = Recorder(settings.tracked_specs, settings.hit_max_seconds)
+            recorder = Recorder(settings.tracked_specs, settings.hit_max_seconds, locate_cgroup=sizing)
+            recorder.sizing = sizing
             targets.ARMED.recorder = recorder
             targets.hook_engine(engine_kind, recorder)
             if markers:

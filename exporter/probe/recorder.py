@@ -252,6 +252,9 @@ class Recorder:
         # A process that validates (vLLM's API server): its predecessors' deaths over the pod's life,
         # from the marker ledger (0 when none); None elsewhere.
         self.server_deaths: int | None = None
+        # False in a process that only validates (vLLM's API server): no compile pool or cache of its
+        # own, and its container's CPU cgroup is the engine's, counted there already.
+        self.sizing = True
         self._routes: dict[tuple[str, str, str, str], int] = {}
         self.backend_name: Callable[[Any], str] = lambda obj: type(obj).__name__
         self.facts = EngineFacts(locate=locate_cgroup)
@@ -566,7 +569,7 @@ class Recorder:
             "other": other,
             "evicted": evicted,
             "cpu": {"user": cpu.user, "system": cpu.system, "probe": probe_cpu},
-            "engine": self.facts.to_wire(),
+            "engine": self.facts.to_wire() if self.sizing else None,
             **({"routes": routes} if routes else {}),
             **({"validation": validation} if validation else {}),
             **({"deaths": self.server_deaths} if self.server_deaths is not None else {}),

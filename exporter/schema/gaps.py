@@ -283,7 +283,8 @@ def _llguidance_refusals(schema: dict[str, Any], lookaround: bool) -> list[tuple
         if (
             key in schema
             and isinstance(properties, dict)
-            and not set(properties) <= set(required if isinstance(required, list) else [])
+            and not set(properties)
+            <= {r for r in (required if isinstance(required, list) else []) if isinstance(r, str)}
         ):
             out.append((f"{key} with optional properties", key))
     if lookaround:

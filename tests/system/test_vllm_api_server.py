@@ -129,19 +129,23 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
 
         wait_for(lambda: stalled() > 1.0, 30)
         m = scrape(daemon.url)
-        outlines = dict(pod=POD, engine="api-server", backend="outlines")
-        assert sample(m, "guided_decoding_validation_seconds_count", **outlines) == 1
+        api = dict(pod=POD, engine="api-server")
+        slow = sample(m, "guided_decoding_validation_seconds_count", **api) - sample(
+            m, "guided_decoding_validation_seconds_bucket", le="1.0", **api
+        )
+        # the ticket's signal: one validation over 1 s, outlines' (or `rejected`, where Python's parse of
+        # the regex ran out of the address space first: the 400 comes after the stall)
+        assert slow == 1, answer
+        assert sample(m, "guided_decoding_validation_seconds_sum", **api) >= stalled()
+        assert "guided_decoding_engine_cpus" not in {
+            n for n, ls in m if dict(ls).get("engine") == "api-server"
+        }
         deaths = [
             v
             for (n, ls), v in m.items()
             if n == "guided_decoding_server_deaths_total" and dict(ls)["pod"] == POD
         ]
         assert deaths == [0]  # there from the first API server on: its first death moves increase()
-        assert sample(m, "guided_decoding_validation_seconds_sum", **outlines) >= stalled()
-        slow = sample(m, "guided_decoding_validation_seconds_count", **outlines) - sample(
-            m, "guided_decoding_validation_seconds_bucket", le="1.0", **outlines
-        )
-        assert slow == 1  # the ticket's signal: a validation over 1 s
         assert max(waits) <= stalled() + 1.0  # what the poll waited is what the probe measured
         wait_for(lambda: firing(prom, "APIServerStalls"), 60, 1)
         (ticket,) = firing(prom, "APIServerStalls")

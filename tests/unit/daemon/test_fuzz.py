@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from exporter import wire
@@ -75,6 +75,9 @@ BUDGET = Thresholds(budget=Budget(max_nodes=5_000, max_seconds=0.5))
 
 @FUZZ
 @given(json_like)
+@example(
+    {"properties": {}, "minProperties": None, "required": [[]]}
+)  # found by this test: a list in required
 def test_schema_analysis_never_raises_and_stays_in_budget(schema: Any) -> None:
     started = time.monotonic()
     findings = lint(schema, BUDGET)

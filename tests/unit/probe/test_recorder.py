@@ -299,3 +299,15 @@ def test_a_process_that_validates_shows_zeros_from_its_first_snapshot() -> None:
     assert {b: sum(h["buckets"]) for b, h in snap["validation"].items()} == {
         "xgrammar": 0, "llguidance": 0, "outlines": 0, "rejected": 0,
     }  # fmt: skip
+
+
+def test_a_process_that_only_validates_sends_no_sizing() -> None:
+    """vLLM's API server has no compile pool or cache, and its CPU cgroup is the engine container's:
+    counted once, by the engine's probe."""
+    from exporter import wire
+
+    rec = Recorder(locate_cgroup=False)
+    rec.sizing = False
+    snap = rec.snapshot(full=True)
+    assert snap["engine"] is None
+    assert wire.validate({"v": wire.VERSION, "kind": "snapshot", "seq": 1, **snap}).engine is None  # type: ignore[union-attr]
