@@ -320,8 +320,7 @@ class Recorder:
         """This process validates requests (vLLM's API server): its histograms and its death count are
         there at zero from the first snapshot, so a first slow validation or death moves increase()."""
         with self._lock:
-            for name in VALIDATION_OUTCOMES:
-                self._validation.setdefault(name, LiveHistogram(COMPILE_BUCKETS))
+            self._expect_validations()
             if self.server_deaths is None:
                 self.server_deaths = 0
 
@@ -404,8 +403,8 @@ class Recorder:
 
     def _apply_validation(self, backend: str, seconds: float, kind: str, spec: str) -> None:
         seconds = _seconds(seconds)
-        if not self._validation:  # every resolution at zero from the first: a slow one moves increase()
-            self._validation = {name: LiveHistogram(COMPILE_BUCKETS) for name in VALIDATION_OUTCOMES}
+        if not self._validation:
+            self._expect_validations()
         histogram = self._validation.get(backend)
         if histogram is None:
             if len(self._validation) >= MAX_BACKENDS:
@@ -417,6 +416,11 @@ class Recorder:
             counts = self._counts_of(backend, kind, spec)
             counts.stalls += 1
             counts.stall_seconds += seconds
+
+    def _expect_validations(self) -> None:
+        """Every resolution's histogram at zero, so that a first slow one moves increase()."""
+        for name in VALIDATION_OUTCOMES:
+            self._validation.setdefault(name, LiveHistogram(COMPILE_BUCKETS))
 
     def _counts_of(self, backend: str, kind: str, spec: str) -> SpecCounts:
         """The counts of a spec met off the compile path (refused, misrouted, slow to validate, died

@@ -377,7 +377,7 @@ class SizingFamilies:
 
 # Where vLLM's `auto` router can send a request, in the product's names.
 AUTO_RESOLVES = ("xgrammar", "llguidance", "outlines")
-MISMATCHES = ("rejected", "other_backend")
+MISMATCH_OUTCOMES = (("rejected", "refused"), ("other_backend", "misrouted"))  # outcome, field
 
 
 def with_zero_mismatches(routes: Iterable[wire.RouteCount]) -> dict[tuple[str, str, str, str], int]:
@@ -387,7 +387,7 @@ def with_zero_mismatches(routes: Iterable[wire.RouteCount]) -> dict[tuple[str, s
     counts = {(r.requested, r.resolved, r.backend, r.outcome): r.requests for r in routes}
     for requested, backend in {(k[0], k[2]) for k in counts if k[0] == "auto" and k[2]}:
         for resolved in AUTO_RESOLVES:
-            for outcome in MISMATCHES if resolved != backend else ():
+            for outcome, _ in MISMATCH_OUTCOMES if resolved != backend else ():
                 counts.setdefault((requested, resolved, backend, outcome), 0)
     return counts
 
@@ -456,9 +456,6 @@ class ValidationFamilies:
 
     def families(self) -> tuple[Metric, ...]:
         return self.seconds, self.deaths
-
-
-MISMATCH_OUTCOMES = (("rejected", "refused"), ("other_backend", "misrouted"))  # outcome, field
 
 
 def schema_families(view: StoreView) -> Iterable[Metric]:

@@ -18,10 +18,10 @@ from typing import Any
 from exporter.probe import patching
 from exporter.probe.inflight import Markers
 from exporter.probe.targets.common import ARMED
+from exporter.probe.targets.vllm import PRODUCT_NAMES
 from exporter.wire import STALL_SECONDS
 
 _perf = time.perf_counter
-PRODUCT_NAMES = {"guidance": "llguidance"}
 
 
 class ArmedMarkers:
