@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 
 from exporter.schema import backends, compiled, gaps
 from exporter.schema.lint import Finding
-from exporter.schema.values import declared_types
+from exporter.schema.values import declared_types, is_integral
 from exporter.schema.walk import Budget, Node, TooComplex, escape, resolve, walk
 
 # "[20:24:23] /project/cpp/json_schema_converter.cc:829: Warning: " (the level is absent on some lines)
@@ -343,7 +344,9 @@ def _integer_multiple(nodes: Sequence[Node], found: re.Match[str]) -> list[Site]
     def dropped(value: Any) -> bool:
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             return False
-        return value == int(value) and not 0 < value <= int(limit) if limit else value != int(value)
+        if not limit:
+            return not is_integral(value)
+        return value == math.inf or (is_integral(value) and not 0 < value <= int(limit))
 
     return [  # the table's names: a fractional step is a number's, a large one has its own
         Site(

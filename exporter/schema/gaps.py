@@ -29,7 +29,7 @@ from exporter.schema.backends import (
     Behaviour,
     draft,
 )
-from exporter.schema.values import declared_types, is_number, value_types
+from exporter.schema.values import declared_types, is_integral, is_number, value_types
 from exporter.schema.walk import inline_ref
 
 
@@ -142,7 +142,8 @@ def _numbers_and_lengths(schema: dict[str, Any]) -> list[tuple[str, str]]:
     format (typed schemas: an untyped one is `_untyped`'s)."""
     out = []
     types, step = declared_types(schema), schema.get("multipleOf")
-    if is_number(step) and (types is None or "number" in types or ("integer" in types and step != int(step))):
+    fractional = is_number(step) and not is_integral(step)
+    if is_number(step) and (types is None or "number" in types or ("integer" in types and fractional)):
         out.append(("number multipleOf", "multipleOf"))
     elif is_number(step) and step > MAX_STEP:
         out.append((f"integer multipleOf over {MAX_STEP}", "multipleOf"))

@@ -3,6 +3,7 @@ value has, and the types a schema declares. Pure functions; they never raise on 
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeGuard
 
 _NAMES: dict[type, str] = {str: "string", list: "array", dict: "object", type(None): "null"}
@@ -13,12 +14,17 @@ def is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_integral(value: float) -> bool:
+    """A number with no fraction. NaN and the infinities (Python's json reads them) are not."""
+    return math.isfinite(value) and value == int(value)
+
+
 def value_types(value: Any) -> set[str]:
     """The JSON Schema types a value has (an integral number is both integer and number)."""
     if isinstance(value, bool):
         return {"boolean"}
     if is_number(value):
-        return {"integer", "number"} if value == int(value) else {"number"}
+        return {"integer", "number"} if is_integral(value) else {"number"}
     return {name for kind, name in _NAMES.items() if isinstance(value, kind)}
 
 

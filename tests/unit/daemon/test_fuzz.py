@@ -78,6 +78,9 @@ BUDGET = Thresholds(budget=Budget(max_nodes=5_000, max_seconds=0.5))
 @example(
     {"properties": {}, "minProperties": None, "required": [[]]}
 )  # found by this test: a list in required
+@example({"type": "", "const": float("nan")})  # found by this test: NaN and infinity, which json reads
+@example({"type": "integer", "multipleOf": float("inf")})
+@example({"enum": [float("-inf"), 1]})
 def test_schema_analysis_never_raises_and_stays_in_budget(schema: Any) -> None:
     started = time.monotonic()
     findings = lint(schema, BUDGET)
