@@ -38,6 +38,7 @@ import logging
 import multiprocessing
 import os
 import re
+import sys
 import threading
 
 from exporter.probe import patching, targets
@@ -78,6 +79,8 @@ def register() -> None:
         if name.startswith("EngineCore") or name.startswith("DPEngineCore"):
             match = re.search(r"_DP(\d+)$", name)
             install("vllm", engine=match.group(1) if match else "0")
+        elif name == "MainProcess" and _vllm_helper():
+            return  # e.g. the model registry's inspection subprocess: not the API server
         elif in_process and name == "MainProcess":
             install("vllm", markers=True)
         elif name == "MainProcess" or name.startswith("ApiServer"):
@@ -86,6 +89,18 @@ def register() -> None:
             install("vllm", engine=engine, markers=True, sizing=False)
     except Exception as err:  # a plugin that raises would stop vLLM from starting
         log.warning("guided-decoding probe: not armed: %r", err)
+
+
+def _vllm_helper() -> bool:
+    """A process vLLM starts as `python -m vllm.<module>` to do one job and exit, which loads the general
+    plugins too (`vllm.model_executor.models.registry` inspects a model class there when its model-info
+    cache is cold, as on a new pod). Armed as `api-server`, it would take the API server's identity on
+    the daemon. The API server itself runs from `vllm serve`, `vllm.entrypoints.*`, or a program of
+    its own (KServe's huggingfaceserver)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    module = getattr(spec, "name", None) or ""
+    return module.startswith("vllm.") and not module.startswith("vllm.entrypoints.")
 
 
 def install(

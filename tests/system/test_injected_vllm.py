@@ -98,6 +98,29 @@ def test_vllms_own_plugin_loader_takes_the_injected_probe_or_leaves_it(
     assert "Traceback" not in out.stderr
 
 
+# vLLM's model registry inspects a model class in `python -m vllm.model_executor.models.registry` when its
+# model-info cache is cold (a new pod); that process loads the general plugins as well.
+REGISTRY_HELPER = (
+    "import json; from vllm.model_executor.models.registry import _run_in_subprocess;"
+    " f = lambda: (__import__('sys').modules.get('exporter.probe') is not None,"
+    " __import__('exporter.probe').probe.get_recorder() is not None);"
+    " print(json.dumps(_run_in_subprocess(f)))"
+)
+
+
+def test_vllms_model_registry_helper_loads_the_probe_but_does_not_arm_it(tmp_path: Path) -> None:
+    """Armed there, it took the API server's identity (engine api-server) on the daemon while the cache was
+    cold: the API server's validation histograms showed the helper's zeros."""
+    env = {"PATH": "/usr/bin:/bin", "VLLM_TARGET_DEVICE": "cpu", "GDX_PROBE": "1",
+           **engine_env(tmp_path, tmp_path / "no.sock", "p")}  # fmt: skip
+    out = subprocess.run(
+        [str(VLLM_PYTHON), "-c", REGISTRY_HELPER], env=env, capture_output=True, text=True, cwd=tmp_path,
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [True, False]  # loaded, not armed
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path) -> Iterator[tuple[Any, Any, Any]]:
     work = tmp_path_factory.mktemp("injected")
