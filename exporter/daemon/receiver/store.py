@@ -188,7 +188,15 @@ class ProbeStore:
                 return engine
             for other in list(self.engines.values()):
                 if other.key == (msg.namespace, msg.pod, msg.engine):  # restarted: its counters reset
-                    log.info("engine %s restarted (new probe instance)", who(*other.key))
+                    if other.connected and other.hello.pid != msg.pid:
+                        # not a restart: two live processes under one name (one engine label per
+                        # process: GDX_PROBE_ENGINE), and only the newer one is shown from now on
+                        log.warning(
+                            "two connected probes claim %s (pids %d and %d): showing the newer one",
+                            who(*other.key), other.hello.pid, msg.pid,
+                        )  # fmt: skip
+                    else:
+                        log.info("engine %s restarted (new probe instance)", who(*other.key))
                     self._drop(other)
             engine = EngineState(msg.instance, msg, now)
             self.engines[engine.instance] = engine

@@ -5,8 +5,11 @@ validator; only the socket between them is left out here (tests/integration/test
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any
+
+import pytest
 
 from exporter import wire
 from exporter.daemon.receiver.listener import classify
@@ -174,6 +177,26 @@ def test_engine_restart_resets_its_series_and_ttl_drops_silent_engines() -> None
     view = store.view()
     assert [engine.hello.pod for engine in view.engines] == ["vllm-1"]
     assert {k.pod for k in view.series} == {"vllm-1"}
+
+
+def test_two_live_processes_under_one_name_are_logged_not_taken_for_a_restart(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = ProbeStore()
+    first = Link(store, engine="api-server")
+    first.ship(fresh=True)
+    assert first.engine is not None
+    second = Link(store, engine="api-server")
+    second.shipper.hello = {**second.shipper.hello, "pid": first.shipper.hello["pid"] + 1}
+    with caplog.at_level(logging.INFO, "gdx"):
+        second.ship(fresh=True)
+    assert "two connected probes claim pod=vllm-0 engine=api-server" in caplog.text
+    assert "restarted" not in caplog.text
+    store.disconnected(second.engine)  # type: ignore[arg-type]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "gdx"):
+        Link(store, engine="api-server").ship(fresh=True)  # after the newer one's connection closed
+    assert "restarted (new probe instance)" in caplog.text and "two connected" not in caplog.text
 
 
 def test_rows_before_their_metadata_are_counted_once_it_arrives() -> None:
