@@ -2,7 +2,8 @@
 
 Run with the vLLM virtualenv's Python (for 0.33.0, its files first on PYTHONPATH):
 `python tools/vllm_tool_parsers.py` prints one JSON line, `{"vllm": VERSION, "parsers": {NAME:
-[structural_tag_model, supports_required_and_named, composer]}}`; `--python` prints the same table as
+[structural_tag_model, supports_required_and_named, composer, default_tool_strict_level]},
+"own_get_structural_tag": [NAME...]}`; `--python` prints the same table as
 the Python literal the module holds, to paste when vLLM changes.
 
 Each name registered with `ToolParserManager` is loaded and its class attributes read after import,
@@ -13,7 +14,9 @@ variable so the table is the default's). `composer` is the module of the `Parser
 parser_manager, skipped): `abstract_parser` is the plain `DelegatingParser`, whose `adjust_request`
 hands the request to the tool parser; `response_template`, `cohere_command`, `kimi_k3`, `beam` have
 their own. A composer whose optional dependency is missing (Cohere's) is named from the module that
-failed to import.
+failed to import. `default_tool_strict_level` is the parser's own floor for structural tags (an int of
+vLLM's ToolStrictLevel, or None where the version leaves it unset). `own_get_structural_tag` names the
+parsers that override `get_structural_tag` (read by hand: exporter.schema.toolcalls.NEVER_AUTO).
 """
 
 from __future__ import annotations
@@ -57,18 +60,28 @@ def composer_of(name: str) -> str:
 def table() -> dict[str, Any]:
     import vllm
     from vllm.tool_parsers import ToolParserManager
+    from vllm.tool_parsers.abstract_tool_parser import ToolParser
 
     parsers: dict[str, list[Any]] = {}
+    overriding = []
     for name in ToolParserManager.list_registered():
         cls = ToolParserManager.get_tool_parser(name)
-        parsers[name] = [cls.structural_tag_model, bool(cls.supports_required_and_named), composer_of(name)]
-    return {"vllm": vllm.__version__, "parsers": parsers}
+        if cls.get_structural_tag is not ToolParser.get_structural_tag:
+            overriding.append(name)
+        level = cls.default_tool_strict_level
+        parsers[name] = [
+            cls.structural_tag_model,
+            bool(cls.supports_required_and_named),
+            composer_of(name),
+            None if level is None else int(level),
+        ]
+    return {"vllm": vllm.__version__, "parsers": parsers, "own_get_structural_tag": sorted(overriding)}
 
 
 def python_literal(result: dict[str, Any]) -> str:
     lines = [f"    # vLLM {result['vllm']}: tools/vllm_tool_parsers.py --python"]
-    for name, (model, supports, composer) in result["parsers"].items():
-        lines.append(f"    {name!r}: ({model!r}, {supports!r}, {composer!r}),")
+    for name, (model, supports, composer, level) in result["parsers"].items():
+        lines.append(f"    {name!r}: ({model!r}, {supports!r}, {composer!r}, {level!r}),")
     return "\n".join(lines)
 
 

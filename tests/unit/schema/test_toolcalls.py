@@ -129,10 +129,10 @@ def test_non_ascii_is_escaped_as_the_engine_writes_it() -> None:
         ({"tools": [tool("a")]}, "pythonic", "tool_choice_auto"),  # tools without a choice: auto
         (required(tool("a")), "hermes", "structural_tag"),
         (required(tool("a")), "cohere_command3", "structural_tag"),
-        ({"tools": [tool("a")]}, "llama3_json", "structural_tag"),
+        ({"tools": [tool("a")]}, "llama3_json", "tool_choice_auto"),  # auto, no strict tool: no tag
         (required(tool("a")), "gemma4", "parser_unconstrained"),
         (required(tool("a")), "mistral", "parser_grammar"),
-        ({"tools": [tool("a")]}, "mistral", "parser_unconstrained"),
+        ({"tools": [tool("a")]}, "mistral", "tool_choice_auto"),
         ({"tools": [tool("a")]}, "hf", "response_template"),
         (required(tool("a")), "no_such_parser", "unknown_parser"),
         (required(tool("a"), structured_outputs={"structural_tag": "{}"}), "pythonic", "user_structural_tag"),
@@ -245,13 +245,60 @@ def test_the_parser_table_of_0_32_0() -> None:
     choices to JSON), 8 more that leave them unconstrained, and 23 that would, of which `hf` (response
     template) and Cohere's two (their own structural tag) are composed otherwise: 20 derive JSON Schema."""
     rows = PARSERS_0_32_0
-    structural = {name for name, (model, _, _) in rows.items() if model is not None}
-    unconstrained = {name for name, (model, supports, _) in rows.items() if model is None and not supports}
+    structural = {name for name, (model, *_) in rows.items() if model is not None}
+    unconstrained = {name for name, (model, supports, *_) in rows.items() if model is None and not supports}
     json_schema = {
-        name for name, (_, supports, composer) in rows.items() if supports and composer == "abstract_parser"
+        name
+        for name, (_, supports, composer, _) in rows.items()
+        if supports and composer == "abstract_parser"
     }
     assert (len(rows), len(structural), len(unconstrained), len(json_schema)) == (54, 23, 8, 20)
-    assert all(not supports for model, supports, _ in rows.values() if model is not None)
+    assert all(not supports for model, supports, *_ in rows.values() if model is not None)
     assert {"pythonic", "llama4_pythonic", "olmo3", "granite", "xlam"} <= json_schema
     assert set(PARSER_TABLES["0.33.0"]) - set(rows) == {"beam", "muse", "musespark1x", "step5"}
     assert set(rows) - set(PARSER_TABLES["0.33.0"]) == set()
+
+
+AUTO = {"tools": [tool("a", SIMPLE)], "tool_choice": "auto"}
+JSON_FORMAT = {"type": "json_schema", "json_schema": {"name": "x", "schema": SIMPLE}}
+
+
+@pytest.mark.parametrize(
+    ("request_body", "parser", "version", "level", "reason"),
+    [
+        (AUTO, "hermes", "0.32.0", None, "tool_choice_auto"),
+        (AUTO, "hermes", "0.32.0", "auto", "tool_choice_auto"),
+        (AUTO, "hermes", "0.33.0", "function", "structural_tag"),
+        (AUTO, "hermes", "0.32.0", "parameter", "structural_tag"),
+        ({"tools": [tool("a", SIMPLE, strict=True)]}, "hermes", "0.32.0", None, "structural_tag"),
+        ({"tools": [tool("a", SIMPLE, strict="yes")]}, "hermes", "0.33.0", None, "structural_tag"),
+        ({**AUTO, "parallel_tool_calls": False}, "hermes", "0.32.0", None, "structural_tag"),
+        # parallel_tool_calls false leaves auto with structured outputs at its format's grammar
+        (
+            {**AUTO, "parallel_tool_calls": False, "response_format": JSON_FORMAT},
+            "hermes",
+            "0.32.0",
+            None,
+            "tool_choice_auto",
+        ),
+        (
+            {**AUTO, "parallel_tool_calls": False, "response_format": {"type": "text"}},
+            "hermes",
+            "0.32.0",
+            None,
+            "structural_tag",
+        ),
+        # glm47's own floor is `function`; 0.33.0 keeps an explicit `auto`, 0.32.0 does not
+        (AUTO, "glm47", "0.32.0", None, "structural_tag"),
+        (AUTO, "glm47", "0.33.0", None, "structural_tag"),
+        (AUTO, "glm47", "0.32.0", "auto", "structural_tag"),
+        (AUTO, "glm47", "0.33.0", "auto", "tool_choice_auto"),
+        (AUTO, "pythonic", "0.32.0", "parameter", "tool_choice_auto"),  # no structural-tag model
+        (AUTO, "hermes", "0.32.0", "strictest", "unknown_strict_level"),
+    ],
+)
+def test_auto_gets_a_structural_tag_only_from_the_strict_level_up(
+    request_body: dict[str, Any], parser: str, version: str, level: str | None, reason: str
+) -> None:
+    got = derive(request_body, parser, version, level)
+    assert (got.reason, got.error, got.spec_text) == (reason, None, None)
