@@ -18,12 +18,21 @@ from importlib import metadata
 from typing import Any
 
 from exporter.daemon import config
+from exporter.lint import targets
 from exporter.lint.engines import Engines
 from exporter.lint.prove.engine import XgrammarEngine
 from exporter.lint.prove.search import ProofSettings, Prover
 from exporter.lint.report import FamilyReport, Report, SchemaReport, ServerBounds, analyse
-from exporter.lint.requests import KINDS, InputError, read_inputs, spec_text
-from exporter.schema import backends, identity, routing
+from exporter.lint.requests import (
+    KINDS,
+    SKIP_REASONS,
+    InputError,
+    ToolServer,
+    read_inputs,
+    spec_text,
+    target_request,
+)
+from exporter.schema import backends, identity, routing, toolcalls
 from exporter.schema.lint import RULES, SEVERITIES, Finding
 
 # The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
@@ -38,6 +47,13 @@ OLD_SPELLINGS = {
     "--budget-seconds": "lint.budget",
     "--budget-nodes": "lint.budget-nodes",
 }
+CLIENT_HELP = (
+    "for a FILE that names a Python target, module:Name or path/to/file.py:Name (a Pydantic model, a "
+    "TypeAdapter or a dataclass; importing it runs its module): the client whose schema to take. pydantic "
+    "(default): Model.model_json_schema(), as passed by hand; openai: what the installed OpenAI SDK's "
+    "chat.completions.parse(response_format=Model) sends (strict: every property required, "
+    "additionalProperties false). A target that does not import exits 2 with its error"
+)
 SHOWN_HASHES = 3  # schema hashes listed on a "same for the other variants" line
 SHOWN_CHARS = 300  # of a counterexample in the text output (--format json has it whole)
 
@@ -45,12 +61,15 @@ SHOWN_CHARS = 300  # of a counterexample in the text output (--format json has i
 def hash_main(args: argparse.Namespace) -> int:
     try:
         for path in args.files:
-            text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
-            spec_string = spec_text(text)
+            if path != "-" and targets.is_target(path):
+                spec_string = target_request(path, args.client).text
+            else:
+                text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
+                spec_string = spec_text(text)
             parsed = identity.parse_spec(spec_string)
             schema_hash = identity.schema_hash(spec_string, parsed)
             print(f"schema_hash={schema_hash} shape_hash={identity.shape_hash(spec_string, parsed)} {path}")
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, UnicodeDecodeError, InputError) as err:
         print(f"gdx hash: {err}", file=sys.stderr)
         return 2
     return 0
@@ -65,6 +84,7 @@ def lint_main(args: argparse.Namespace) -> int:
             raise FlagError("--prove needs --tokenizer and the xgrammar engine")
         if not args.prove_seconds > 0:
             raise FlagError(f"--prove.seconds {args.prove_seconds:g}: must be above 0")
+        tools = tool_server(args.tool_call_parser, args.tool_strict_level, router)
         server = None
         if router and args.api_server_validate:
             try:
@@ -78,7 +98,7 @@ def lint_main(args: argparse.Namespace) -> int:
         print(f"gdx lint: {err}", file=sys.stderr)
         return 2
     try:
-        inputs = read_inputs(args.files, sys.stdin, args.kind)
+        inputs = read_inputs(args.files, sys.stdin, args.kind, tools, args.client)
     except InputError as err:
         print(f"gdx lint: {err}", file=sys.stderr)
         return 2
@@ -133,6 +153,16 @@ def vllm_router(values: Sequence[str]) -> tuple[str, list[str]]:
     return router, rest
 
 
+def tool_server(parser: str | None, strict_level: str | None, router: str) -> ToolServer:
+    """The server's tool-call settings, for the vLLM version `--engine vllm==VERSION` names (else the
+    newest verified): a parser that version does not register is a flag error."""
+    version = router or routing.ROUTER_VERSIONS[-1]
+    if parser is not None and toolcalls.parser_info(parser, version) is None:
+        known = ", ".join(sorted(toolcalls.PARSER_TABLES[version]))
+        raise FlagError(f"--tool-call-parser {parser}: vLLM {version} registers no such parser ({known})")
+    return ToolServer(parser, version, strict_level)
+
+
 class FlagError(ValueError):
     """Flags that do not go together; exit 2 with the message."""
 
@@ -183,13 +213,19 @@ def print_text(report: Report) -> None:
     probes read the same are printed once ("same for N other variants"); --format json lists each."""
     for group_ in report.families:
         _print_family(group_)
+    for rejected in report.rejected:
+        print(f"request {rejected.name}  rejected before any grammar")
+        _print_finding(rejected.finding, "  ")
     summary = report.summary()
     counts = ", ".join(f"{summary[severity]} {severity}" for severity in SEVERITIES)
-    skipped = f"; {_count(report.skipped, 'request')} without a spec skipped" if report.skipped else ""
+    refused = f"; {_count(len(report.rejected), 'request')} rejected (HTTP 400)" if report.rejected else ""
+    skipped = f"; {_count(len(report.skipped), 'request')} without a grammar" if report.skipped else ""
     print(
         f"{_count(summary['families'], 'family', 'families')}, {_count(summary['schemas'], 'schema')}, "
-        f"{_count(summary['requests'], 'request')}: {counts}{skipped}"
+        f"{_count(summary['requests'], 'request')}: {counts}{refused}{skipped}"
     )
+    for reason, number in report.skipped_by_reason().items():
+        print(f"  skipped {number:>6}  {SKIP_REASONS.get(reason, reason)}")
 
 
 def _print_family(report: FamilyReport) -> None:
@@ -303,6 +339,7 @@ def add_parsers(commands: Any) -> None:
         "is not JSON (a regex, a grammar) is hashed as its text without the trailing newline.",
     )
     hash_parser.add_argument("files", nargs="+", metavar="FILE")
+    hash_parser.add_argument("--client", choices=targets.CLIENTS, default="pydantic", help=CLIENT_HELP)
     lint_parser = commands.add_parser(
         "lint",
         help="find what makes specs slow to compile or not enforced, by schema family",
@@ -320,6 +357,7 @@ def add_parsers(commands: Any) -> None:
         "input or an invalid flag. Rules: " + ", ".join(RULES) + ".",
     )
     lint_parser.add_argument("files", nargs="+", metavar="FILE")
+    lint_parser.add_argument("--client", choices=targets.CLIENTS, default="pydantic", help=CLIENT_HELP)
     lint_parser.add_argument(
         "--format", choices=("text", "json"), default="text",
         help="output format (default text); json: {families: [{family, name, kind, requests, variants, "
@@ -365,6 +403,25 @@ def add_parsers(commands: Any) -> None:
     server.add_argument(
         "--no-api-server.validate", dest="api_server_validate", action="store_false",
         help="do not run the API server's validation steps",
+    )  # fmt: skip
+    tools = lint_parser.add_argument_group(
+        "tool calls (vLLM's flags of the same names)",
+        "A request with `tools` and tool_choice required or a named function compiles a grammar vLLM "
+        "derives from the tools, replacing the request's own structured outputs; which one depends on the "
+        "server's tool parser. Give the server's flags to lint that grammar (the vLLM version is the one "
+        "--engine vllm==VERSION names, else the newest verified). A request that gets no grammar is counted "
+        "by reason in the summary; one vLLM answers with HTTP 400 (an unknown named tool, clashing `$defs`) "
+        "is a request_rejected error.",
+    )
+    tools.add_argument(
+        "--tool-call-parser", metavar="NAME",
+        help="the server's --tool-call-parser (with --enable-auto-tool-choice). Unset: tool_choice "
+        "required/named requests are skipped, the others linted by their own structured outputs",
+    )  # fmt: skip
+    tools.add_argument(
+        "--tool-strict-level", choices=toolcalls.STRICT_LEVELS, metavar="LEVEL",
+        help="the server's --tool-strict-level (auto, function, parameter; default unset): from which level "
+        "a structural-tag parser constrains tool_choice auto too",
     )  # fmt: skip
     lint_parser.add_argument(
         "--prove", action="store_true",

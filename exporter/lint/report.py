@@ -12,6 +12,7 @@ lines send it. Printing and exit codes are exporter/lint/command.py's.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from exporter.lint import bounded
 from exporter.lint.engines import CompileResult, Engines, ProbeResult
 from exporter.lint.prove.search import Prover
-from exporter.lint.requests import Inputs, Request
+from exporter.lint.requests import Inputs, Rejected, Request, Skipped
 from exporter.schema import backends, family, identity, injection, routing, spec_report, variants
 from exporter.schema.family import Fingerprint, Variation
 from exporter.schema.lint import SEVERITIES, Finding, Thresholds
@@ -117,17 +118,52 @@ class ServerBounds:
     timeout: float = bounded.DEFAULT_TIMEOUT_SECONDS
 
 
+REJECTED_RULE = "request_rejected"
+# What a client does about each 400 vLLM answers before compiling anything (toolcalls.ERRORS).
+REJECTED_FIXES = {
+    "defs_clash": "give the clashing `$defs` entries distinct names in the tools' parameters",
+    "defs_not_object": "make each tool's `$defs` an object of schemas",
+    "unknown_named_tool": "name a tool of the request's `tools` in `tool_choice`, or send that tool",
+    "no_tool_parser": "start vLLM with --enable-auto-tool-choice --tool-call-parser, or drop tool_choice",
+}
+
+
+@dataclass(frozen=True)
+class RejectedRequest:
+    """A request vLLM answers with a 400 before any grammar, as a finding of its own."""
+
+    name: str
+    finding: Finding
+
+    def doc(self) -> dict[str, Any]:
+        return {"name": self.name, **self.finding.doc()}
+
+
+def rejected_request(rejected: Rejected) -> RejectedRequest:
+    fix = REJECTED_FIXES.get(rejected.error, "send what vLLM's request validation accepts")
+    message = f"vLLM answers HTTP 400 ({rejected.error}): {rejected.message}"
+    return RejectedRequest(rejected.name, Finding(REJECTED_RULE, "error", "", message, fix, rejected.error))
+
+
 @dataclass(frozen=True)
 class Report:
     families: tuple[FamilyReport, ...]
-    skipped: int = 0
+    skipped: tuple[Skipped, ...] = ()
     server: ServerSteps = ServerSteps()
+    rejected: tuple[RejectedRequest, ...] = ()
 
     def findings(self) -> Iterator[Finding]:
         for group in self.families:
             yield from group.findings
             for schema in group.schemas:
                 yield from schema.findings
+        for request in self.rejected:
+            yield request.finding
+
+    def skipped_by_reason(self) -> dict[str, int]:
+        """Requests without a grammar, by SKIP_REASONS key, most first."""
+        counts = Counter(item.reason for item in self.skipped)
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
     def summary(self) -> dict[str, int]:
         counts = {severity: 0 for severity in SEVERITIES}
@@ -137,12 +173,16 @@ class Report:
             "families": len(self.families),
             "schemas": sum(len(group.schemas) for group in self.families),
             "requests": sum(group.requests for group in self.families),
-            "skipped": self.skipped,
+            "skipped": len(self.skipped),
+            "rejected": len(self.rejected),
             **counts,
         }
 
     def doc(self) -> dict[str, Any]:
-        doc = {"families": [group.doc() for group in self.families], "summary": self.summary()}
+        summary: dict[str, Any] = {**self.summary(), "skipped_by_reason": self.skipped_by_reason()}
+        doc: dict[str, Any] = {"families": [group.doc() for group in self.families], "summary": summary}
+        if self.rejected:
+            doc["rejected"] = [request.doc() for request in self.rejected]
         if self.server.runs or self.server.unavailable:
             doc["api_server_validation"] = self.server.doc()
         return doc
@@ -183,7 +223,8 @@ def analyse(
     families = group(members)
     reports = [_family(family_id, found, thresholds) for family_id, found in families.items()]
     reports.sort(key=lambda f: (f.seconds or 0.0, f.variants, f.requests), reverse=True)
-    return Report(tuple(reports), inputs.skipped, steps)
+    rejected = tuple(rejected_request(item) for item in inputs.rejected)
+    return Report(tuple(reports), inputs.skipped, steps, rejected)
 
 
 def distinct_specs(requests: Iterable[Request]) -> list[_Distinct]:

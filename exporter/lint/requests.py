@@ -4,16 +4,22 @@ A file is one spec (a JSON Schema, a structural tag, a regex or a grammar) or a 
 request per line: a schema, a JSONSchemaBench `{"id", "schema"}` line, an OpenAI/vLLM request body, or
 a batch line `{"custom_id", "body"}`). Each Request keeps the exact string the engine would be sent:
 engines cache compiled grammars by that string, so two serialisations of one schema are two compiles.
+
+A request body with `tools` gets the grammar the server derives from them (exporter.schema.toolcalls)
+when `ToolServer` says how the server is configured (`--tool-call-parser`, `--tool-strict-level`);
+a request that gets no grammar is a `Skipped` with its reason, one vLLM would answer with a 400 a
+`Rejected`: neither is dropped silently.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from exporter.schema import identity, spec
+from exporter.lint import targets
+from exporter.schema import identity, spec, toolcalls
 
 # What each file holds, as `gdx lint --kind` takes it (parse_file says how each is read).
 KINDS = ("auto", "json", "regex", "grammar", "structural_tag")
@@ -36,6 +42,26 @@ GUIDED_FIELDS = (
     ("guided_json", "json"), ("guided_regex", "regex"), ("guided_grammar", "grammar"),
     ("guided_choice", "choice"),
 )  # fmt: skip
+
+
+# Why a request compiles no grammar, as the summary of `gdx lint` says it.
+SKIP_REASONS = {
+    "no_spec": "no structured output",
+    "json_object": "json_object (one fixed JSON grammar, the same for every request)",
+    "tool_choice_auto": "tool_choice auto",
+    "tool_choice_none": "tool_choice none",
+    "tool_choice_null": "tool_choice null",
+    "tools_without_parser": "tool_choice required or named without --tool-call-parser (vLLM answers 400 "
+    "without one; name the server's to derive its grammar)",
+    "parser_unconstrained": "a tool parser that leaves required and named choices unconstrained",
+    "structural_tag": "the tool parser's structural tag (not derived by gdx yet)",
+    "parser_grammar": "the tool parser's own grammar (Mistral's; not derived by gdx yet)",
+    "response_template": "the hf parser's response template (no grammar)",
+    "too_complex": "tools too deeply nested to derive",
+}
+# Tool-call outcomes where vLLM replaces the request's own structured outputs with a grammar gdx does
+# not derive: the request's own spec is not what compiles, so it is not linted in its place.
+REPLACED = frozenset({"structural_tag", "parser_grammar", "too_complex"})
 
 
 class InputError(Exception):
@@ -63,15 +89,59 @@ class Line:
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """A request the engine compiles no grammar for (or none gdx derives), with why: SKIP_REASONS."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A request vLLM answers with a 400 before any grammar: `error` is a toolcalls.ERRORS code."""
+
+    name: str
+    error: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ToolServer:
+    """How the vLLM server derives tool-call grammars: `--tool-call-parser` (None: not given, so a
+    required or named choice is skipped rather than taken for a 400) and `--tool-strict-level`."""
+
+    parser: str | None = None
+    version: str = toolcalls.DEFAULT_VERSION
+    strict_level: str | None = None
+
+
+NO_TOOL_SERVER = ToolServer()
+Record = Request | Skipped | Rejected
+
+
+@dataclass(frozen=True)
 class Inputs:
     requests: tuple[Request, ...]
-    skipped: int  # request lines that carry no spec (json_object, plain text)
+    skipped: tuple[Skipped, ...] = ()
+    rejected: tuple[Rejected, ...] = ()
 
 
-def read_inputs(paths: Sequence[str], stdin: TextIO, kind: str = "auto") -> Inputs:
+def read_inputs(
+    paths: Sequence[str],
+    stdin: TextIO,
+    kind: str = "auto",
+    tools: ToolServer = NO_TOOL_SERVER,
+    client: str = "pydantic",
+) -> Inputs:
+    """Every path's records; a Python target (`module:Name`, `file.py:Name`) is the schema `client`
+    sends for it (exporter/lint/targets.py)."""
     requests: list[Request] = []
-    skipped = 0
+    skipped: list[Skipped] = []
+    rejected: list[Rejected] = []
     for path in paths:
+        if path != "-" and targets.is_target(path):
+            requests.append(target_request(path, client))
+            continue
         try:
             if path == "-":
                 text, name = stdin.read(), "<stdin>"
@@ -80,10 +150,22 @@ def read_inputs(paths: Sequence[str], stdin: TextIO, kind: str = "auto") -> Inpu
                     text, name = handle.read(), path
         except (OSError, UnicodeDecodeError) as err:
             raise InputError(f"{path}: {getattr(err, 'strerror', None) or err}") from err
-        found, none = parse_file(name, text, kind)
-        requests.extend(found)
-        skipped += none
-    return Inputs(tuple(requests), skipped)
+        for found in parse_file(name, text, kind, tools):
+            if isinstance(found, Request):
+                requests.append(found)
+            elif isinstance(found, Skipped):
+                skipped.append(found)
+            else:
+                rejected.append(found)
+    return Inputs(tuple(requests), tuple(skipped), tuple(rejected))
+
+
+def target_request(target: str, client: str) -> Request:
+    try:
+        schema = targets.schema_of(target, client)
+    except targets.TargetError as err:
+        raise InputError(str(err)) from err
+    return Request(target, "json", json.dumps(schema), schema)
 
 
 def spec_text(text: str) -> str:
@@ -92,26 +174,26 @@ def spec_text(text: str) -> str:
     return text if identity.parse_spec(text) is not None else text.rstrip("\n")
 
 
-def parse_file(name: str, text: str, kind: str = "auto") -> tuple[list[Request], int]:
-    """(requests, lines skipped) of one file. --kind regex/grammar: the whole file is the spec. Else
+def parse_file(name: str, text: str, kind: str = "auto", tools: ToolServer = NO_TOOL_SERVER) -> list[Record]:
+    """The records of one file, in order. --kind regex/grammar: the whole file is the spec. Else
     one JSON value is one record; JSONL is one record per non-empty line; in --kind auto anything else
     is one regex or grammar (`spec.detect`), unless the file was plainly meant as JSON."""
     if kind in TEXT_KINDS:
-        return [Request(name, kind, text.rstrip("\n"), None)], 0
+        return [Request(name, kind, text.rstrip("\n"), None)]
     if not text.strip():
-        return [], 0  # an empty request log (no requests today), not an empty regex
+        return []  # an empty request log (no requests today), not an empty regex
     try:
-        return _records([Line(name, name, text.strip(), json.loads(text))], kind)
+        return [record(Line(name, name, text.strip(), json.loads(text)), kind, tools)]
     except json.JSONDecodeError as err:
         whole = err
     except RecursionError as err:
         raise InputError(f"{name}: nested too deep to parse") from err
     lines = _json_lines(name, text)
     if lines is not None:
-        return _records(lines, kind)
+        return [record(line, kind, tools) for line in lines]
     if kind == "auto" and not _meant_as_json(name, text):
         regex_or_grammar = text.rstrip("\n")
-        return [Request(name, spec.detect(regex_or_grammar), regex_or_grammar, None)], 0
+        return [Request(name, spec.detect(regex_or_grammar), regex_or_grammar, None)]
     hint = " (a regex or a grammar: --kind regex or --kind grammar)" if kind == "auto" else ""
     raise InputError(f"{name}: not JSON: {whole.msg} at line {whole.lineno} column {whole.colno}{hint}")
 
@@ -135,34 +217,26 @@ def _json_lines(name: str, text: str) -> list[Line] | None:
     return out or None
 
 
-def _records(lines: Iterable[Line], kind: str) -> tuple[list[Request], int]:
-    requests: list[Request] = []
-    skipped = 0
-    for line in lines:
-        found = record(line, kind)
-        if found is None:
-            skipped += 1
-        else:
-            requests.append(found)
-    return requests, skipped
-
-
-def record(line: Line, kind: str = "auto") -> Request | None:
+def record(line: Line, kind: str = "auto", tools: ToolServer = NO_TOOL_SERVER) -> Record:
     """One JSON record (a line, or a whole file): a batch line `{"custom_id", "body"}`, a
-    JSONSchemaBench line `{"id", "schema"}`, a request body (any REQUEST_KEYS), or else the spec
-    itself (json, or structural_tag per `spec.detect`; --kind json/structural_tag says which).
-    None: a request without a spec."""
+    JSONSchemaBench line `{"id", "schema"}`, a request body (any REQUEST_KEYS, or `tools`), or else
+    the spec itself (json, or structural_tag per `spec.detect`; --kind json/structural_tag says which)."""
     doc = line.value
     if isinstance(doc, dict):
         body = doc.get("body")
         if isinstance(body, dict) and ("custom_id" in doc or "url" in doc):
-            return from_body(_label(line, doc.get("custom_id")), body)
+            return from_body(_label(line, doc.get("custom_id")), body, tools)
         if "schema" in doc and ("id" in doc or len(doc) <= 3):
             schema = doc["schema"]
             return _bare(_label(line, doc.get("id")), json.dumps(schema), schema, kind)
-        if not REQUEST_KEYS.isdisjoint(doc):
-            return from_body(line.label, doc)
+        if not REQUEST_KEYS.isdisjoint(doc) or _tools_only(doc):
+            return from_body(line.label, doc, tools)
     return _bare(line.label, line.text, doc, kind)
+
+
+def _tools_only(doc: dict[str, Any]) -> bool:
+    """A request body cut down to its tools (`{"tools": [...], "tool_choice": ...}`), not a schema."""
+    return isinstance(doc.get("tools"), list) and "type" not in doc and "properties" not in doc
 
 
 def _label(line: Line, line_id: Any) -> str:
@@ -177,17 +251,54 @@ def _bare(label: str, text: str, value: Any, kind: str) -> Request:
     return Request(label, chosen, text, value)
 
 
-def from_body(label: str, body: dict[str, Any]) -> Request | None:
+def from_body(label: str, body: dict[str, Any], tools: ToolServer = NO_TOOL_SERVER) -> Record:
     """The spec of an OpenAI/vLLM request body, with the string vLLM compiles (a dict is sent as
-    `json.dumps` of it, a string as it is), or None when the request has none."""
+    `json.dumps` of it, a string as it is): the grammar its `tools` give under `tools` where they
+    give one, else its own structured outputs; or why it compiles none."""
+    tool_reason = ""
+    if "tools" in body or "tool_choice" in body:
+        derived = _tool_call(label, body, tools)
+        if not isinstance(derived, str):
+            return derived
+        tool_reason = derived
     found = spec_field(body)
     if found is None:
-        return None
+        if _json_object(body):
+            return Skipped(label, "json_object")
+        return Skipped(label, tool_reason if tool_reason in SKIP_REASONS else "no_spec")
     kind, value = found
     if isinstance(value, str):
         parsed = identity.parse_spec(value) if kind in ("json", "structural_tag") else None
         return Request(label, kind, value, parsed)
     return Request(label, kind, json.dumps(value), value)
+
+
+def _json_object(body: dict[str, Any]) -> bool:
+    """`response_format` json_object, or its `structured_outputs`/`guided_*` spellings."""
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type") == "json_object":
+        return True
+    params = [body.get(key) for key in ("structured_outputs", "guided_decoding")]
+    return bool(body.get("guided_json_object")) or any(
+        isinstance(p, dict) and bool(p.get("json_object")) for p in params
+    )
+
+
+def _tool_call(label: str, body: dict[str, Any], tools: ToolServer) -> Record | str:
+    """The tool-call grammar vLLM derives, a Skipped or Rejected, or (a string) the reason there is no
+    tool grammar and the request's own structured outputs are what compiles."""
+    if tools.parser is None:
+        choice = body.get("tool_choice")
+        forced = choice == "required" or isinstance(choice, dict)
+        return Skipped(label, "tools_without_parser") if forced and body.get("tools") else ""
+    got = toolcalls.derive(body, tools.parser, tools.version, tools.strict_level)
+    if got.error is not None:
+        return Rejected(label, got.error, got.message)
+    if got.spec_text is not None:
+        return Request(label, got.kind, got.spec_text, identity.parse_spec(got.spec_text))
+    if got.reason in REPLACED:
+        return Skipped(label, got.reason)
+    return got.reason
 
 
 def spec_field(body: dict[str, Any], nested: bool = False) -> tuple[str, Any] | None:

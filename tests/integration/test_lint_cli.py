@@ -296,17 +296,18 @@ def test_a_timestamp_in_a_description_is_one_family_injected_per_request(tmp_pat
         "dynamic_schema", "warning", "/properties/summary/description",
     )  # fmt: skip
     assert "25 variants in 25 requests" in finding["message"] and "--tokenizer" in finding["message"]
-    assert json.loads(out.stdout)["summary"]["skipped"] == 1  # the json_object request
+    summary = json.loads(out.stdout)["summary"]
+    assert (summary["skipped"], summary["skipped_by_reason"]) == (1, {"json_object": 1})
     assert "2026" not in out.stdout  # the injected value stays out of the report
     text = gdx("lint", str(path))
     assert text.returncode == 0
     lines = text.stdout.splitlines()
     assert lines[0] == f"family {family['family']} News_digest  25 requests, 25 variants"
     assert "    same for 24 other variants: " in text.stdout  # identical per-spec findings, printed once
-    assert (
-        lines[-2]
-        == "1 family, 25 schemas, 25 requests: 0 error, 1 warning, 0 info; 1 request without a spec skipped"
-    )
+    assert lines[-3:-1] == [
+        "1 family, 25 schemas, 25 requests: 0 error, 1 warning, 0 info; 1 request without a grammar",
+        "  skipped      1  json_object (one fixed JSON grammar, the same for every request)",
+    ]
     assert (
         lines[-1]
         == f"findings hold for xgrammar {_installed('xgrammar')}, llguidance {_installed('llguidance')}"
@@ -466,7 +467,8 @@ def test_request_log_formats_and_the_json_report_shape(tmp_path: Path) -> None:
     assert set(report) == {"families", "summary", "engines"}
     assert report["engines"] == {"xgrammar": _installed("xgrammar"), "llguidance": _installed("llguidance")}
     assert report["summary"] == {
-        "families": 7, "schemas": 7, "requests": 9, "skipped": 2, "error": 0, "warning": 2, "info": 1,
+        "families": 7, "schemas": 7, "requests": 9, "skipped": 2, "rejected": 0, "error": 0, "warning": 2,
+        "info": 1, "skipped_by_reason": {"json_object": 1, "no_spec": 1},
     }  # fmt: skip
     for family in report["families"]:
         assert set(family) == {

@@ -11,7 +11,7 @@ import pytest
 
 from exporter.daemon.receiver.analysis import SchemaAnalysis
 from exporter.lint.report import analyse as lint_analyse
-from exporter.lint.requests import Inputs, parse_file
+from exporter.lint.requests import Inputs, Request, parse_file
 from exporter.probe.spec_identity import identify
 from exporter.schema import spec_report
 from exporter.schema.lint import Thresholds
@@ -94,9 +94,10 @@ def test_a_variant_that_joins_is_decoded_once_its_founder_once_more(loads: list[
 
 def test_gdx_lint_decodes_each_request_once(loads: list[str]) -> None:
     lines = [json.dumps({"id": i, "schema": {**SCHEMA, "title": f"Invoice{i}"}}) for i in range(3)]
-    requests, skipped = parse_file("log.jsonl", "\n".join(lines))
+    records = parse_file("log.jsonl", "\n".join(lines))
     assert len(loads) == 4  # reading the log: the whole (not one JSON value), then each line
-    report = lint_analyse(Inputs(tuple(requests), skipped), Thresholds(), ("xgrammar", "llguidance"))
+    requests = tuple(found for found in records if isinstance(found, Request))
+    report = lint_analyse(Inputs(requests), Thresholds(), ("xgrammar", "llguidance"))
     assert len(loads) == 4 and sum(len(f.schemas) for f in report.families) == 3
 
 

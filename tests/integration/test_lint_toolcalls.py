@@ -1,0 +1,115 @@
+# ruff: noqa: E501  (tool schemas read better on one line)
+"""`gdx lint` on an agent's request log: per-request tool subsets under tool_choice required are one
+family varying at the tool union, as the server's tool parser compiles them; the requests vLLM
+rejects are errors; the rest are counted by reason. Run as users run it, `python -m exporter`."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from exporter.schema import toolcalls
+from exporter.schema.identity import schema_hash
+
+TOOLS: dict[str, dict[str, Any]] = {
+    "get_weather": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]},
+    "search_docs": {"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "integer"}}, "required": ["query"]},
+    "create_ticket": {"type": "object", "properties": {"title": {"type": "string"}, "priority": {"enum": ["low", "high"]}}, "required": ["title"]},
+    "send_email": {"type": "object", "properties": {"to": {"type": "string"}, "body": {"type": "string"}}, "required": ["to", "body"]},
+    "lookup_order": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+    "refund": {"type": "object", "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}}, "required": ["order_id", "amount"]},
+}  # fmt: skip
+OWN = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+def tool(name: str) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": name, "description": f"{name}.", "parameters": TOOLS[name]},
+    }
+
+
+def agent_log(path: Path) -> list[dict[str, Any]]:
+    """30 requests, each with the tools its tenant enabled (2 to 5 of 6), tool_choice required; then a
+    named tool that is not sent (a 400), an auto request and an auto request with its own schema."""
+    rng = random.Random(34)
+    names = list(TOOLS)
+    bodies = []
+    for turn in range(30):
+        enabled = sorted(rng.sample(names, rng.randint(2, 5)), key=names.index)
+        bodies.append({
+            "model": "m", "messages": [{"role": "user", "content": f"turn {turn}"}],
+            "tools": [tool(n) for n in enabled], "tool_choice": "required", "parallel_tool_calls": False,
+        })  # fmt: skip
+    base = {"model": "m", "messages": [{"role": "user", "content": "?"}], "tools": [tool("refund")]}
+    bodies.append({**base, "tool_choice": {"type": "function", "function": {"name": "lookup_order"}}})
+    bodies.append({**base, "tool_choice": "auto"})
+    rf = {"type": "json_schema", "json_schema": {"name": "out", "schema": OWN}}
+    bodies.append({**base, "tool_choice": "auto", "response_format": rf})
+    path.write_text("".join(json.dumps(body) + "\n" for body in bodies), encoding="utf-8")
+    return bodies
+
+
+def gdx(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "exporter", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_an_agents_tool_subsets_are_one_family_varying_at_the_tool_union(tmp_path: Path) -> None:
+    bodies = agent_log(tmp_path / "agent.jsonl")
+    out = gdx("lint", "--format", "json", "--tool-call-parser", "pythonic", str(tmp_path / "agent.jsonl"))
+    assert out.returncode == 1, out.stderr  # the rejected request is an error
+    report = json.loads(out.stdout)
+    tools_family, own = report["families"]
+    derived = {
+        schema_hash(toolcalls.derive(body, "pythonic", "0.33.0").spec_text or "") for body in bodies[:30]
+    }
+    assert {schema["schema_hash"] for schema in tools_family["schemas"]} == derived
+    assert (tools_family["requests"], tools_family["variants"]) == (30, len(derived))
+    (finding,) = tools_family["findings"]
+    assert (finding["rule"], finding["pointer"]) == ("dynamic_schema", "/items/anyOf")
+    assert tools_family["varies"] == [f"/items/anyOf: {len(derived)} distinct subsets of 6 branches"]
+    assert [schema["schema_hash"] for schema in own["schemas"]] == [schema_hash(json.dumps(OWN))]
+    (rejected,) = report["rejected"]
+    assert (rejected["name"], rejected["rule"], rejected["severity"], rejected["keyword"]) == (
+        f"{tmp_path / 'agent.jsonl'}:31", "request_rejected", "error", "unknown_named_tool",
+    )  # fmt: skip
+    summary = report["summary"]
+    assert (summary["requests"], summary["rejected"], summary["skipped"]) == (31, 1, 1)
+    assert summary["skipped_by_reason"] == {"tool_choice_auto": 1}
+
+
+def test_the_text_report_counts_requests_without_a_grammar_by_reason(tmp_path: Path) -> None:
+    agent_log(tmp_path / "agent.jsonl")
+    hermes = gdx("lint", "--tool-call-parser", "hermes", str(tmp_path / "agent.jsonl"))
+    assert hermes.returncode == 1, hermes.stderr
+    assert (
+        "1 family, 1 schema, 1 request: 1 error, 0 warning, 0 info; 1 request rejected (HTTP 400); 31 requests without a grammar"
+        in hermes.stdout
+    )
+    assert "  skipped     30  the tool parser's structural tag (not derived by gdx yet)" in hermes.stdout
+    assert f"request {tmp_path / 'agent.jsonl'}:31  rejected before any grammar" in hermes.stdout
+    unset = gdx("lint", str(tmp_path / "agent.jsonl"))
+    assert unset.returncode == 0, unset.stderr  # without the server's parser, no 400 is claimed
+    assert "  skipped     31  tool_choice required or named without --tool-call-parser" in unset.stdout
+
+
+def test_a_parser_the_version_does_not_register_is_a_flag_error(tmp_path: Path) -> None:
+    agent_log(tmp_path / "agent.jsonl")
+    out = gdx(
+        "lint", "--engine", "vllm==0.32.0", "--tool-call-parser", "step5", str(tmp_path / "agent.jsonl")
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert "--tool-call-parser step5: vLLM 0.32.0 registers no such parser" in out.stderr
+    assert (
+        gdx("lint", "--tool-call-parser", "step5", str(tmp_path / "agent.jsonl")).returncode == 1
+    )  # 0.33.0 has it
+    level = gdx(
+        "lint", "--tool-call-parser", "hermes", "--tool-strict-level", "max", str(tmp_path / "agent.jsonl")
+    )
+    assert level.returncode == 2 and "--tool-strict-level" in level.stderr

@@ -1,0 +1,152 @@
+"""Request logs with `tools` (exporter.lint.requests): the grammar the server's tool parser derives,
+the request's own spec where the tools give none, and every other request counted with its reason."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from exporter.lint.requests import (
+    REPLACED,
+    SKIP_REASONS,
+    Rejected,
+    Request,
+    Skipped,
+    ToolServer,
+    parse_file,
+)
+from exporter.schema import toolcalls
+from exporter.schema.identity import schema_hash
+
+PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+OWN = {"type": "object", "properties": {"answer": {"type": "string"}}}
+RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "out", "schema": OWN}}
+
+
+def tools(*names: str) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": n, "parameters": PARAMS}} for n in names]
+
+
+def one(body: dict[str, Any], server: ToolServer) -> Request | Skipped | Rejected:
+    (found,) = parse_file(
+        "log.jsonl", json.dumps({"model": "m", "messages": [], **body}) + "\n", tools=server
+    )
+    return found
+
+
+PYTHONIC = ToolServer("pythonic", "0.33.0")
+HERMES = ToolServer("hermes", "0.33.0")
+
+
+def test_required_lints_the_grammar_the_parser_derives_not_the_requests_own() -> None:
+    body = {"tools": tools("a", "b"), "tool_choice": "required", "response_format": RESPONSE_FORMAT}
+    found = one(body, PYTHONIC)
+    expected = toolcalls.derive(body, "pythonic", "0.33.0")
+    assert isinstance(found, Request) and expected.spec_text is not None
+    assert (found.name, found.kind, found.text) == ("log.jsonl", "json", expected.spec_text)
+    assert found.parsed["items"]["anyOf"][1]["properties"]["name"]["enum"] == ["b"]
+    assert schema_hash(found.text) != schema_hash(json.dumps(OWN))
+
+
+@pytest.mark.parametrize(
+    ("body", "server", "reason"),
+    [
+        ({"tools": tools("a"), "tool_choice": "required"}, HERMES, "structural_tag"),
+        (
+            {"tools": tools("a"), "tool_choice": "required", "response_format": RESPONSE_FORMAT},
+            HERMES,
+            "structural_tag",
+        ),
+        ({"tools": tools("a"), "tool_choice": "required"}, ToolServer(), "tools_without_parser"),
+        (
+            {"tools": tools("a"), "tool_choice": {"type": "function", "function": {"name": "a"}}},
+            ToolServer(),
+            "tools_without_parser",
+        ),
+        ({"tools": tools("a"), "tool_choice": "auto"}, PYTHONIC, "tool_choice_auto"),
+        ({"tools": tools("a")}, HERMES, "tool_choice_auto"),
+        ({"tools": tools("a"), "tool_choice": "none"}, PYTHONIC, "tool_choice_none"),
+        (
+            {"tools": tools("a"), "tool_choice": "auto", "response_format": {"type": "json_object"}},
+            PYTHONIC,
+            "json_object",
+        ),
+        ({"tools": tools("a"), "tool_choice": "required"}, ToolServer("mistral", "0.33.0"), "parser_grammar"),
+        (
+            {"tools": tools("a"), "tool_choice": "auto", "parallel_tool_calls": False},
+            HERMES,
+            "structural_tag",
+        ),
+        (
+            {"tools": tools("a"), "tool_choice": "auto"},
+            ToolServer("hermes", "0.33.0", "function"),
+            "structural_tag",
+        ),
+    ],
+)
+def test_a_request_without_a_derived_grammar_says_why(
+    body: dict[str, Any], server: ToolServer, reason: str
+) -> None:
+    assert one(body, server) == Skipped("log.jsonl", reason)
+    assert reason in SKIP_REASONS
+
+
+@pytest.mark.parametrize(
+    ("body", "server"),
+    [
+        ({"tools": tools("a"), "tool_choice": "auto", "response_format": RESPONSE_FORMAT}, PYTHONIC),
+        ({"tools": tools("a"), "tool_choice": "auto", "response_format": RESPONSE_FORMAT}, HERMES),
+        ({"tools": tools("a"), "tool_choice": "none", "structured_outputs": {"json": OWN}}, HERMES),
+        (
+            {"tools": tools("a"), "tool_choice": "required", "response_format": RESPONSE_FORMAT},
+            ToolServer("gemma4", "0.33.0"),
+        ),
+    ],
+)
+def test_where_the_tools_give_no_grammar_the_requests_own_spec_compiles(
+    body: dict[str, Any], server: ToolServer
+) -> None:
+    found = one(body, server)
+    assert isinstance(found, Request) and found.parsed == OWN
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (
+            {"tools": tools("a"), "tool_choice": {"type": "function", "function": {"name": "b"}}},
+            "unknown_named_tool",
+        ),
+        ({"tools": [], "tool_choice": "auto"}, "empty_tools"),
+        (
+            {
+                "tools": [
+                    {"type": "function", "function": {"name": n, "parameters": {"$defs": {"D": {"type": t}}}}}
+                    for n, t in (("a", "string"), ("b", "integer"))
+                ],
+                "tool_choice": "required",
+            },
+            "defs_clash",
+        ),
+    ],
+)
+def test_a_request_vllm_answers_with_a_400_is_rejected_with_its_code(
+    body: dict[str, Any], error: str
+) -> None:
+    found = one(body, PYTHONIC)
+    assert isinstance(found, Rejected) and (found.name, found.error) == ("log.jsonl", error)
+
+
+def test_a_tools_only_record_is_a_request_and_a_schema_with_a_tools_property_is_a_schema() -> None:
+    found = one({"tools": tools("a"), "tool_choice": "required"}, PYTHONIC)
+    assert isinstance(found, Request) and found.parsed["type"] == "array"
+    schema = {"type": "object", "properties": {"tools": {"type": "array"}}, "tools": []}
+    (bare,) = parse_file("s.json", json.dumps(schema), tools=PYTHONIC)
+    assert isinstance(bare, Request) and bare.parsed == schema
+
+
+def test_every_reason_the_tools_replace_the_requests_own_spec_is_explained() -> None:
+    assert set(SKIP_REASONS) >= REPLACED
+    assert REPLACED <= toolcalls.NO_GRAMMAR_REASONS
