@@ -4,8 +4,12 @@ where it happens."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,25 @@ INVOICE = {
 }
 
 
+TOOL_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser", "pythonic")
+MODELS = """
+from typing import Literal, Optional
+
+from pydantic import BaseModel, Field
+
+
+class Address(BaseModel):
+    city: str = Field(max_length=12)
+    zip: Optional[str] = None
+
+
+class Order(BaseModel):
+    number: str = Field(max_length=10)
+    status: Literal["open", "shipped"]
+    shipping: Address
+"""
+
+
 def with_tenant_enum(tenant: int) -> dict[str, Any]:
     schema = json.loads(json.dumps(INVOICE))
     schema["properties"]["cost_center_id"] = {"enum": [f"CC-{tenant:03d}-{i:02d}" for i in range(50)]}
@@ -45,7 +68,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path) -> Ite
     server_holder: list[VllmServer] = []
     daemon = Daemon(["--probe.socket", str(sock), "--no-collector.nvml", "--probe.max-schemas", "100"])
     try:
-        server = VllmServer(work, tokenizer_json, sock)
+        # a tool parser that derives JSON Schema: tool_choice required compiles a grammar of the tools
+        server = VllmServer(work, tokenizer_json, sock, args=TOOL_FLAGS)
         server_holder.append(server)
         yield daemon, server
     finally:
@@ -112,3 +136,67 @@ def test_static_schema_hits_and_per_request_enum_misses(stack: tuple[Any, VllmSe
     # accept_tokens is wrapped on every step of every structured request: exposed, nothing refused
     assert any(n == "guided_decoding_grammar_rejections_total" for n, _ in m)
     assert sample(m, "guided_decoding_grammar_rejections_total", pod="vllm-test") == 0
+
+
+def gdx_lint_hashes(*args: str, cwd: Path) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "exporter", "lint", "--format", "json", *args],
+        capture_output=True, text=True, timeout=300, cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    return [
+        schema["schema_hash"] for family in json.loads(out.stdout)["families"] for schema in family["schemas"]
+    ]
+
+
+def test_what_the_openai_client_sends_has_the_hash_gdx_lint_prints(
+    stack: tuple[Any, VllmServer], tmp_path: Path
+) -> None:
+    """The real OpenAI SDK against the real server: `parse(response_format=Model)` and a
+    tool_choice="required" request. The schema_hash the probe reports for each is the one `gdx lint`
+    prints for the model (--client openai) and for the request as a log line (--tool-call-parser)."""
+    import openai
+    import pydantic
+
+    daemon, server = stack
+    (tmp_path / "shop_models.py").write_text(MODELS, encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from shop_models import Order  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(tmp_path))
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "Where is my order?"}]
+    # the tiny random model rarely finishes an object: a parse error here is the client's, after the compile
+    with contextlib.suppress(openai.LengthFinishReasonError, pydantic.ValidationError):
+        client.chat.completions.parse(model="tiny", messages=messages, response_format=Order, max_tokens=24)
+    parameters = {"type": "object", "properties": {"number": {"type": "string"}}, "required": ["number"]}
+    tools: list[Any] = [
+        {
+            "type": "function",
+            "function": {"name": name, "description": f"{name} an order", "parameters": parameters},
+        }
+        for name in ("track", "cancel")
+    ]
+    body = {
+        "model": "tiny",
+        "messages": messages,
+        "tools": tools,
+        "tool_choice": "required",
+        "max_tokens": 24,
+    }
+    answer = client.chat.completions.create(**body)  # type: ignore[call-overload]
+    assert answer.choices[0].finish_reason in ("length", "tool_calls", "stop")
+    (tmp_path / "requests.jsonl").write_text(json.dumps(body) + "\n", encoding="utf-8")
+
+    (model_hash,) = gdx_lint_hashes("--client", "openai", "shop_models:Order", cwd=tmp_path)
+    (pydantic_hash,) = gdx_lint_hashes("shop_models:Order", cwd=tmp_path)
+    (tools_hash,) = gdx_lint_hashes("--tool-call-parser", "pythonic", "--engine", "vllm==0.32.0",
+                                    str(tmp_path / "requests.jsonl"), cwd=tmp_path)  # fmt: skip
+    requests = "guided_decoding_schema_requests_total"
+    wait_for(lambda: sample(scrape(daemon.url), requests, schema_hash=tools_hash) >= 1, timeout=30)
+    m = scrape(daemon.url)
+    assert sample(m, requests, schema_hash=model_hash, pod="vllm-test") == 1
+    assert sample(m, requests, schema_hash=tools_hash, pod="vllm-test") == 1
+    assert sample(m, requests, schema_hash=pydantic_hash) == 0  # the SDK does not send model_json_schema()

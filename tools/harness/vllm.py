@@ -42,12 +42,14 @@ class VllmServer:
         structured_outputs: dict[str, Any] | None = None,
         wait: bool = True,
         address_space: int | None = None,
+        args: tuple[str, ...] = (),
     ) -> None:
         """`probe_socket`: the daemon's socket, or tcp://HOST:PORT; `env`: more of the engine's
         environment (GDX_PROBE_TOKEN_FILE, VLLM_PLUGINS...); `structured_outputs`: the server's
         `--structured-outputs-config` (default: xgrammar pinned); `wait`: return once it is healthy
         (else call `wait_healthy()`, so that several servers start side by side); `address_space`: an
-        RLIMIT_AS in bytes on the server and the processes it starts (a container's memory limit)."""
+        RLIMIT_AS in bytes on the server and the processes it starts (a container's memory limit); `args`:
+        more of `vllm serve`'s flags (`--tool-call-parser`...)."""
         if not VLLM_PYTHON.exists():
             raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make demo and make test do)")
         self.model = workdir / "tiny-llama"
@@ -105,6 +107,7 @@ class VllmServer:
                 str(seqs),
                 "--structured-outputs-config",
                 json.dumps(config),
+                *args,
             ],
             env=env,
             stdout=self.log,
