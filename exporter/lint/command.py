@@ -218,7 +218,7 @@ def print_text(report: Report) -> None:
         _print_finding(rejected.finding, "  ")
     summary = report.summary()
     counts = ", ".join(f"{summary[severity]} {severity}" for severity in SEVERITIES)
-    refused = f"; {_count(len(report.rejected), 'request')} rejected (HTTP 400)" if report.rejected else ""
+    refused = f"; {_count(len(report.rejected), 'request')} rejected by vLLM" if report.rejected else ""
     skipped = f"; {_count(len(report.skipped), 'request')} without a grammar" if report.skipped else ""
     print(
         f"{_count(summary['families'], 'family', 'families')}, {_count(summary['schemas'], 'schema')}, "

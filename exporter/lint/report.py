@@ -21,7 +21,7 @@ from exporter.lint import bounded
 from exporter.lint.engines import CompileResult, Engines, ProbeResult
 from exporter.lint.prove.search import Prover
 from exporter.lint.requests import Inputs, Rejected, Request, Skipped
-from exporter.schema import backends, family, identity, injection, routing, spec_report, variants
+from exporter.schema import backends, family, identity, injection, routing, spec_report, toolcalls, variants
 from exporter.schema.family import Fingerprint, Variation
 from exporter.schema.lint import SEVERITIES, Finding, Thresholds
 from exporter.schema.walk import Budget
@@ -125,6 +125,8 @@ REJECTED_FIXES = {
     "defs_not_object": "make each tool's `$defs` an object of schemas",
     "unknown_named_tool": "name a tool of the request's `tools` in `tool_choice`, or send that tool",
     "no_tool_parser": "start vLLM with --enable-auto-tool-choice --tool-call-parser, or drop tool_choice",
+    "parser_error": "use the chat completions API with this tool parser, or another parser",
+    "no_function_tools": "send a function tool with tool_choice required or named",
 }
 
 
@@ -141,7 +143,8 @@ class RejectedRequest:
 
 def rejected_request(rejected: Rejected) -> RejectedRequest:
     fix = REJECTED_FIXES.get(rejected.error, "send what vLLM's request validation accepts")
-    message = f"vLLM answers HTTP 400 ({rejected.error}): {rejected.message}"
+    status = toolcalls.ERROR_STATUS.get(rejected.error, 400)
+    message = f"vLLM answers HTTP {status} ({rejected.error}): {rejected.message}"
     return RejectedRequest(rejected.name, Finding(REJECTED_RULE, "error", "", message, fix, rejected.error))
 
 

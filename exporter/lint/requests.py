@@ -29,7 +29,7 @@ TEXT_KINDS = ("regex", "grammar")  # the whole file is the spec, as `gdx hash` r
 JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 # Top-level keys of a request body; a JSON Schema has none of them as a keyword.
 REQUEST_KEYS = frozenset(
-    {"messages", "prompt", "model", "response_format", "structured_outputs", "guided_decoding",
+    {"messages", "prompt", "input", "model", "response_format", "structured_outputs", "guided_decoding",
      "guided_json", "guided_regex", "guided_grammar", "guided_choice", "guided_json_object", "extra_body"}
 )  # fmt: skip
 # vLLM's `structured_outputs` (earlier `guided_decoding`) fields, and the older top-level `guided_*`,
@@ -51,6 +51,7 @@ SKIP_REASONS = {
     "tool_choice_auto": "tool_choice auto",
     "tool_choice_none": "tool_choice none",
     "tool_choice_null": "tool_choice null",
+    "tool_choice_hosted": "a hosted tool's tool_choice (Responses API: web search, MCP...)",
     "tools_without_parser": "tool_choice required or named without --tool-call-parser (vLLM answers 400 "
     "without one; name the server's to derive its grammar)",
     "parser_unconstrained": "a tool parser that leaves required and named choices unconstrained",
@@ -225,7 +226,9 @@ def record(line: Line, kind: str = "auto", tools: ToolServer = NO_TOOL_SERVER) -
     if isinstance(doc, dict):
         body = doc.get("body")
         if isinstance(body, dict) and ("custom_id" in doc or "url" in doc):
-            return from_body(_label(line, doc.get("custom_id")), body, tools)
+            url = doc.get("url")
+            api = "responses" if isinstance(url, str) and url.rstrip("/").endswith("/responses") else None
+            return from_body(_label(line, doc.get("custom_id")), body, tools, api)
         if "schema" in doc and ("id" in doc or len(doc) <= 3):
             schema = doc["schema"]
             return _bare(_label(line, doc.get("id")), json.dumps(schema), schema, kind)
@@ -251,13 +254,18 @@ def _bare(label: str, text: str, value: Any, kind: str) -> Request:
     return Request(label, chosen, text, value)
 
 
-def from_body(label: str, body: dict[str, Any], tools: ToolServer = NO_TOOL_SERVER) -> Record:
+def from_body(
+    label: str, body: dict[str, Any], tools: ToolServer = NO_TOOL_SERVER, api: str | None = None
+) -> Record:
     """The spec of an OpenAI/vLLM request body, with the string vLLM compiles (a dict is sent as
     `json.dumps` of it, a string as it is): the grammar its `tools` give under `tools` where they
-    give one, else its own structured outputs; or why it compiles none."""
+    give one, else its own structured outputs; or why it compiles none. `api`: "chat" or "responses"
+    (None: a body with `input` and no `messages` is a Responses API body)."""
+    if api is None:
+        api = "responses" if "input" in body and "messages" not in body else "chat"
     tool_reason = ""
     if "tools" in body or "tool_choice" in body:
-        derived = _tool_call(label, body, tools)
+        derived = _tool_call(label, body, tools, api)
         if not isinstance(derived, str):
             return derived
         tool_reason = derived
@@ -278,20 +286,29 @@ def _json_object(body: dict[str, Any]) -> bool:
     response_format = body.get("response_format")
     if isinstance(response_format, dict) and response_format.get("type") == "json_object":
         return True
+    if _text_format(body).get("type") == "json_object":
+        return True
     params = [body.get(key) for key in ("structured_outputs", "guided_decoding")]
     return bool(body.get("guided_json_object")) or any(
         isinstance(p, dict) and bool(p.get("json_object")) for p in params
     )
 
 
-def _tool_call(label: str, body: dict[str, Any], tools: ToolServer) -> Record | str:
+def _text_format(body: dict[str, Any]) -> dict[str, Any]:
+    text = body.get("text")
+    text_format = text.get("format") if isinstance(text, dict) else None
+    return text_format if isinstance(text_format, dict) else {}
+
+
+def _tool_call(label: str, body: dict[str, Any], tools: ToolServer, api: str) -> Record | str:
     """The tool-call grammar vLLM derives, a Skipped or Rejected, or (a string) the reason there is no
     tool grammar and the request's own structured outputs are what compiles."""
     if tools.parser is None:
         choice = body.get("tool_choice")
-        forced = choice == "required" or isinstance(choice, dict)
+        named = isinstance(choice, dict) and (api == "chat" or choice.get("type") in ("function", "custom"))
+        forced = choice == "required" or named
         return Skipped(label, "tools_without_parser") if forced and body.get("tools") else ""
-    got = toolcalls.derive(body, tools.parser, tools.version, tools.strict_level)
+    got = toolcalls.derive(body, tools.parser, tools.version, tools.strict_level, api)
     if got.error is not None:
         return Rejected(label, got.error, got.message)
     if got.spec_text is not None:
@@ -305,6 +322,9 @@ def spec_field(body: dict[str, Any], nested: bool = False) -> tuple[str, Any] | 
     """(kind, value) from `response_format` (json_schema, structural_tag; json_object and text have
     no spec), `structured_outputs`/`guided_decoding`, the `guided_*` fields, or `extra_body` as the
     OpenAI client sends it before merging."""
+    text_format = _text_format(body)
+    if text_format.get("type") == "json_schema" and text_format.get("schema") is not None:
+        return "json", text_format["schema"]  # the Responses API's `text.format`
     response_format = body.get("response_format")
     if isinstance(response_format, dict):
         kind = response_format.get("type")

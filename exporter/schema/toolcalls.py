@@ -177,13 +177,20 @@ NO_GRAMMAR_REASONS = frozenset({
     "no_tools", "tool_choice_none", "tool_choice_null", "tool_choice_auto", "no_tool_parser",
     "unknown_parser", "unknown_version", "parser_unconstrained", "structural_tag", "response_template",
     "user_structural_tag", "parser_grammar", "rejected", "too_complex", "unknown_strict_level",
+    "tool_choice_hosted",
 })  # fmt: skip
 # What vLLM answers 400 to (`ToolCallGrammar.error`, with `reason="rejected"`).
 ERRORS = frozenset({
     "invalid_request", "empty_tools", "tool_choice_without_tools", "invalid_tool_choice",
     "unknown_named_tool", "structured_outputs_conflict", "defs_not_object", "defs_clash",
-    "no_tool_parser", "response_template_unsupported",
+    "no_tool_parser", "response_template_unsupported", "ambiguous_named_tool", "no_function_tools",
+    "parser_error",
 })  # fmt: skip
+# The errors vLLM answers with another status than 400.
+ERROR_STATUS = {"parser_error": 500}
+# Parsers whose constructor reads chat-completions tools (`tool.function`) and so raises on every
+# Responses request with tools (0.32.0 and 0.33.0: vllm/tool_parsers/hy_v4_tool_parser.py).
+CHAT_TOOLS_ONLY = frozenset({"hy_v4"})
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _BOOL_WORDS = _TRUE | frozenset({"0", "off", "f", "false", "n", "no"})
 # vLLM's `--tool-strict-level` (ToolStrictLevel AUTO, FUNCTION, PARAMETER = 0, 1, 2): the floor below
@@ -239,6 +246,7 @@ class _Request:
     parallel_tool_calls: bool | None
     user_structural_tag: bool
     structured_outputs: bool  # structured_outputs or a response_format other than text
+    raw_tools: bool = False  # any tool at all, function or hosted (a Responses request's may be none)
 
 
 class _Rejected(Exception):
@@ -259,15 +267,18 @@ def derive(
     parser: str | ToolParserInfo | None,
     version: str = DEFAULT_VERSION,
     strict_level: str | None = None,
+    api: str = "chat",
 ) -> ToolCallGrammar:
     """The tool-call spec vLLM `version` compiles for a chat-completions body served with `parser`
     (the `--tool-call-parser` with `--enable-auto-tool-choice`; None when either is missing) and
     `strict_level` (`--tool-strict-level`, one of STRICT_LEVELS; None when unset), or why it compiles
-    none. Assumes a Hugging Face tokenizer and a model that is not Harmony (gpt-oss)."""
+    none. `api`: "chat" (/v1/chat/completions) or "responses" (/v1/responses, whose flat tools,
+    namespaces and custom tools become function tools first). Assumes a Hugging Face tokenizer and a
+    model that is not Harmony (gpt-oss)."""
     if version not in PARSER_TABLES:
         return ToolCallGrammar(None, "unknown_version", message=f"no parser table for vLLM {version!r}")
     try:
-        request = _validate(request_body)
+        request = _validate_responses(request_body) if api == "responses" else _validate(request_body)
     except _Rejected as err:
         return _rejected(err)
     if request.tools is None:
@@ -276,11 +287,15 @@ def derive(
         return ToolCallGrammar(None, "tool_choice_none")
     if request.choice is None:
         return ToolCallGrammar(None, "tool_choice_null")
+    if request.choice == "hosted":
+        return ToolCallGrammar(None, "tool_choice_hosted")
     if parser is None:
         return _rejected(_Rejected("no_tool_parser", f"tool_choice={request.choice} needs a tool parser"))
     info = parser if isinstance(parser, ToolParserInfo) else parser_info(parser, version)
     if info is None:
         return ToolCallGrammar(None, "unknown_parser", message=f"vLLM {version} registers no {parser!r}")
+    if api == "responses" and info.name in CHAT_TOOLS_ONLY and request.raw_tools:
+        return _rejected(_Rejected("parser_error", f"{info.name} cannot read Responses API tools"))
     if strict_level is not None and strict_level not in STRICT_LEVELS:
         return ToolCallGrammar(None, "unknown_strict_level", message=f"--tool-strict-level {strict_level!r}")
     return _for_parser(request, info, _strict_level(info, version, strict_level))
@@ -314,9 +329,13 @@ def _for_parser(request: _Request, info: ToolParserInfo, level: int = 0) -> Tool
     tagged = info.structural_tag_model is not None
     # auto with structured outputs asks the parser for a `required` tag, to join the format's: no exemption
     never = request.choice == "auto" and info.name in NEVER_AUTO and not request.structured_outputs
-    if (info.composer != PLAIN_COMPOSER and not tagged) or (
-        tagged and not never and _tag_applies(request, level)
-    ):
+    if tagged and not request.tools and request.choice != "auto":  # get_structural_tag_tools
+        return _rejected(
+            _Rejected("no_function_tools", "tool_choice requires a call but no tool is a function")
+        )
+    # a Responses request whose tools are all hosted has no function tool to tag
+    applies = bool(request.tools) and not never and _tag_applies(request, level)
+    if (info.composer != PLAIN_COMPOSER and not tagged) or (tagged and applies):
         return ToolCallGrammar(
             None, "structural_tag", message=f"{info.name}: {info.structural_tag_model or info.composer}"
         )
@@ -348,9 +367,12 @@ def _rejected(err: _Rejected) -> ToolCallGrammar:
 
 
 def _named_schema(tools: list[_Tool], name: str) -> dict[str, Any]:
-    """get_json_schema_from_tools for a named function: the last tool of that name wins (a dict);
-    _validate has already answered a name that is not among the tools with its 400."""
+    """get_json_schema_from_tools for a named function: the last tool of that name wins (a dict).
+    A chat request's unknown name was answered by _validate; a Responses request can name a hosted
+    tool, which is not among the function tools."""
     by_name = {tool.name: tool for tool in tools}
+    if name not in by_name:
+        raise _Rejected("unknown_named_tool", f"tool {name!r} is not among the function tools")
     return _or_empty_object(by_name[name].parameters)
 
 
@@ -374,6 +396,8 @@ def _required_schema(tools: list[_Tool], parallel_tool_calls: bool | None) -> di
         }
         for tool, params in zip(tools, hoisted, strict=True)
     ]
+    if not tools:
+        raise _Rejected("no_function_tools", "tool_choice requires a call but no tool is a function tool")
     schema: dict[str, Any] = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": schemas}}
     if parallel_tool_calls is False:
         schema["maxItems"] = 1
@@ -440,7 +464,152 @@ def _validate(body: Any) -> _Request:
     response_format = body.get("response_format")
     formatted = isinstance(response_format, dict) and response_format.get("type", "text") != "text"
     structured = body.get("structured_outputs") is not None or formatted
-    return _Request(tools, choice, named, parallel, so.get("structural_tag") is not None, structured)
+    return _Request(
+        tools, choice, named, parallel, so.get("structural_tag") is not None, structured, bool(tools)
+    )
+
+
+NAMESPACE_SEPARATOR = "__"  # vllm/tool_parsers/utils.py flat_namespace_tool_name
+CUSTOM_TOOL_PARAMETERS = {  # custom_tool_parameters(): the single-string shim a custom tool is shown as
+    "type": "object",
+    "properties": {"input": {"type": "string", "description": "The freeform text payload for this tool."}},
+    "required": ["input"],
+    "additionalProperties": False,
+}
+
+
+def _validate_responses(body: Any) -> _Request:
+    """ResponsesRequest's validators (check_custom_tool_format, check_tool_usage with
+    _resolve_named_tool_choice) and get_function_tools: the function tools the model is shown."""
+    if not isinstance(body, dict):
+        raise _Rejected("invalid_request", "the body is not a JSON object")
+    raw_tools = body.get("tools")
+    if raw_tools is not None and not isinstance(raw_tools, list):
+        raise _Rejected("invalid_request", "`tools` is not an array")
+    choice: Any = body.get("tool_choice", "auto")
+    named_choice = isinstance(choice, dict) and choice.get("type") in ("function", "custom")
+    named = ""
+    if not raw_tools:
+        if choice in ("auto", "none"):
+            choice = "none"
+        elif choice == "required":
+            raise _Rejected("tool_choice_without_tools", "tool_choice required without `tools`")
+        elif named_choice:
+            raise _Rejected("unknown_named_tool", "a named tool_choice without `tools`")
+    elif named_choice:
+        name = choice.get("name")
+        if not name:
+            raise _Rejected("unknown_named_tool", "a named tool_choice without a name")
+        named = _resolve_named(name, raw_tools)
+    for raw in raw_tools or ():  # check_custom_tool_format: pydantic runs it after check_tool_usage
+        if isinstance(raw, dict) and raw.get("type") == "custom":
+            tool_format = raw.get("format")
+            if isinstance(tool_format, dict) and tool_format.get("type") == "grammar":
+                raise _Rejected("invalid_request", "custom tools with a grammar format are not supported")
+    tools = _response_tools(raw_tools or [])
+    if named_choice:
+        if not isinstance(named, str):
+            raise _Rejected("invalid_tool_choice", "`tool_choice.name` is not a string")
+        choice = "named"
+    elif _hosted_choice(choice):
+        choice = "hosted"  # a hosted tool, allowed_tools, mcp...: no function-call grammar
+    elif choice not in ("auto", "none", "required"):
+        raise _Rejected("invalid_request", f"`tool_choice` {str(choice)[:40]!r}")  # pydantic's 400
+    parallel = _lax_bool(body.get("parallel_tool_calls", True), "parallel_tool_calls")
+    so = body.get("structured_outputs")
+    if so is not None and not isinstance(so, dict):
+        raise _Rejected("invalid_request", "`structured_outputs` is not an object")
+    text = body.get("text")
+    text_format = text.get("format") if isinstance(text, dict) else None
+    if so is not None and text_format is not None:
+        raise _Rejected("structured_outputs_conflict", "both structured_outputs and text.format")
+    formatted = isinstance(text_format, dict) and text_format.get("type", "text") != "text"
+    user_tag = isinstance(so, dict) and so.get("structural_tag") is not None
+    return _Request(tools, choice, named, parallel, user_tag, so is not None or formatted, bool(raw_tools))
+
+
+# The Responses API's other tool_choice objects (openai.types.responses ToolChoiceTypes, apply_patch, shell).
+HOSTED_CHOICES = frozenset({
+    "file_search", "web_search_preview", "computer", "computer_use_preview", "computer_use",
+    "web_search_preview_2025_03_11", "image_generation", "code_interpreter", "apply_patch", "shell",
+})  # fmt: skip
+
+
+def _hosted_choice(choice: Any) -> bool:
+    if not isinstance(choice, dict):
+        return False
+    kind = choice.get("type")
+    if kind == "allowed_tools":
+        return choice.get("mode") in ("auto", "required") and isinstance(choice.get("tools"), list)
+    if kind == "mcp":
+        return isinstance(choice.get("server_label"), str)
+    return kind in HOSTED_CHOICES
+
+
+def _resolve_named(name: Any, raw_tools: list[Any]) -> Any:
+    """_resolve_named_tool_choice: the exact name, or the one namespace's `<namespace>__<name>`."""
+    exact: set[str] = set()
+    local: dict[str, list[str]] = {}
+    for raw in raw_tools:
+        if not isinstance(raw, dict):
+            continue
+        if raw.get("type") == "namespace":
+            namespace, members = raw.get("name"), raw.get("tools")
+            if not isinstance(members, list) or not isinstance(namespace, str):
+                return name
+            for member in members:
+                member_name = member.get("name") if isinstance(member, dict) else None
+                if isinstance(member_name, str):
+                    flat = namespace + NAMESPACE_SEPARATOR + member_name
+                    exact.add(flat)
+                    local.setdefault(member_name, []).append(flat)
+        elif isinstance(raw.get("name"), str):
+            exact.add(raw["name"])
+    if name in exact:
+        return name
+    candidates = local.get(name, []) if isinstance(name, str) else []
+    if len(candidates) == 1:
+        return candidates[0]
+    if candidates:
+        raise _Rejected("ambiguous_named_tool", f"tool {name!r} is in more than one namespace")
+    raise _Rejected("unknown_named_tool", f"tool {str(name)[:80]!r} is not among the tools")
+
+
+def _response_tools(raw_tools: list[Any]) -> list[_Tool]:
+    """get_function_tools: function tools as sent, namespace members flattened, custom tools as the
+    single-string shim; hosted tools (web_search, mcp...) are not shown to the model and dropped."""
+    tools: list[_Tool] = []
+    for raw in raw_tools:
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise _Rejected("invalid_request", "a tool without a `type`")
+        kind = raw["type"]
+        if kind == "function":
+            tools.append(_response_function(raw, raw.get("name")))
+        elif kind == "namespace":
+            members = raw.get("tools")
+            if not isinstance(raw.get("name"), str) or not isinstance(members, list):
+                raise _Rejected("invalid_request", "a namespace without a name or tools")
+            for member in members:
+                if isinstance(member, dict) and member.get("type") == "function":
+                    name = member.get("name")
+                    if not isinstance(name, str):
+                        raise _Rejected("invalid_request", "a namespace function without a string name")
+                    tools.append(_response_function(member, raw["name"] + NAMESPACE_SEPARATOR + name))
+        elif kind == "custom":
+            if not isinstance(raw.get("name"), str):
+                raise _Rejected("invalid_request", "a custom tool without a string `name`")
+            tools.append(_Tool(raw["name"], dict(CUSTOM_TOOL_PARAMETERS), False))
+    return tools
+
+
+def _response_function(raw: dict[str, Any], name: Any) -> _Tool:
+    if not isinstance(name, str):
+        raise _Rejected("invalid_request", "a function tool without a string `name`")
+    parameters = raw.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
+        raise _Rejected("invalid_request", f"parameters of {name!r} are not an object")
+    strict = _lax_bool(raw.get("strict"), "strict")
+    return _Tool(name, parameters, bool(strict))
 
 
 def _named_choice(choice: dict[Any, Any], raw_tools: Any) -> str:

@@ -89,7 +89,7 @@ def test_the_text_report_counts_requests_without_a_grammar_by_reason(tmp_path: P
     hermes = gdx("lint", "--tool-call-parser", "hermes", str(tmp_path / "agent.jsonl"))
     assert hermes.returncode == 1, hermes.stderr
     assert (
-        "1 family, 1 schema, 1 request: 1 error, 0 warning, 0 info; 1 request rejected (HTTP 400); 31 requests without a grammar"
+        "1 family, 1 schema, 1 request: 1 error, 0 warning, 0 info; 1 request rejected by vLLM; 31 requests without a grammar"
         in hermes.stdout
     )
     assert "  skipped     30  the tool parser's structural tag (not derived by gdx yet)" in hermes.stdout

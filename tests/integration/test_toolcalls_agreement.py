@@ -46,6 +46,12 @@ MESSAGES = [
     ("Invalid value for `tool_choice`", "invalid_tool_choice"),
     ("You can only", "structured_outputs_conflict"),
     ("cannot guarantee", "response_template_unsupported"),
+    ("is ambiguous", "ambiguous_named_tool"),
+    ("not found in 'tools'", "unknown_named_tool"),
+    ("must be specified with 'tools'", "tool_choice_without_tools"),
+    ("contains no function tool", "no_function_tools"),
+    ("Cannot specify both", "structured_outputs_conflict"),
+    ("object has no attribute 'function'", "parser_error"),
 ]
 
 SIMPLE = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
@@ -156,6 +162,60 @@ def with_levels() -> Iterator[tuple[str, dict[str, Any], str | None]]:
                         if response_format != "absent":
                             request["response_format"] = response_format
                         yield f"lvl/{level}/{strict}/{choice}/{parallel}/{number}", request, level
+
+
+def responses() -> Iterator[tuple[str, dict[str, Any]]]:
+    """Responses API bodies: flat function tools, namespaces (flattened to `<namespace>__<name>`),
+    custom tools (the single-string shim), hosted tools (dropped), and every kind of tool_choice."""
+
+    def fn(name: str, parameters: Any = "absent", **extra: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "function", "name": name, "description": f"{name}.", **extra}
+        if parameters != "absent":
+            out["parameters"] = parameters
+        return out
+
+    namespace = {
+        "type": "namespace",
+        "name": "crm",
+        "description": "CRM.",
+        "tools": [fn("find", SIMPLE), fn("note")],
+    }
+    other = {"type": "namespace", "name": "erp", "description": "ERP.", "tools": [fn("find", WITH_DEFS)]}
+    custom = {"type": "custom", "name": "shell", "description": "Run a command."}
+    toolsets: dict[str, list[Any]] = {
+        "flat": [fn("a", SIMPLE), fn("b", WITH_DEFS)],
+        "params": [fn("p", {}), fn("q"), fn("r", None), fn("s", {"$defs": {"Q": {"type": "integer"}}})],
+        "clash": [fn("a", WITH_DEFS), fn("b", PARAMETERS[7])],
+        "namespace": [namespace, fn("a", SIMPLE)],
+        "two-namespaces": [namespace, other],
+        "custom": [custom, fn("a", SIMPLE)],
+        "custom-grammar": [
+            {**custom, "format": {"type": "grammar", "syntax": "lark", "definition": "start: /a/"}}
+        ],
+        "hosted": [{"type": "web_search"}, fn("a", SIMPLE)],
+        "hosted-only": [{"type": "web_search"}],
+        "strict": [fn("a", SIMPLE, strict=True)],
+        "empty": [],
+    }
+    choices: dict[str, Any] = {
+        "absent": "absent", "auto": "auto", "none": "none", "required": "required",
+        "named": {"type": "function", "name": "a"}, "named-flat": {"type": "function", "name": "crm__find"},
+        "named-local": {"type": "function", "name": "find"}, "named-missing": {"type": "function", "name": "zz"},
+        "named-empty": {"type": "function", "name": ""}, "custom": {"type": "custom", "name": "shell"},
+        "hosted": {"type": "web_search"}, "bad": "always",
+    }  # fmt: skip
+    for tools_name, tools in toolsets.items():
+        for choice_name, choice in choices.items():
+            for parallel in ("absent", False):
+                for text in ("absent", {"format": {"type": "json_schema", "name": "out", "schema": SIMPLE}}):
+                    request: dict[str, Any] = {"tools": tools}
+                    if choice != "absent":
+                        request["tool_choice"] = choice
+                    if parallel != "absent":
+                        request["parallel_tool_calls"] = parallel
+                    if text != "absent":
+                        request["text"] = text
+                    yield f"rsp/{tools_name}/{choice_name}/{parallel}/{text != 'absent'}", request
 
 
 def function_tools(schema: Any) -> list[tuple[str, Any]]:
@@ -307,14 +367,26 @@ def test_the_derived_spec_is_the_one_vllm_compiles(version: str, tmp_path: Path)
     cases = dict(generated()) | dict(jsonschemabench())
     levels = {case_id: level for case_id, request, level in with_levels()}
     cases |= {case_id: request for case_id, request, _ in with_levels()}
+    cases |= dict(responses())
+    apis = {case_id: "responses" for case_id in cases if case_id.startswith("rsp/")}
     every_parser = sorted(PARSER_TABLES[version])
     tagged = sorted(name for name, row in PARSER_TABLES[version].items() if row[0] is not None)
     spec = {
         "cases": [
-            {"id": k, "body": v, **({"strict_level": levels[k]} if levels.get(k) else {})}
+            {
+                "id": k,
+                "body": v,
+                **({"strict_level": levels[k]} if levels.get(k) else {}),
+                "api": apis.get(k, "chat"),
+            }
             for k, v in cases.items()
         ],
-        "parsers": {"gen/": every_parser, "jsb/": ["pythonic"], "lvl/": [*tagged, "pythonic"]},
+        "parsers": {
+            "gen/": every_parser,
+            "jsb/": ["pythonic"],
+            "lvl/": [*tagged, "pythonic"],
+            "rsp/": every_parser,
+        },
     }
     (tmp_path / "cases.json").write_text(json.dumps(spec), encoding="utf-8")
     printed = json.loads(run_vllm(version, [str(DRIVER), str(tmp_path / "cases.json")], tmp_path, 840))
@@ -326,10 +398,14 @@ def test_the_derived_spec_is_the_one_vllm_compiles(version: str, tmp_path: Path)
     not_made = set()
     for case_id, results in printed["results"].items():
         for parser, theirs in results.items():
+            if parser == "openai" and case_id.startswith("rsp/"):
+                continue  # Harmony (gpt-oss, the `openai` parser) answers the Responses API its own way
             if theirs["outcome"] == "init_error":
                 not_made.add(parser)
                 continue
-            ours = derive(*mine(cases[case_id], parser), version, levels.get(case_id))
+            ours = derive(
+                *mine(cases[case_id], parser), version, levels.get(case_id), apis.get(case_id, "chat")
+            )
             side = "utils" if parser == "utils" else "parser"
             # structural tags and Mistral's own schema are vLLM's alone: compared for what they are not
             counts[f"{side}:{theirs['outcome']}{'/not-derived' if ours.reason in NOT_DERIVED else ''}"] += 1

