@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -48,6 +50,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         return _serve(vars(args))
+    try:
+        return _tool(args)
+    except BrokenPipeError:
+        # The reader went away (`gdx lint ... | head`): stop quietly with SIGPIPE's status, as `yes | head`
+        # does, instead of a traceback; stdout is pointed at /dev/null so the exit flush cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _tool(args: argparse.Namespace) -> int:
+    """The commands that print and exit: hash, lint, inject, probe-files."""
     from exporter.lint import command as lint_command
 
     if args.command == "hash":

@@ -348,10 +348,11 @@ def add_parsers(commands: Any) -> None:
         'log: JSONL, one request per line, each a schema, a {"id", "schema"} line, an OpenAI/vLLM '
         "request body (response_format json_schema or structural_tag; structured_outputs or "
         "guided_decoding json/regex/grammar/choice/structural_tag; guided_json, guided_regex, "
-        'guided_grammar, guided_choice) or a batch line {"custom_id", "body"}; requests without a '
-        "spec (json_object) are skipped. Specs are grouped into families: the same spec up to injected "
-        "values, key order and per-request subsets of union branches or optional properties. Each family "
-        "is reported with its requests, its distinct variants and what varies between them, and "
+        'guided_grammar, guided_choice), a Responses API body, a batch line {"custom_id", "body"}, or a '
+        "Python target module:Name (--client); requests without a grammar are counted by reason. Specs "
+        "are grouped into families: the same spec up to injected values (enum, const, a bound's number), "
+        "key order and per-request subsets of union branches or optional properties. Each family is "
+        "reported with its requests, its distinct variants and what varies between them, and "
         "dynamic_schema when its variants are not reused (injected per request: every request compiles); "
         "then each distinct spec with its own findings. Exit 0: no error finding; 1: errors; 2: unreadable "
         "input or an invalid flag. Rules: " + ", ".join(RULES) + ".",

@@ -567,3 +567,50 @@ def test_the_vllm_router_names_the_schema_an_engine_will_reject(tmp_path: Path) 
     assert len(messages) == 1 and "does not enforce `multipleOf`" in messages[0]
     plain = json.loads(gdx("lint", "--format", "json", str(log)).stdout)  # without the flag: no routing
     assert not any("vllm_backend" in s for fam in plain["families"] for s in fam["schemas"])
+
+
+def test_numbers_set_per_request_are_one_family_with_dynamic_schema(tmp_path: Path) -> None:
+    """A service that asks for exactly n items (and a range scaled by n) sends 40 distinct schemas:
+    one family, the varying bounds named."""
+    records = []
+    for n in range(1, 41):
+        schema = {
+            "title": "Picks",
+            "type": "object",
+            "properties": {
+                "items": {"type": "array", "items": {"type": "string"}, "minItems": n, "maxItems": n},
+                "score": {"type": "number", "minimum": 0, "maximum": 10 * n},
+            },
+            "required": ["items", "score"],
+        }
+        records.append(_chat(schema))
+    out = gdx("lint", "--format", "json", str(_log(tmp_path, "picks.jsonl", records)))
+    assert out.returncode == 0, out.stderr
+    family = _one_family(out)
+    assert (family["name"], family["requests"], family["variants"]) == ("Picks", 40, 40)
+    (finding,) = family["findings"]
+    assert (finding["rule"], finding["severity"]) == ("dynamic_schema", "warning")
+    assert family["varies"] == [
+        "/properties/items/maxItems: literal differs in 39 of 40 variants",
+        "/properties/items/minItems: literal differs in 39 of 40 variants",
+        "/properties/score/maximum: literal differs in 39 of 40 variants",
+    ]
+
+
+def test_a_reader_that_goes_away_ends_gdx_quietly(tmp_path: Path) -> None:
+    """`gdx lint ... | head -1`: SIGPIPE's status, no traceback."""
+    # 1,000 distinct schemas, 1,000 families: about 150 KB, more than a pipe buffers (64 KiB)
+    records = [
+        _chat({"type": "object", "properties": {f"field_{t}": {"type": "string"}}}) for t in range(1_000)
+    ]
+    path = _log(tmp_path, "many.jsonl", records)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "exporter", "lint", str(path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr

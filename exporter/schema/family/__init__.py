@@ -2,9 +2,11 @@
 
 The engine caches grammars by the exact string, so a value injected per request means a compile per
 request. A family is every spec that is the same schema up to
-- a literal: `enum`, `const`, `default`, `examples`/`example`, `pattern` and `format` values are
-  removed (the keyword stays); `description`, `title` and `$comment` text is kept with its volatile
-  tokens masked (anything holding a digit: timestamps, ids, counters, amounts; month and day names);
+- a literal: `enum`, `const`, `default`, `examples`/`example`, `pattern` and `format` values, and
+  the numbers of bounds (`minItems`/`maxItems`, `minimum`/`maximum`, `minLength`/`maxLength` and the
+  like: exactly n items per request) are removed (the keyword stays); `description`, `title` and
+  `$comment` text is kept with its volatile tokens masked (anything holding a digit: timestamps, ids,
+  counters, amounts; month and day names);
 - key order and whitespace (the parsed value is hashed, dict keys sorted, `type`/`required` as sets);
 - per-request subsets of union branches (`anyOf`/`oneOf`: the tool_choice="required" pattern), of
   optional properties, and of `$defs`/`definitions` that come and go with them.
@@ -38,6 +40,7 @@ from exporter.schema.family.model import (
     MASKED,
     MAX_TEXT,
     MAX_VARIANTS,
+    NUMBERS,
     REMOVED,
     FamilySummary,
     Fingerprint,
@@ -55,6 +58,7 @@ __all__ = [
     "MASKED",
     "MAX_TEXT",
     "MAX_VARIANTS",
+    "NUMBERS",
     "REMOVED",
     "FamilyIndex",
     "FamilySummary",

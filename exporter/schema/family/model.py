@@ -9,7 +9,12 @@ from exporter.schema.identity import LITERAL_KEYS, digest
 from exporter.schema.walk import Budget, TooComplex
 
 # Removed from the frame (the keyword stays): values a service injects per request.
-REMOVED = frozenset((LITERAL_KEYS - {"title", "description"}) | {"example", "pattern", "format"})
+# Numbers a service sets per request (exactly n items, a tenant's range or length): values, like literals.
+NUMBERS = frozenset({
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength",
+    "minItems", "maxItems", "minProperties", "maxProperties", "minContains", "maxContains",
+})  # fmt: skip
+REMOVED = frozenset((LITERAL_KEYS - {"title", "description"}) | {"example", "pattern", "format"} | NUMBERS)
 # Human text: kept with volatile tokens masked (the package docstring says why).
 MASKED = frozenset({"title", "description", "$comment"})
 UNIONS = ("anyOf", "oneOf")

@@ -84,6 +84,25 @@ def test_injected_enum_family_ranks_first_above_a_costlier_static_schema() -> No
     assert report.findings == {("dynamic_schema", "error"): 1}  # 1.08 s of compiles >= 1 s
 
 
+def test_a_per_request_item_count_is_one_family_with_its_bounds_named() -> None:
+    """Exactly n items per request: 30 distinct hashes, one family, minItems/maxItems what varies."""
+    store = new_store()
+    link = Link(store)
+    for round_ in range(5):  # 40 s of new variants: past dynamic_span, an injection, not a warm-up
+        for j in range(6):
+            n = round_ * 6 + j + 1
+            items = {"type": "array", "items": {"type": "string"}, "minItems": n, "maxItems": n}
+            link.compile(json.dumps({"title": "Picks", "type": "object", "properties": {"items": items}}), 0.05)
+        view = run(link, store)
+    family = top(view)
+    report = view.family_analysis.reports[family]
+    assert report.name == "Picks" and view.families.usage[family].variants == 30
+    parts = report.variation.parts()
+    assert {part[0] for part in parts} == {"/properties/items/minItems", "/properties/items/maxItems"}
+    assert all(kind == "literal" and count == 29 for _, kind, count in parts)
+    assert report.findings == {("dynamic_schema", "error"): 1}  # 1.5 s of compiles >= 1 s
+
+
 def test_static_classifiers_each_reused_stay_quiet() -> None:
     """Ten label-set variants, each reused 9 times out of 10: at most an info, never a warning."""
     store = new_store()

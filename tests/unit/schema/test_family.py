@@ -88,6 +88,39 @@ def test_per_tenant_enum_const_pattern_and_default_join() -> None:
     assert varies.unions == () and varies.optional == ()
 
 
+def test_per_request_numbers_in_keywords_join_and_are_named() -> None:
+    """Exactly n items, a per-request range, a tenant's length bound: numbers vary like literals."""
+
+    def picks(n: int) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": 8 * n},
+                    "minItems": n,
+                    "maxItems": n,
+                },
+                "score": {"type": "number", "minimum": -n, "exclusiveMaximum": 10 * n, "multipleOf": 0.5},
+            },
+            "required": ["items", "score"],
+        }
+
+    variants = [picks(n) for n in range(1, 41)]
+    assert len({schema_hash(json.dumps(v)) for v in variants}) == 40
+    assert len(families(variants)) == 1
+    varies = dict(what_varies(variants).literals)
+    assert set(varies) == {
+        "/properties/items/minItems", "/properties/items/maxItems", "/properties/items/items/maxLength",
+        "/properties/score/minimum", "/properties/score/exclusiveMaximum",
+    }  # fmt: skip
+    assert varies["/properties/items/maxItems"] == 39  # multipleOf, the same in all, does not vary
+    # a bound that appears in some variants and not others is structure: those stay apart
+    unbounded = copy.deepcopy(picks(1))
+    del unbounded["properties"]["items"]["minItems"], unbounded["properties"]["items"]["maxItems"]
+    assert len(families([picks(1), unbounded])) == 2
+
+
 def test_timestamps_in_descriptions_and_titles_join() -> None:
     def report(stamp: str) -> dict[str, Any]:
         return {
