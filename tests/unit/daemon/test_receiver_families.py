@@ -92,7 +92,8 @@ def test_a_per_request_item_count_is_one_family_with_its_bounds_named() -> None:
         for j in range(6):
             n = round_ * 6 + j + 1
             items = {"type": "array", "items": {"type": "string"}, "minItems": n, "maxItems": n}
-            link.compile(json.dumps({"title": "Picks", "type": "object", "properties": {"items": items}}), 0.05)
+            schema = {"title": "Picks", "type": "object", "properties": {"items": items}}
+            link.compile(json.dumps(schema), 0.05)
         view = run(link, store)
     family = top(view)
     report = view.family_analysis.reports[family]
