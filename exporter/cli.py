@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     from exporter.lint import command as lint_command
 
     lint_command.add_parsers(commands)
+    from exporter.fix import command as fix_command
+
+    fix_command.add_parser(commands)
     from exporter.inject import command as inject_command
 
     inject_command.add_parsers(commands)
@@ -68,6 +71,10 @@ def _tool(args: argparse.Namespace) -> int:
         return lint_command.hash_main(args)
     if args.command == "lint":
         return lint_command.lint_main(args)
+    if args.command == "fix":
+        from exporter.fix import command as fix_command
+
+        return fix_command.fix_main(args)
     from exporter.inject import command as inject_command
 
     if args.command == "inject":

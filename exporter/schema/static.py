@@ -14,7 +14,8 @@ into a check after decoding (`gdx fix`). `merge` builds that schema position by 
 - anything else that differs (two `items` lists of other lengths, a `$ref` to elsewhere) cannot be
   joined without changing what is accepted: `merge` says where instead of guessing.
 Each constraint that no longer holds for a variant is listed (`Moved`: its pointer and keyword), so
-that the check after decoding knows what to look at. Keys come out sorted (one canonical string).
+that the check after decoding knows what to look at. Keys keep the order they first appear in (the
+engine emits properties in that order); enum members and union branches come out sorted.
 Pure, standard library only; hostile input gives `Merged.error`, never an exception.
 """
 
@@ -104,9 +105,9 @@ class _Merger:
         if not all(isinstance(v, dict) for v in values):
             raise _Conflict(f"{pointer or '/'}: a schema that is not an object")
         if len({canonical_json(v) for v in values}) == 1:
-            return _sorted(values[0])
+            return values[0]
         out: dict[str, Any] = {}
-        for key in sorted({k for v in values for k in v}):
+        for key in _first_seen(values):
             present = [v[key] for v in values if key in v]
             at = f"{pointer}/{escape(key)}"
             if len(present) < len(values) and key not in DEFINITION_MAPS:
@@ -127,7 +128,7 @@ class _Merger:
 
     def keyword(self, key: str, present: list[Any], at: str, pointer: str) -> Any:
         if len({canonical_json(v) for v in present}) == 1:
-            return _sorted(present[0])
+            return present[0]
         if key in ANNOTATIONS:
             return _GONE
         if key in ("enum", "const"):
@@ -161,7 +162,8 @@ class _Merger:
             if len(lists) < len(present):
                 raise _Conflict(f"{at}: not a list")
             self.move(pointer, key)
-            return sorted(set.intersection(*lists), key=str)
+            common = set.intersection(*lists)
+            return [name for name in dict.fromkeys(present[0]) if name in common]
         if key in NAMED_MAPS:
             return self.named(present, at)
         if key in UNIONS:
@@ -191,7 +193,7 @@ class _Merger:
         if not all(isinstance(v, dict) for v in present):
             raise _Conflict(f"{at}: not an object")
         out: dict[str, Any] = {}
-        for name in sorted({n for v in present for n in v}):
+        for name in _first_seen(present):
             values = [v[name] for v in present if name in v]
             if len(values) < len(present):
                 self.move(pointer, at.rsplit("/", 1)[1])
@@ -207,7 +209,7 @@ class _Merger:
     def named(self, present: list[Any], at: str) -> dict[str, Any]:
         if not all(isinstance(v, dict) for v in present):
             raise _Conflict(f"{at}: not an object")
-        names = sorted({n for v in present for n in v})
+        names = _first_seen(present)
         return {n: self.schemas([v[n] for v in present if n in v], f"{at}/{escape(n)}") for n in names}
 
     def union(self, present: list[Any], at: str) -> list[Any]:
@@ -219,19 +221,16 @@ class _Merger:
             for branch in value:
                 branches.setdefault(canonical_json(branch), branch)
         self.move(at.rsplit("/", 1)[0], at.rsplit("/", 1)[1])
-        return [_sorted(branches[k]) for k in sorted(branches)]
+        return [branches[k] for k in sorted(branches)]
 
 
 _GONE = object()
 
 
-def _sorted(value: Any) -> Any:
-    """Keys sorted at every level (lists keep their order): one canonical string for the schema."""
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted(v) for v in value]
-    return value
+def _first_seen(maps: Sequence[dict[str, Any]]) -> list[str]:
+    """Keys in the order they first appear: xgrammar emits an object's properties in the order the
+    schema declares them, so a static schema in another order rejects every output in the variants'."""
+    return list(dict.fromkeys(k for m in maps for k in m))
 
 
 def _refs(variants: Sequence[Any]) -> set[str]:

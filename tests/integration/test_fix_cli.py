@@ -1,0 +1,200 @@
+# ruff: noqa: E501  (schemas and request bodies read better on one line)
+"""`gdx fix` as a user runs it: a request log in, per family injected per request the static schema
+and check.py out, proven on real xgrammar over the Llama 3 tokenizer; what cannot be fixed says why."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from exporter.schema.identity import schema_hash
+
+
+def gdx(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "exporter", *args], capture_output=True, text=True, timeout=600, cwd=cwd
+    )
+
+
+def chat(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"model": "m", "messages": [{"role": "user", "content": "."}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}}}  # fmt: skip
+
+
+def invoice(tenant: int) -> dict[str, Any]:
+    """The seed's case, as Pydantic writes it: the tenant's cost-centre codes a `Literal` in `$defs`."""
+    return {
+        "$defs": {"LineItem": {"properties": {
+            "amount": {"title": "Amount", "type": "number"},
+            "cost_center": {"enum": [f"CC-{tenant:03d}-{i}" for i in range(4)], "title": "Cost Center", "type": "string"},
+        }, "required": ["amount", "cost_center"], "title": "LineItem", "type": "object"}},
+        "properties": {"vendor": {"title": "Vendor", "type": "string"},
+                       "lines": {"items": {"$ref": "#/$defs/LineItem"}, "title": "Lines", "type": "array"}},
+        "required": ["vendor", "lines"], "title": "Invoice", "type": "object",
+    }  # fmt: skip
+
+
+def write_log(path: Path, bodies: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(b) + "\n" for b in bodies), encoding="utf-8")
+    return path
+
+
+def load_check(folder: Path) -> Any:
+    """The written check.py, imported by an isolated interpreter, as a service would."""
+
+    def run(output: Any, schema: Any) -> list[str]:
+        code = (
+            f"import sys, json; sys.path.insert(0, {str(folder)!r}); import check; "
+            f"print(json.dumps(check.check(json.loads(sys.argv[1]), json.loads(sys.argv[2]))))"
+        )
+        out = subprocess.run([sys.executable, "-I", "-S", "-c", code, json.dumps(output), json.dumps(schema)],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        return list(json.loads(out.stdout))
+
+    return run
+
+
+def test_a_tenant_enum_family_gets_a_proven_static_schema_and_check(
+    tmp_path: Path, tokenizer_json: Path
+) -> None:
+    log = write_log(tmp_path / "requests.jsonl", [chat(invoice(t)) for t in range(24)])
+    out = gdx("fix", "--tokenizer", str(tokenizer_json), "--out", str(tmp_path / "fix"), str(log))
+    assert out.returncode == 0, out.stdout + out.stderr
+    report = json.loads((tmp_path / "fix" / "report.json").read_text())
+    (family,) = report["families"]
+    assert (
+        family["fixed"] and family["name"] == "Invoice" and family["folder"] == f"Invoice-{family['family']}"
+    )
+    assert family["moved"] == [{"pointer": "/$defs/LineItem/properties/cost_center", "keyword": "enum"}]
+    proof = family["proof"]
+    assert proof["proven"] and proof["compiles_before"] == 24 and proof["valid_instances_kept"] > 24
+    assert proof["compile_seconds_after"] < proof["compile_seconds_before"] / 5  # one compile, then hits
+    folder = tmp_path / "fix" / family["folder"]
+    static = json.loads((folder / "schema.json").read_text())
+    # 96 codes in all, past the 64 an enum keeps: the static schema has the type, the check the codes
+    assert static["$defs"]["LineItem"]["properties"]["cost_center"] == {
+        "title": "Cost Center",
+        "type": "string",
+    }
+    assert family["static_schema_hash"] == schema_hash((folder / "schema.json").read_text().strip())
+    assert list(static["properties"]) == ["vendor", "lines"]  # the engine emits them in this order
+    check = load_check(folder)
+    mine = {"vendor": "ACME", "lines": [{"amount": 1.5, "cost_center": "CC-003-2"}]}
+    assert check(mine, invoice(3)) == []
+    assert check(mine, invoice(4)) == ["/lines/0/cost_center: is not one of the values this request allows"]
+    assert f"fixed  family {family['family']} Invoice: 24 compiles" in out.stdout
+
+
+def test_an_agents_tool_subsets_get_the_union_and_a_check_that_the_tool_was_enabled(
+    tmp_path: Path, tokenizer_json: Path
+) -> None:
+    rng = random.Random(34)
+    names = [f"tool_{i}" for i in range(6)]
+    params = {
+        n: {"type": "object", "properties": {f"q{i}": {"type": "string"}}, "required": [f"q{i}"]}
+        for i, n in enumerate(names)
+    }
+    bodies = []
+    for turn in range(20):
+        enabled = sorted(rng.sample(names, rng.randint(2, 4)))
+        bodies.append({"model": "m", "messages": [{"role": "user", "content": str(turn)}], "tool_choice": "required",
+                       "parallel_tool_calls": False,
+                       "tools": [{"type": "function", "function": {"name": n, "parameters": params[n]}} for n in enabled]})  # fmt: skip
+    log = write_log(tmp_path / "agent.jsonl", bodies)
+    out = gdx(
+        "fix",
+        "--tokenizer",
+        str(tokenizer_json),
+        "--tool-call-parser",
+        "pythonic",
+        "--out",
+        str(tmp_path / "fix"),
+        str(log),
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    (family,) = json.loads((tmp_path / "fix" / "report.json").read_text())["families"]
+    assert (
+        family["moved"] == [{"pointer": "/items", "keyword": "anyOf"}]
+        and family["proof"]["invalid_instances_caught"] > 0
+    )
+    static = json.loads((tmp_path / "fix" / family["folder"] / "schema.json").read_text())
+    assert static["maxItems"] == 1 and len(static["items"]["anyOf"]) == len(
+        {n for b in bodies for t in b["tools"] for n in [t["function"]["name"]]}
+    )
+    from exporter.schema.toolcalls import derive
+
+    request_schema = json.loads(derive(bodies[0], "pythonic", "0.33.0").spec_text or "")
+    enabled = [t["function"]["name"] for t in bodies[0]["tools"]]
+    other = next(n for n in names if n not in enabled)
+    check = load_check(tmp_path / "fix" / family["folder"])
+    first = {"name": enabled[0], "parameters": {f"q{names.index(enabled[0])}": "x"}}
+    assert check([first], request_schema) == []
+    assert check([{"name": other, "parameters": {f"q{names.index(other)}": "x"}}], request_schema) == [
+        f"/0: matches none of the {len(enabled)} alternatives this request allows"
+    ]
+
+
+def test_what_cannot_be_fixed_says_why_and_writes_nothing_for_it(
+    tmp_path: Path, tokenizer_json: Path
+) -> None:
+    """Variants whose `not` differs cannot be joined without changing what each accepts; a title
+    made to climb out of the folder stays a folder name inside it."""
+    bodies = [chat({"title": "../../etc", "type": "object", "properties": {"n": {"type": "integer", "not": {"const": i}}}})
+              for i in range(20)]  # fmt: skip
+    bodies += [
+        chat(
+            {
+                "title": "../../x",
+                "type": "object",
+                "properties": {"k": {"enum": [f"v{i}"]}},
+                "required": ["k"],
+            }
+        )
+        for i in range(20)
+    ]
+    out = gdx(
+        "fix",
+        "--tokenizer",
+        str(tokenizer_json),
+        "--out",
+        str(tmp_path / "fix"),
+        str(write_log(tmp_path / "r.jsonl", bodies)),
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    families = {f["name"]: f for f in json.loads((tmp_path / "fix" / "report.json").read_text())["families"]}
+    refused = families[".._.._etc"]  # titles are sanitised before they are names
+    assert not refused["fixed"] and refused["folder"] is None
+    assert refused["why_not"] == "cannot be joined: /properties/n/not: `not` differs between variants"
+    fixed = families[".._.._x"]
+    assert fixed["fixed"] and fixed["folder"] == f"_-_x-{fixed['family']}"
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    folder = f"fix/_-_x-{fixed['family']}"
+    assert written == [f"{folder}/check.py", f"{folder}/schema.json", "fix/report.json", "r.jsonl"]
+    assert f"not fixed  family {refused['family']} .._.._etc: cannot be joined" in out.stdout
+
+
+def test_bad_input_is_exit_2_and_nothing_written(tmp_path: Path, tokenizer_json: Path) -> None:
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    out = gdx(
+        "fix",
+        "--tokenizer",
+        str(tokenizer_json),
+        "--out",
+        str(tmp_path / "fix"),
+        str(tmp_path / "broken.json"),
+    )
+    assert out.returncode == 2 and "gdx fix: " in out.stderr and not (tmp_path / "fix").exists()
+    missing = gdx(
+        "fix",
+        "--tokenizer",
+        str(tmp_path / "nope.json"),
+        "--out",
+        str(tmp_path / "fix"),
+        str(tmp_path / "broken.json"),
+    )
+    assert missing.returncode == 2 and not (tmp_path / "fix").exists()
