@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     from exporter.fix import command as fix_command
 
     fix_command.add_parser(commands)
+    from exporter.fix import warm
+
+    warm.add_parser(commands)
     from exporter.inject import command as inject_command
 
     inject_command.add_parsers(commands)
@@ -75,6 +78,10 @@ def _tool(args: argparse.Namespace) -> int:
         from exporter.fix import command as fix_command
 
         return fix_command.fix_main(args)
+    if args.command == "warm":
+        from exporter.fix import warm
+
+        return warm.main(args)
     from exporter.inject import command as inject_command
 
     if args.command == "inject":

@@ -200,3 +200,30 @@ def test_what_the_openai_client_sends_has_the_hash_gdx_lint_prints(
     assert sample(m, requests, schema_hash=model_hash, pod="vllm-test") == 1
     assert sample(m, requests, schema_hash=tools_hash, pod="vllm-test") == 1
     assert sample(m, requests, schema_hash=pydantic_hash) == 0  # the SDK does not send model_json_schema()
+
+
+def test_gdx_warm_compiles_a_schema_so_the_first_user_request_hits(
+    stack: tuple[Any, VllmServer], tmp_path: Path
+) -> None:
+    """`gdx warm` (run with the standard library alone, as in an engine container) sends one
+    max_tokens=1 request per schema of a `gdx fix` folder; the user's first request with that schema
+    is then a cache hit, not a compile."""
+    daemon, server = stack
+    schema = {"title": "Warmed", "type": "object", "properties": {"code": {"type": "string", "maxLength": 6}},
+              "required": ["code"]}  # fmt: skip
+    (tmp_path / "Warmed-0123abcd").mkdir()
+    (tmp_path / "Warmed-0123abcd" / "schema.json").write_text(json.dumps(schema), encoding="utf-8")
+    root = Path(__file__).resolve().parents[2]
+    warmed = subprocess.run(
+        [sys.executable, "-S", "-m", "exporter.fix.warm", "--url", server.url, str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=root,
+    )  # fmt: skip
+    assert warmed.returncode == 0, warmed.stderr
+    assert warmed.stdout.splitlines()[-1] == f"1 of 1 schemas warmed on {server.url} (tiny)"
+    server.chat(schema)  # the user's first request
+    digest = schema_hash(json.dumps(schema))
+    requests = "guided_decoding_schema_requests_total"
+    wait_for(lambda: sample(scrape(daemon.url), requests, schema_hash=digest) >= 2, timeout=30)
+    m = scrape(daemon.url)
+    assert sample(m, requests, schema_hash=digest, pod="vllm-test") == 2
+    assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=digest) == 1
