@@ -19,7 +19,7 @@ from typing import Any
 
 from exporter.daemon import config
 from exporter.fix import postcheck
-from exporter.fix.plan import FamilyPlan, plans
+from exporter.fix.plan import FamilyPlan, plans, slow_plans
 from exporter.lint import targets
 from exporter.lint.command import FlagError, tool_server, vllm_router
 from exporter.lint.report import analyse
@@ -55,7 +55,8 @@ def fix_main(args: argparse.Namespace) -> int:
     report = analyse(inputs, thresholds, ("xgrammar",))
     lines = {schema.schema_hash: schema.lines for family in report.families for schema in family.schemas}
     results = []
-    for plan in plans(report, inputs.requests):
+    families = plans(report, inputs.requests)
+    for plan in [*families, *slow_plans(report, inputs.requests, families)]:
         if plan.merged.schema is None:
             results.append(_result(plan, None, f"cannot be joined: {plan.merged.error}"))
             continue
@@ -93,7 +94,7 @@ def _result(plan: FamilyPlan, proof: Any, why: str) -> dict[str, Any]:
         "family": plan.family,
         "name": plan.name,
         "folder": plan.folder if fixed else None,
-        "finding": f"dynamic_schema {plan.severity}",
+        "finding": f"dynamic_schema {plan.severity}" if len(plan.variants) > 1 else plan.severity,
         "requests": plan.requests,
         "members": list(plan.hashes),
         "static_schema_hash": identity.schema_hash(plan.static_text)
@@ -138,15 +139,20 @@ def _summary(results: list[dict[str, Any]], out: Path) -> None:
             before = f"{proof['compiles_before']} compiles ({proof['compile_seconds_before']:.3f} s)"
             after = f"1 ({proof['compile_seconds_after']:.3f} s over {r['requests']} requests)"
             kept, caught = proof["valid_instances_kept"], proof["invalid_instances_caught"]
-            moved = len(r["moved"])
+            moved, where = len(r["moved"]), out / r["folder"]
             print(
-                f"fixed  family {r['family']} {r['name']}: {before} -> {after}; {moved} constraints moved "
-                f"to the check; proven on {kept} valid and {caught} invalid outputs -> {out / r['folder']}"
+                f"fixed  {_unit(r)} {r['family']} {r['name']}: {before} -> {after}; {moved} constraints "
+                f"moved to the check; proven on {kept} valid and {caught} invalid outputs -> {where}"
             )
         else:
-            print(f"not fixed  family {r['family']} {r['name']}: {r['why_not']}")
+            print(f"not fixed  {_unit(r)} {r['family']} {r['name']}: {r['why_not']}")
     fixed = sum(r["fixed"] for r in results)
-    print(f"{fixed} of {len(results)} families fixed; report: {out / 'report.json'}")
+    print(f"{fixed} of {len(results)} families and schemas fixed; report: {out / 'report.json'}")
+
+
+def _unit(result: dict[str, Any]) -> str:
+    """A family injected per request, or one schema whose slow-compile keywords moved to the check."""
+    return "family" if str(result["finding"]).startswith("dynamic_schema") else "schema"
 
 
 def add_parser(commands: Any) -> None:

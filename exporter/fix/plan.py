@@ -18,9 +18,18 @@ from typing import Any
 from exporter.lint.report import FamilyReport, Report
 from exporter.lint.requests import Request
 from exporter.schema import identity
-from exporter.schema.static import Merged, merge
+from exporter.schema.static import Merged, Moved, merge
+from exporter.schema.walk import unescape
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+# Slow-compile findings a check after decoding can take over: the keyword goes from the grammar (the
+# accepted set only grows) and the check holds it. A bounded quantifier only in `pattern` (dropping a
+# `patternProperties` entry could hand its properties to `additionalProperties: false`).
+REWRITES = {
+    "max_items": ("minItems", "maxItems"),
+    "bounded_quantifier": ("pattern",),
+    "large_enum": ("enum",),
+}
 NAME_CHARS = 48
 
 
@@ -69,6 +78,49 @@ def plans(report: Report, requests: Sequence[Request]) -> list[FamilyPlan]:
             )
         )  # fmt: skip
     return out
+
+
+def slow_plans(report: Report, requests: Sequence[Request], fixed: Sequence[FamilyPlan]) -> list[FamilyPlan]:
+    """A plan per distinct JSON Schema (outside the families already fixed) with a slow-compile
+    warning or error whose keyword the check can hold: that keyword dropped, listed as moved."""
+    parsed = {identity.schema_hash(r.text, r.parsed): r.parsed for r in requests if r.kind == "json"}
+    done = {h for plan in fixed for h in plan.hashes}
+    out = []
+    for family in report.families:
+        for schema in family.schemas:
+            if schema.schema_hash in done or not isinstance(parsed.get(schema.schema_hash), dict):
+                continue
+            slow = [f for f in schema.findings if f.severity in ("warning", "error")
+                    and f.pointer.rsplit("/", 1)[-1] in REWRITES.get(f.rule, ())]  # fmt: skip
+            if not slow:
+                continue
+            merged = relaxed(parsed[schema.schema_hash], [f.pointer for f in slow])
+            if not merged.moved:
+                continue  # the findings' pointers run through a `$ref`: not rewritten here
+            name = schema.title or family.name
+            rules = sorted({f.rule for f in slow})
+            out.append(
+                FamilyPlan(
+                    schema.schema_hash, name, folder_name(name, schema.schema_hash), "/".join(rules),
+                    schema.lines, (parsed[schema.schema_hash],), (schema.schema_hash,), merged,
+                )
+            )  # fmt: skip
+    return out
+
+
+def relaxed(schema: dict[str, Any], pointers: Sequence[str]) -> Merged:
+    """The schema without the keywords at `pointers` (JSON pointers to keywords), and what moved."""
+    copy = json.loads(json.dumps(schema))
+    moved = []
+    for pointer in sorted(set(pointers)):
+        *path, keyword = [unescape(token) for token in pointer.split("/")[1:]]
+        node: Any = copy
+        for token in path:
+            node = node.get(token) if isinstance(node, dict) else None
+        if isinstance(node, dict) and keyword in node:
+            del node[keyword]
+            moved.append(Moved(pointer.rsplit("/", 1)[0], keyword))
+    return Merged(copy, tuple(moved))
 
 
 def _dynamic(family: FamilyReport) -> str:

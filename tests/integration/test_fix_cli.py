@@ -198,3 +198,38 @@ def test_bad_input_is_exit_2_and_nothing_written(tmp_path: Path, tokenizer_json:
         str(tmp_path / "broken.json"),
     )
     assert missing.returncode == 2 and not (tmp_path / "fix").exists()
+
+
+def test_a_slow_schema_moves_its_costly_keywords_to_the_check(tmp_path: Path, tokenizer_json: Path) -> None:
+    """One schema with a `{8,64}` pattern and item bounds above 20: those keywords leave the grammar,
+    proven like a family; the check holds them (a patternProperties entry would not be dropped)."""
+    codes = {"title": "Codes", "type": "object", "required": ["code", "tags"], "properties": {
+        "code": {"type": "string", "pattern": "^[A-Z]{8,64}$"},
+        "tags": {"type": "array", "minItems": 25, "maxItems": 50, "items": {"type": "string"}}}}  # fmt: skip
+    (tmp_path / "codes.json").write_text(json.dumps(codes), encoding="utf-8")
+    out = gdx(
+        "fix",
+        "--tokenizer",
+        str(tokenizer_json),
+        "--out",
+        str(tmp_path / "fix"),
+        str(tmp_path / "codes.json"),
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    (result,) = json.loads((tmp_path / "fix" / "report.json").read_text())["families"]
+    assert (
+        result["fixed"] and result["finding"] == "bounded_quantifier/max_items" and result["proof"]["proven"]
+    )
+    assert sorted((m["pointer"], m["keyword"]) for m in result["moved"]) == [
+        ("/properties/code", "pattern"), ("/properties/tags", "maxItems"), ("/properties/tags", "minItems"),
+    ]  # fmt: skip
+    folder = tmp_path / "fix" / result["folder"]
+    assert json.loads((folder / "schema.json").read_text())["properties"] == {
+        "code": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}}  # fmt: skip
+    check = load_check(folder)
+    assert check({"code": "ABCDEFGHIJ", "tags": ["t"] * 30}, codes) == []
+    assert check({"code": "abc", "tags": ["t"]}, codes) == [
+        "/code: does not match the pattern this request requires",
+        "/tags: has 1 items, fewer than this request's 25",
+    ]
+    assert f"fixed  schema {result['family']} Codes: 1 compiles" in out.stdout
