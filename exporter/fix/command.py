@@ -19,12 +19,12 @@ from typing import Any
 
 from exporter.daemon import config
 from exporter.fix import postcheck
-from exporter.fix.plan import FamilyPlan, plans, slow_plans
+from exporter.fix.plan import FamilyPlan, plans, schemas_by_hash, slow_plans
 from exporter.lint import targets
 from exporter.lint.command import FlagError, tool_server, vllm_router
 from exporter.lint.report import analyse
 from exporter.lint.requests import KINDS, InputError, read_inputs
-from exporter.schema import identity, toolcalls
+from exporter.schema import identity
 
 MOVED_LINE = "MOVED: tuple[tuple[str, str], ...] = ()"
 
@@ -55,8 +55,9 @@ def fix_main(args: argparse.Namespace) -> int:
     report = analyse(inputs, thresholds, ("xgrammar",))
     lines = {schema.schema_hash: schema.lines for family in report.families for schema in family.schemas}
     results = []
-    families = plans(report, inputs.requests)
-    for plan in [*families, *slow_plans(report, inputs.requests, families)]:
+    parsed = schemas_by_hash(inputs.requests)
+    families = plans(report, parsed)
+    for plan in [*families, *slow_plans(report, parsed, families)]:
         if plan.merged.schema is None:
             results.append(_result(plan, None, f"cannot be joined: {plan.merged.error}"))
             continue
@@ -156,7 +157,7 @@ def _unit(result: dict[str, Any]) -> str:
 
 
 def add_parser(commands: Any) -> None:
-    from exporter.lint.command import CLIENT_HELP
+    from exporter.lint.command import CLIENT_HELP, add_tool_flags
 
     parser = commands.add_parser(
         "fix",
@@ -196,14 +197,6 @@ def add_parser(commands: Any) -> None:
         metavar="vllm==VERSION",
         help="the vLLM version whose tool-call derivation applies",
     )
-    parser.add_argument(
-        "--tool-call-parser", metavar="NAME", help="the server's --tool-call-parser, as gdx lint"
-    )
-    parser.add_argument(
-        "--tool-strict-level",
-        choices=toolcalls.STRICT_LEVELS,
-        metavar="LEVEL",
-        help="the server's --tool-strict-level",
-    )
+    add_tool_flags(parser)
     limits = parser.add_argument_group("limits", "gdx lint's --lint.* options: where dynamic_schema fires.")
     config.add_lint_flags(limits)

@@ -58,12 +58,18 @@ def folder_name(name: str, family: str) -> str:
     return f"{safe}-{family}" if safe else family
 
 
-def plans(report: Report, requests: Sequence[Request]) -> list[FamilyPlan]:
-    """A plan per JSON Schema family whose `dynamic_schema` finding is a warning or an error."""
-    parsed: dict[str, Any] = {}
+def schemas_by_hash(requests: Sequence[Request]) -> dict[str, dict[str, Any]]:
+    """Each distinct JSON Schema of the requests, decoded, by its schema_hash (the reports' key)."""
+    parsed: dict[str, dict[str, Any]] = {}
     for request in requests:
         if request.kind == "json" and isinstance(request.parsed, dict):
             parsed.setdefault(identity.schema_hash(request.text, request.parsed), request.parsed)
+    return parsed
+
+
+def plans(report: Report, parsed: dict[str, dict[str, Any]]) -> list[FamilyPlan]:
+    """A plan per JSON Schema family whose `dynamic_schema` finding is a warning or an error;
+    `parsed`: schemas_by_hash of the requests."""
     out = []
     for family in report.families:
         severity = _dynamic(family)
@@ -80,15 +86,16 @@ def plans(report: Report, requests: Sequence[Request]) -> list[FamilyPlan]:
     return out
 
 
-def slow_plans(report: Report, requests: Sequence[Request], fixed: Sequence[FamilyPlan]) -> list[FamilyPlan]:
+def slow_plans(
+    report: Report, parsed: dict[str, dict[str, Any]], fixed: Sequence[FamilyPlan]
+) -> list[FamilyPlan]:
     """A plan per distinct JSON Schema (outside the families already fixed) with a slow-compile
     warning or error whose keyword the check can hold: that keyword dropped, listed as moved."""
-    parsed = {identity.schema_hash(r.text, r.parsed): r.parsed for r in requests if r.kind == "json"}
     done = {h for plan in fixed for h in plan.hashes}
     out = []
     for family in report.families:
         for schema in family.schemas:
-            if schema.schema_hash in done or not isinstance(parsed.get(schema.schema_hash), dict):
+            if schema.schema_hash in done or schema.schema_hash not in parsed:
                 continue
             slow = [f for f in schema.findings if f.severity in ("warning", "error")
                     and f.pointer.rsplit("/", 1)[-1] in REWRITES.get(f.rule, ())]  # fmt: skip

@@ -304,6 +304,29 @@ def _count(number: int, noun: str, plural: str = "") -> str:
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
+def add_tool_flags(parser: argparse.ArgumentParser) -> None:
+    """--tool-call-parser and --tool-strict-level, as `gdx lint` and `gdx fix` read request logs."""
+    tools = parser.add_argument_group(
+        "tool calls (vLLM's flags of the same names)",
+        "A request with `tools` and tool_choice required or a named function compiles a grammar vLLM "
+        "derives from the tools, replacing the request's own structured outputs; which one depends on the "
+        "server's tool parser. Give the server's flags to lint that grammar (the vLLM version is the one "
+        "--engine vllm==VERSION names, else the newest verified). A request that gets no grammar is counted "
+        "by reason in the summary; one vLLM answers with HTTP 400 (an unknown named tool, clashing `$defs`) "
+        "is a request_rejected error.",
+    )
+    tools.add_argument(
+        "--tool-call-parser", metavar="NAME",
+        help="the server's --tool-call-parser (with --enable-auto-tool-choice). Unset: tool_choice "
+        "required/named requests are skipped, the others linted by their own structured outputs",
+    )  # fmt: skip
+    tools.add_argument(
+        "--tool-strict-level", choices=toolcalls.STRICT_LEVELS, metavar="LEVEL",
+        help="the server's --tool-strict-level (auto, function, parameter; default unset): from which level "
+        "a structural-tag parser constrains tool_choice auto too",
+    )  # fmt: skip
+
+
 class _OldSpelling(argparse.Action):
     """A hidden alias of a `--lint.*` flag: stores its value where the new flag would, and says so once."""
 
@@ -405,25 +428,7 @@ def add_parsers(commands: Any) -> None:
         "--no-api-server.validate", dest="api_server_validate", action="store_false",
         help="do not run the API server's validation steps",
     )  # fmt: skip
-    tools = lint_parser.add_argument_group(
-        "tool calls (vLLM's flags of the same names)",
-        "A request with `tools` and tool_choice required or a named function compiles a grammar vLLM "
-        "derives from the tools, replacing the request's own structured outputs; which one depends on the "
-        "server's tool parser. Give the server's flags to lint that grammar (the vLLM version is the one "
-        "--engine vllm==VERSION names, else the newest verified). A request that gets no grammar is counted "
-        "by reason in the summary; one vLLM answers with HTTP 400 (an unknown named tool, clashing `$defs`) "
-        "is a request_rejected error.",
-    )
-    tools.add_argument(
-        "--tool-call-parser", metavar="NAME",
-        help="the server's --tool-call-parser (with --enable-auto-tool-choice). Unset: tool_choice "
-        "required/named requests are skipped, the others linted by their own structured outputs",
-    )  # fmt: skip
-    tools.add_argument(
-        "--tool-strict-level", choices=toolcalls.STRICT_LEVELS, metavar="LEVEL",
-        help="the server's --tool-strict-level (auto, function, parameter; default unset): from which level "
-        "a structural-tag parser constrains tool_choice auto too",
-    )  # fmt: skip
+    add_tool_flags(lint_parser)
     lint_parser.add_argument(
         "--prove", action="store_true",
         help="with --tokenizer: for each xgrammar finding, search for a counterexample (an instance the "

@@ -12,12 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from exporter.schema.identity import schema_hash
+from tools.harness import TOKENIZER_JSON
 
 
 def gdx(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "exporter", *args], capture_output=True, text=True, timeout=600, cwd=cwd
     )
+
+
+def fix(out: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`gdx fix --tokenizer <the Llama 3 tokenizer> --out OUT ARGS...` (tests ask for the
+    `tokenizer_json` fixture, which says how to fetch it when it is missing)."""
+    return gdx("fix", "--tokenizer", str(TOKENIZER_JSON), "--out", out, *args)
 
 
 def chat(schema: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +70,7 @@ def test_a_tenant_enum_family_gets_a_proven_static_schema_and_check(
     tmp_path: Path, tokenizer_json: Path
 ) -> None:
     log = write_log(tmp_path / "requests.jsonl", [chat(invoice(t)) for t in range(24)])
-    out = gdx("fix", "--tokenizer", str(tokenizer_json), "--out", str(tmp_path / "fix"), str(log))
+    out = fix(str(tmp_path / "fix"), str(log))
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads((tmp_path / "fix" / "report.json").read_text())
     (family,) = report["families"]
@@ -106,16 +113,7 @@ def test_an_agents_tool_subsets_get_the_union_and_a_check_that_the_tool_was_enab
                        "parallel_tool_calls": False,
                        "tools": [{"type": "function", "function": {"name": n, "parameters": params[n]}} for n in enabled]})  # fmt: skip
     log = write_log(tmp_path / "agent.jsonl", bodies)
-    out = gdx(
-        "fix",
-        "--tokenizer",
-        str(tokenizer_json),
-        "--tool-call-parser",
-        "pythonic",
-        "--out",
-        str(tmp_path / "fix"),
-        str(log),
-    )
+    out = fix(str(tmp_path / "fix"), str(log), "--tool-call-parser", "pythonic")
     assert out.returncode == 0, out.stdout + out.stderr
     (family,) = json.loads((tmp_path / "fix" / "report.json").read_text())["families"]
     assert (
@@ -157,14 +155,7 @@ def test_what_cannot_be_fixed_says_why_and_writes_nothing_for_it(
         )
         for i in range(20)
     ]
-    out = gdx(
-        "fix",
-        "--tokenizer",
-        str(tokenizer_json),
-        "--out",
-        str(tmp_path / "fix"),
-        str(write_log(tmp_path / "r.jsonl", bodies)),
-    )
+    out = fix(str(tmp_path / "fix"), str(write_log(tmp_path / "r.jsonl", bodies)))
     assert out.returncode == 1, out.stdout + out.stderr
     families = {f["name"]: f for f in json.loads((tmp_path / "fix" / "report.json").read_text())["families"]}
     refused = families[".._.._etc"]  # titles are sanitised before they are names
@@ -180,14 +171,7 @@ def test_what_cannot_be_fixed_says_why_and_writes_nothing_for_it(
 
 def test_bad_input_is_exit_2_and_nothing_written(tmp_path: Path, tokenizer_json: Path) -> None:
     (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
-    out = gdx(
-        "fix",
-        "--tokenizer",
-        str(tokenizer_json),
-        "--out",
-        str(tmp_path / "fix"),
-        str(tmp_path / "broken.json"),
-    )
+    out = fix(str(tmp_path / "fix"), str(tmp_path / "broken.json"))
     assert out.returncode == 2 and "gdx fix: " in out.stderr and not (tmp_path / "fix").exists()
     missing = gdx(
         "fix",
@@ -207,14 +191,7 @@ def test_a_slow_schema_moves_its_costly_keywords_to_the_check(tmp_path: Path, to
         "code": {"type": "string", "pattern": "^[A-Z]{8,64}$"},
         "tags": {"type": "array", "minItems": 25, "maxItems": 50, "items": {"type": "string"}}}}  # fmt: skip
     (tmp_path / "codes.json").write_text(json.dumps(codes), encoding="utf-8")
-    out = gdx(
-        "fix",
-        "--tokenizer",
-        str(tokenizer_json),
-        "--out",
-        str(tmp_path / "fix"),
-        str(tmp_path / "codes.json"),
-    )
+    out = fix(str(tmp_path / "fix"), str(tmp_path / "codes.json"))
     assert out.returncode == 0, out.stdout + out.stderr
     (result,) = json.loads((tmp_path / "fix" / "report.json").read_text())["families"]
     assert (

@@ -18,7 +18,7 @@ import random
 import time
 from typing import Any
 
-from exporter.fix.plan import plans
+from exporter.fix.plan import plans, schemas_by_hash
 from exporter.fix.proof import prove
 from exporter.lint.prove.engine import XgrammarEngine
 from exporter.lint.report import analyse
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         requests = tuple(r for r in records if isinstance(r, Request))
         report = analyse(Inputs(requests), Thresholds(), ("xgrammar",))
         started = time.perf_counter()
-        (plan,) = plans(report, requests)
+        (plan,) = plans(report, schemas_by_hash(requests))
         merge_seconds = time.perf_counter() - started
         lines = {s.schema_hash: s.lines for f in report.families for s in f.schemas}
         started = time.perf_counter()
