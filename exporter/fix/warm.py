@@ -4,18 +4,21 @@ A new replica's grammar cache is empty: the first request of each family pays it
 user waits. `gdx warm --url URL SCHEMA...` waits until the engine answers `/health`, then sends one
 minimal request per schema (`max_tokens` 1, the schema as `response_format`), so that the engine
 compiles and caches each grammar; the requests users send with the same schema then hit. SCHEMA is a
-JSON Schema file, or a folder `gdx fix` wrote (every `*/schema.json` under it). The schema is sent as
-the file holds it (key order kept): the engine caches by the string it serialises from it, which is
-the one a service sending the same file gets.
+JSON Schema file, or a folder: the `*.json` files in it (`gdx fix`'s `registry/`, a mounted ConfigMap)
+and every `*/schema.json` under it (`gdx fix --out`). The schema is sent as the file holds it (key
+order kept): the engine caches by the string it serialises from it, which is the one a service
+sending the same file gets.
 
-Standard library only, so that it can run inside the engine's container (a `postStart` hook, a
-sidecar step). Exit 0: every schema warmed; 1: some request failed (each said); 2: bad input, or the
-engine not ready within --ready-timeout.
+Standard library only, so that it can run inside the engine's container from the probe's copied
+tree (`gdx inject --warm-configmap` makes it the engine's `postStart` hook). Exit 0: every schema
+warmed; 1: some request failed (each said); 2: bad input, or the engine not ready within
+--ready-timeout; `--exit-zero` makes each of them 0 (a failing postStart hook kills the container).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -31,13 +34,17 @@ class WarmError(Exception):
 
 
 def schemas(paths: Sequence[str]) -> list[tuple[str, Any]]:
-    """(name, parsed schema) of every file, and of every `*/schema.json` in a folder, in order."""
+    """(name, parsed schema) of every file, and of the `*.json` and `*/schema.json` of a folder (not
+    its hidden entries: a ConfigMap volume's `..data`), in order."""
     found: list[tuple[str, Any]] = []
     for raw in paths:
         path = Path(raw)
-        files = sorted(path.glob("*/schema.json")) if path.is_dir() else [path]
-        if path.is_dir() and not files:
-            raise WarmError(f"{raw}: a folder without */schema.json (gdx fix --out writes them)")
+        files = [path]
+        if path.is_dir():
+            listed = sorted([*path.glob("*.json"), *path.glob("*/schema.json")])
+            files = [f for f in listed if not f.relative_to(path).parts[0].startswith(".") and f.is_file()]
+            if not files:
+                raise WarmError(f"{raw}: no *.json or */schema.json in it (gdx fix --out writes them)")
         for file in files:
             try:
                 found.append((str(file), json.loads(file.read_text(encoding="utf-8"))))
@@ -92,27 +99,47 @@ def warm(url: str, model: str, schema: Any, timeout: float) -> float:
 
 
 def main(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as stack:
+        log = None
+        if args.log:
+            try:
+                log = stack.enter_context(open(args.log, "a", encoding="utf-8"))
+            except OSError as err:
+                print(f"gdx warm: --log {args.log}: {err}", file=sys.stderr)
+        code = _warm_all(args, lambda line, err=False: _say(line, err, log))
+    return 0 if args.exit_zero else code
+
+
+def _say(line: str, err: bool, log: Any) -> None:
+    print(line, file=sys.stderr if err else sys.stdout, flush=True)
+    if log is not None:
+        with contextlib.suppress(OSError):
+            log.write(line + "\n")
+            log.flush()
+
+
+def _warm_all(args: argparse.Namespace, say: Any) -> int:
     url = args.url.rstrip("/")
     try:
         found = schemas(args.schemas)
         wait_ready(url, args.ready_timeout)
         model = args.model or model_of(url, args.timeout)
     except (WarmError, urllib.error.URLError, OSError, ValueError) as err:
-        print(f"gdx warm: {err}", file=sys.stderr)
+        say(f"gdx warm: {err}", True)
         return 2
     failed = 0
     for name, schema in found:
         try:
             seconds = warm(url, model, schema, args.timeout)
-            print(f"warmed {name} in {seconds:.3f} s")
+            say(f"warmed {name} in {seconds:.3f} s")
         except urllib.error.HTTPError as err:
             failed += 1
             detail = err.read()[:300].decode("utf-8", "replace")
-            print(f"gdx warm: {name}: HTTP {err.code}: {detail}", file=sys.stderr)
+            say(f"gdx warm: {name}: HTTP {err.code}: {detail}", True)
         except (urllib.error.URLError, OSError, ValueError) as err:
             failed += 1
-            print(f"gdx warm: {name}: {err}", file=sys.stderr)
-    print(f"{len(found) - failed} of {len(found)} schemas warmed on {url} ({model})")
+            say(f"gdx warm: {name}: {err}", True)
+    say(f"{len(found) - failed} of {len(found)} schemas warmed on {url} ({model})")
     return 1 if failed else 0
 
 
@@ -123,8 +150,9 @@ def add_parser(commands: Any) -> None:
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     parser.add_argument(
-        "schemas", nargs="+", metavar="SCHEMA", help="a JSON Schema file, or a gdx fix --out folder"
-    )
+        "schemas", nargs="+", metavar="SCHEMA",
+        help="a JSON Schema file, or a folder of them (gdx fix's registry/, a ConfigMap) or gdx fix --out",
+    )  # fmt: skip
     parser.add_argument(
         "--url", required=True, help="the engine's OpenAI-compatible server, e.g. http://127.0.0.1:8000"
     )
@@ -133,6 +161,13 @@ def add_parser(commands: Any) -> None:
                         help="how long to wait for /health (default 600)")  # fmt: skip
     parser.add_argument("--timeout", type=float, default=120.0, metavar="SECONDS",
                         help="per request (default 120: a slow compile is what warming is for)")  # fmt: skip
+    parser.add_argument(
+        "--exit-zero", action="store_true",
+        help="exit 0 whatever happened (a postStart hook that fails kills the container)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log", metavar="FILE", help="also append each line here (in a hook, /proc/1/fd/1: the pod's log)"
+    )
 
 
 if __name__ == "__main__":  # python -m exporter.fix.warm, where gdx is not installed

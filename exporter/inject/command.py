@@ -9,6 +9,7 @@ exits 1, so `... | gdx inject - | kubectl apply -f -` applies nothing half-done.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from exporter.wire import DEFAULT_AUDIENCE, DEFAULT_TCP_PORT
 
 DEFAULT_IMAGE = f"guided-decoding-exporter:{__version__}"
 SUFFIXES = (".yaml", ".yml", ".json")
+CONFIGMAP_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 
 def add_parsers(commands: Any) -> None:
@@ -82,6 +84,16 @@ def add_parsers(commands: Any) -> None:
         help="the PYTHONPATH the engine image sets in its own ENV, kept after the probe's (Kubernetes"
         " cannot see image ENV; a PYTHONPATH in the pod spec replaces it)",
     )
+    parser.add_argument(
+        "--warm-configmap",
+        type=_configmap_name,
+        default="",
+        metavar="NAME",
+        help="also warm the engine's grammar cache as it starts: a postStart hook runs gdx warm (from the"
+        " probe's tree) over the schema files of this ConfigMap (kubectl create configmap NAME"
+        " --from-file=DIR/registry/ from gdx fix; optional: without it nothing is warmed), so the"
+        " container is Running, and gets traffic, with them compiled",
+    )
     files = commands.add_parser(
         "probe-files",
         help="write the probe tree an init container copies (the exporter image runs this at build time)",
@@ -90,6 +102,12 @@ def add_parsers(commands: Any) -> None:
         " on an engine's PYTHONPATH and the probe arms without the package installed.",
     )
     files.add_argument("dir", metavar="DIR")
+
+
+def _configmap_name(value: str) -> str:
+    if value and (not CONFIGMAP_NAME.fullmatch(value) or len(value) > 253):
+        raise argparse.ArgumentTypeError(f"{value!r}: not a ConfigMap name (a-z, 0-9, - and .)")
+    return value
 
 
 def _read(source: str) -> tuple[str, str]:
@@ -141,6 +159,7 @@ def inject_main(args: argparse.Namespace) -> int:
         port=args.port,
         audience=args.audience,
         image_pythonpath=args.image_pythonpath,
+        warm_configmap=args.warm_configmap,
     )
     try:
         texts = [_read(source) for source in _sources(args.files)]

@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.inject import warmhook
 from exporter.wire import DEFAULT_AUDIENCE, DEFAULT_SOCKET, DEFAULT_TCP_PORT, DEFAULT_TOKEN_FILE
 
 PREFIX = "guided-decoding-exporter.io"
@@ -76,6 +77,7 @@ class InjectOptions:
     namespace: str = "guided-decoding"  # the exporter's namespace (the Service's)
     port: int = DEFAULT_TCP_PORT
     audience: str = DEFAULT_AUDIENCE
+    warm_configmap: str = ""  # the ConfigMap of schemas the engine's postStart hook warms ("": no hook)
 
 
 @dataclass(frozen=True)
@@ -310,6 +312,11 @@ def inject(spec: dict[str, Any], metadata: dict[str, Any], options: InjectOption
             volumes, {"name": TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}
         )
     container["volumeMounts"] = mounts
+    if options.warm_configmap:
+        volumes, warned = warmhook.add_hook(
+            container, volumes, options.warm_configmap, command_line(container), engine.kind
+        )
+        warnings += (warned,) if warned else ()
     spec["volumes"] = volumes
     init = {
         "name": INIT_NAME,

@@ -1,8 +1,8 @@
 """The probe tree an init container copies into an engine pod (`gdx probe-files DIR`).
 
-Only the modules the probe imports (standard library only, no third-party package: nothing in the
-engine's environment is shadowed but this package's own name), a `.dist-info` under this package's
-distribution name, so that `importlib.metadata` finds the `vllm.general_plugins` entry point (a
+Only the modules the probe and `gdx warm` import (standard library only, no third-party package:
+nothing in the engine's environment is shadowed but this package's own name), a `.dist-info` under
+this package's distribution name, so that `importlib.metadata` finds the `vllm.general_plugins` entry point (a
 PYTHONPATH entry comes before site-packages, and for one distribution name the first on sys.path
 wins: an image that also has the package installed gets one plugin, this one), and the
 `sitecustomize.py` that arms SGLang and TensorRT-LLM and chains to the image's own.
@@ -18,8 +18,11 @@ from exporter import __version__
 
 DISTRIBUTION = "guided_decoding_exporter"
 PACKAGE = Path(exporter.__file__).resolve().parent
-# What `import exporter.probe` loads (tests/unit/inject checks this against a clean interpreter).
-MODULES = ("__init__.py", "wire.py", "schema/__init__.py", "schema/identity.py")
+# What `import exporter.probe` and `python -m exporter.fix.warm` (the warm hook, exporter/inject/
+# warmhook.py) load (tests/unit/inject checks this against a clean interpreter).
+MODULES = (
+    "__init__.py", "wire.py", "schema/__init__.py", "schema/identity.py", "fix/__init__.py", "fix/warm.py",
+)  # fmt: skip
 PACKAGES = ("probe",)
 ENTRY_POINTS = "[vllm.general_plugins]\nguided_decoding_probe = exporter.probe:register\n"
 

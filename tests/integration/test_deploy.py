@@ -718,3 +718,35 @@ def test_example_engine() -> None:
     assert before == "baseline"  # the image runs as root: restricted needs a non-root user
     assert pod_security.level_of(pod["spec"], pod["metadata"]) == before
     assert "hostPath" not in json.dumps(deployment)
+
+
+def test_warm_component_matches_gdx_inject_and_takes_the_generated_configmap(tmp_path: Path) -> None:
+    """The warm Component over the probe Component: the postStart hook gdx inject --warm-configmap
+    writes for `vllm serve` on its default port, the ConfigMap kustomize generates from gdx fix's
+    registry (its hashed name reaching the volume), optional, and the pod still `restricted`."""
+    from exporter.inject.podspec import InjectOptions, inject
+
+    (tmp_path / "deployment.yaml").write_text(ENGINE)
+    (tmp_path / "registry").mkdir()
+    (tmp_path / "registry" / "Invoice-77e6bb7fa102.json").write_text('{"type": "object"}')
+    components = [os.path.relpath(DEPLOY / "vllm" / name, tmp_path) for name in ("probe", "warm")]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": ["deployment.yaml"], "components": components,
+        "configMapGenerator": [{"name": "gdx-warm", "files": ["registry/Invoice-77e6bb7fa102.json"]}],
+    }))  # fmt: skip
+    built = {f"{d['kind']}/{d['metadata']['name']}": d for d in kustomize_dir(tmp_path)}
+    (configmap,) = [d for key, d in built.items() if key.startswith("ConfigMap/gdx-warm-")]
+    assert list(configmap["data"]) == ["Invoice-77e6bb7fa102.json"]
+    pod = built["Deployment/my-engine"]["spec"]["template"]
+    engine = pod["spec"]["containers"][0]
+    assert_injected(pod, engine)  # the probe Component's work, untouched
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["gdx-warm"]["configMap"] == {"name": configmap["metadata"]["name"], "optional": True}
+    assert engine["volumeMounts"][-1] == {"name": "gdx-warm", "mountPath": "/gdx-warm", "readOnly": True}
+    (stock,) = yaml.safe_load_all(ENGINE)
+    stock["spec"]["template"]["spec"]["containers"][0]["command"] = ["vllm", "serve", "m"]
+    options = InjectOptions(image="guided-decoding-exporter:0.1.0", warm_configmap="gdx-warm")
+    injected = inject(stock["spec"]["template"]["spec"], {}, options).spec["containers"][0]
+    assert engine["lifecycle"] == injected["lifecycle"]  # the Component and gdx inject agree
+    assert pod_security.level_of(pod["spec"], pod["metadata"]) == "restricted"
+    kubernetes_validate.validate(built["Deployment/my-engine"], "1.33", strict=True)

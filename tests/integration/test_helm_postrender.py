@@ -46,11 +46,15 @@ def test_helm4_post_renderer_plugin(tmp_path: Path) -> None:
     assert installed.returncode == 0, installed.stderr
     out = subprocess.run(
         [helm, "template", "llm", str(chart(tmp_path)), "--post-renderer", "gdx-inject",
-         "--post-renderer-args=--transport=hostip"],
+         "--post-renderer-args=--transport=hostip", "--post-renderer-args=--warm-configmap=gdx-warm"],
         capture_output=True, text=True, env=run_env, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert injected(out.stdout)["GDX_PROBE_ADDRESS"] == "tcp://$(GDX_HOST_IP):9478"
+    (deployment,) = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "Deployment"]
+    engine = deployment["spec"]["template"]["spec"]["containers"][0]
+    hook = engine["lifecycle"]["postStart"]["exec"]["command"]  # the warm hook, on vllm serve's port
+    assert hook[1:5] == ["-m", "exporter.fix.warm", "--url", "http://127.0.0.1:8000"], hook
 
 
 def test_helm3_post_renderer(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -202,28 +203,65 @@ def test_what_the_openai_client_sends_has_the_hash_gdx_lint_prints(
     assert sample(m, requests, schema_hash=pydantic_hash) == 0  # the SDK does not send model_json_schema()
 
 
-def test_gdx_warm_compiles_a_schema_so_the_first_user_request_hits(
+def costly(tenant: int) -> dict[str, Any]:
+    """A schema whose compile a user waits for (bounded patterns, 300 codes: about 0.1 s on xgrammar
+    here); tenants differ only in the codes, so each compiles as long as the others."""
+    fields: dict[str, Any] = {f"ref{i}": {"type": "string", "pattern": "^[A-Z0-9]{8,32}$"} for i in range(8)}
+    fields["code"] = {"enum": [f"CC-{tenant:04d}-{i:03d}" for i in range(300)]}
+    return {"title": "Costly", "type": "object", "properties": fields, "required": list(fields)}
+
+
+def test_the_warm_hook_gdx_inject_writes_warms_the_replica_before_its_first_user_request(
     stack: tuple[Any, VllmServer], tmp_path: Path
 ) -> None:
-    """`gdx warm` (run with the standard library alone, as in an engine container) sends one
-    max_tokens=1 request per schema of a `gdx fix` folder; the user's first request with that schema
-    is then a cache hit, not a compile."""
+    """The postStart hook `gdx inject --warm-configmap` writes, run as the pod would run it: the
+    engine's own Python (the stock vLLM virtualenv, no package of ours), the probe's copied tree on
+    PYTHONPATH, over a registry folder (the ConfigMap's mount, gdx fix's registry/), against the real
+    server. The user's first request with a warmed schema is then a cache hit, and one with a schema
+    the replica never compiled is a compile: the first-request TTFT of each, side by side."""
+    from exporter.inject.podspec import InjectOptions, inject
+    from exporter.inject.tree import write_tree
+    from exporter.inject.warmhook import WARM_DIR
+    from tools.harness.vllm import VLLM_PYTHON
+
     daemon, server = stack
-    schema = {"title": "Warmed", "type": "object", "properties": {"code": {"type": "string", "maxLength": 6}},
-              "required": ["code"]}  # fmt: skip
-    (tmp_path / "Warmed-0123abcd").mkdir()
-    (tmp_path / "Warmed-0123abcd" / "schema.json").write_text(json.dumps(schema), encoding="utf-8")
-    root = Path(__file__).resolve().parents[2]
-    warmed = subprocess.run(
-        [sys.executable, "-S", "-m", "exporter.fix.warm", "--url", server.url, str(tmp_path)],
-        capture_output=True, text=True, timeout=300, cwd=root,
-    )  # fmt: skip
-    assert warmed.returncode == 0, warmed.stderr
-    assert warmed.stdout.splitlines()[-1] == f"1 of 1 schemas warmed on {server.url} (tiny)"
-    server.chat(schema)  # the user's first request
-    digest = schema_hash(json.dumps(schema))
+    warmed, cold = [costly(t) for t in (1, 3, 5)], [costly(t) for t in (2, 4, 6)]
+    registry = tmp_path / "registry"  # as the ConfigMap volume holds it: file per key
+    registry.mkdir()
+    for index, schema in enumerate(warmed):
+        (registry / f"Costly-{index}.json").write_text(json.dumps(schema), encoding="utf-8")
+    write_tree(tmp_path / "gdx-probe")
+    spec = {"containers": [{"name": "vllm", "command": ["vllm", "serve", "m", "--port", "8000"]}]}
+    options = InjectOptions(image="guided-decoding-exporter:test", warm_configmap="gdx-warm")
+    hook = inject(spec, {}, options).spec["containers"][0]["lifecycle"]["postStart"]["exec"]["command"]
+    here = {"python3": str(VLLM_PYTHON), "http://127.0.0.1:8000": server.url, WARM_DIR: str(registry),
+            "/proc/1/fd/1": str(tmp_path / "container.log")}  # the pod's paths, on this machine  # fmt: skip
+    pod_env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(tmp_path / "gdx-probe")}
+    command = [here.get(word, word) for word in hook]
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=pod_env)
+    assert ran.returncode == 0, ran.stderr
+    log = (tmp_path / "container.log").read_text(encoding="utf-8")
+    assert log.splitlines()[-1] == f"3 of 3 schemas warmed on {server.url} (tiny)", log
+    seconds: dict[str, list[float]] = {"warmed": [], "cold": []}
+    for hot, new in zip(warmed, cold, strict=True):  # alternated: the machine's load hits both alike
+        for kind, schema in (("warmed", hot), ("cold", new)):
+            started = time.perf_counter()
+            server.chat(schema, max_tokens=1)  # the user's first request: its one token is its first
+            seconds[kind].append(time.perf_counter() - started)
     requests = "guided_decoding_schema_requests_total"
-    wait_for(lambda: sample(scrape(daemon.url), requests, schema_hash=digest) >= 2, timeout=30)
+    last = schema_hash(json.dumps(cold[-1]))
+    wait_for(lambda: sample(scrape(daemon.url), requests, schema_hash=last) >= 1, timeout=30)
     m = scrape(daemon.url)
-    assert sample(m, requests, schema_hash=digest, pod="vllm-test") == 2
-    assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=digest) == 1
+    for schema in warmed:  # the hook's request compiled it; the user's hit
+        digest = schema_hash(json.dumps(schema))
+        assert sample(m, requests, schema_hash=digest, pod="vllm-test") == 2
+        assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=digest) == 1
+    compiled = []
+    for schema in cold:
+        digest = schema_hash(json.dumps(schema))
+        assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=digest) == 0
+        compiled.append(sample(m, "guided_decoding_schema_compile_seconds_sum", schema_hash=digest))
+    median = {kind: sorted(values)[1] for kind, values in seconds.items()}
+    print(f"first-request TTFT, median of 3: cold {median['cold'] * 1000:.1f} ms, warmed "
+          f"{median['warmed'] * 1000:.1f} ms ({median['cold'] / median['warmed']:.2f}x); the engine's "
+          f"compile of a cold one (the probe) {sorted(compiled)[1] * 1000:.1f} ms")  # fmt: skip

@@ -1,5 +1,6 @@
-"""The probe tree `gdx probe-files` writes holds exactly what `import exporter.probe` loads, nothing
-of the third-party world, and the .dist-info that gives vLLM its plugin entry point."""
+"""The probe tree `gdx probe-files` writes holds exactly what `import exporter.probe` and the warm hook's
+`exporter.fix.warm` load, nothing of the third-party world, and the .dist-info that gives vLLM its
+plugin entry point."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import json, sys
 sys.path.insert(0, sys.argv[1])
 before = set(sys.modules)
 import exporter.probe
+import exporter.fix.warm
 import importlib.metadata as m
 loaded = sorted(set(sys.modules) - before)
 print(json.dumps({
