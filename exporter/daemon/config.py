@@ -140,6 +140,19 @@ def parse_positive_int(raw: Any) -> int:
     return value
 
 
+def parse_count(raw: Any) -> int:
+    """An integer, zero or more (zero: off)."""
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not an integer")
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"{raw!r} is not an integer") from None
+    if value < 0:
+        raise ValueError(f"{raw!r} must be zero or more")
+    return value
+
+
 def parse_positive_float(raw: Any) -> float:
     if isinstance(raw, bool):
         raise ValueError(f"{raw!r} is not a number")
@@ -341,6 +354,15 @@ class Config:
         parse_bool,
         "Serve /schemas: the exposed schemas' hashes, findings and structure with every literal value "
         "redacted. Off by default.",
+    )
+    web_schemas_registry: int = _option(
+        0,
+        "web.schemas-registry",
+        parse_count,
+        "Serve /schemas/registry, for gdx warm: the full text, literal values included, of up to N of this "
+        "node's most requested static schemas (a family of one schema without a dynamic_schema warning or "
+        "error, kept while it is the only one). 0 (the default): not served.",
+        metavar="N",
     )
     log_level: str = _option(
         "info",

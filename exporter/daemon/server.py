@@ -173,6 +173,25 @@ class Exporter:
         probe = next((s for s in self.collectors if isinstance(s, ProbeCollector)), None)
         return schemas_body(probe.schemas_view()) if probe is not None else {"families": [], "schemas": []}
 
+    def warm_registry(self) -> dict[str, object]:
+        """/schemas/registry, from the probe collector (blocking: call it off the event loop)."""
+        from exporter.daemon.receiver import ProbeCollector
+
+        probe = next((s for s in self.collectors if isinstance(s, ProbeCollector)), None)
+        found = probe.registry(self.config.web_schemas_registry) if probe is not None else []
+        return {
+            "schemas": [
+                {
+                    "schema_hash": entry.schema_hash,
+                    "family": entry.family,
+                    "name": entry.name,
+                    "requests": entry.requests,
+                    "schema": json.loads(entry.text),
+                }
+                for entry in found
+            ]
+        }
+
     async def readiness(self) -> list[str]:
         """Why the daemon is not ready (empty: ready), per collector; a check that raises is a reason."""
         reasons: list[str] = []
@@ -272,6 +291,8 @@ def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.A
         links += '<li><a href="readyz">/readyz</a></li>'
         if exporter.config.web_schemas:
             links += '<li><a href="schemas">/schemas</a> (literal values redacted)</li>'
+        if exporter.config.web_schemas_registry:
+            links += '<li><a href="schemas/registry">/schemas/registry</a> (for gdx warm)</li>'
         page = (
             "<!doctype html><html><head><title>guided-decoding-exporter</title></head><body>"
             f"<h1>guided-decoding-exporter {html.escape(__version__)}</h1>"
@@ -287,6 +308,11 @@ def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.A
         body = await asyncio.get_running_loop().run_in_executor(None, exporter.schemas)
         return web.json_response(body, dumps=lambda d: json.dumps(d, indent=2) + "\n")
 
+    async def registry(_: web.Request) -> web.Response:
+        await exporter.refresh()
+        body = await asyncio.get_running_loop().run_in_executor(None, exporter.warm_registry)
+        return web.json_response(body, dumps=lambda d: json.dumps(d, ensure_ascii=False) + "\n")
+
     from exporter.daemon.webconfig import basic_auth
 
     open_paths = frozenset({"/healthz", "/readyz"})  # kubelet probes carry no credentials
@@ -294,6 +320,8 @@ def make_app(exporter: Exporter, users: dict[str, bytes] | None = None) -> web.A
     app.router.add_get("/metrics", metrics)
     if exporter.config.web_schemas:
         app.router.add_get("/schemas", schemas)
+    if exporter.config.web_schemas_registry:
+        app.router.add_get("/schemas/registry", registry)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/", index)

@@ -4,10 +4,10 @@ A new replica's grammar cache is empty: the first request of each family pays it
 user waits. `gdx warm --url URL SCHEMA...` waits until the engine answers `/health`, then sends one
 minimal request per schema (`max_tokens` 1, the schema as `response_format`), so that the engine
 compiles and caches each grammar; the requests users send with the same schema then hit. SCHEMA is a
-JSON Schema file, or a folder: the `*.json` files in it (`gdx fix`'s `registry/`, a mounted ConfigMap)
-and every `*/schema.json` under it (`gdx fix --out`). The schema is sent as the file holds it (key
-order kept): the engine caches by the string it serialises from it, which is the one a service
-sending the same file gets.
+JSON Schema file, a folder (its `*.json` files: `gdx fix`'s `registry/`, a mounted ConfigMap; and
+every `*/schema.json` under it: `gdx fix --out`), or a daemon's `/schemas/registry` URL (its node's
+most requested static schemas). The schema is sent as the file holds it (key order kept): the engine
+caches by the string it serialises from it, which is the one a service sending the same file gets.
 
 Standard library only, so that it can run inside the engine's container from the probe's copied
 tree (`gdx inject --warm-configmap` makes it the engine's `postStart` hook). Exit 0: every schema
@@ -38,6 +38,9 @@ def schemas(paths: Sequence[str]) -> list[tuple[str, Any]]:
     its hidden entries: a ConfigMap volume's `..data`), in order."""
     found: list[tuple[str, Any]] = []
     for raw in paths:
+        if raw.startswith(("http://", "https://")):
+            found.extend(from_daemon(raw))
+            continue
         path = Path(raw)
         files = [path]
         if path.is_dir():
@@ -51,6 +54,19 @@ def schemas(paths: Sequence[str]) -> list[tuple[str, Any]]:
             except (OSError, UnicodeDecodeError, ValueError) as err:
                 raise WarmError(f"{file}: {err}") from err
     return found
+
+
+def from_daemon(url: str, timeout: float = 30.0) -> list[tuple[str, Any]]:
+    """The static schemas a daemon lists at /schemas/registry (`--web.schemas-registry N`): its
+    node's most requested, each named by its URL and schema_hash."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            listed = json.loads(response.read()).get("schemas")
+    except (urllib.error.URLError, OSError, ValueError, AttributeError) as err:
+        raise WarmError(f"{url}: {getattr(err, 'reason', err)}") from err
+    if not isinstance(listed, list) or not all(isinstance(e, dict) and "schema" in e for e in listed):
+        raise WarmError(f"{url}: not a registry (a daemon's /schemas/registry lists {{schemas: [...]}})")
+    return [(f"{url}#{entry.get('schema_hash', i)}", entry["schema"]) for i, entry in enumerate(listed)]
 
 
 def wait_ready(url: str, timeout: float, interval: float = 1.0) -> None:
@@ -151,7 +167,8 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "schemas", nargs="+", metavar="SCHEMA",
-        help="a JSON Schema file, or a folder of them (gdx fix's registry/, a ConfigMap) or gdx fix --out",
+        help="a JSON Schema file, a folder of them (gdx fix's registry/ or --out, a ConfigMap), or a "
+        "daemon's http://NODE:PORT/schemas/registry",
     )  # fmt: skip
     parser.add_argument(
         "--url", required=True, help="the engine's OpenAI-compatible server, e.g. http://127.0.0.1:8000"

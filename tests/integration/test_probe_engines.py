@@ -492,9 +492,10 @@ def test_schemas_view_is_off_by_default_and_redacts_values(
     from exporter.schema.identity import schema_hash
 
     quiet = daemon_factory("--probe.socket", str(socket_path.with_name("other.sock")))
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(quiet.url + "/schemas", timeout=10)
-    assert err.value.code == 404
+    for path in ("/schemas", "/schemas/registry"):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(quiet.url + path, timeout=10)
+        assert err.value.code == 404
     daemon = daemon_factory("--probe.socket", str(socket_path), "--web.schemas")
     schema = tenant_invoice(7)
     schema["properties"]["vendor"]["description"] = f"{MARKER} vendor"
@@ -517,3 +518,48 @@ def test_schemas_view_is_off_by_default_and_redacts_values(
     assert structure["properties"]["line_items"]["items"]["properties"]["cost_center_id"]["enum"] == "*"
     body = urllib.request.urlopen(daemon.url + "/schemas", timeout=10).read().decode()
     assert MARKER not in body
+
+
+def test_the_schemas_registry_lists_the_nodes_static_schemas_for_gdx_warm(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    """/schemas/registry (`--web.schemas-registry N`, off by default): this node's most requested
+    static schemas with their text, as gdx warm reads them; the family injected per request is not
+    in it, and N bounds it."""
+    from exporter.fix.warm import schemas
+    from exporter.schema.identity import schema_hash
+
+    daemon = daemon_factory(
+        "--probe.socket", str(socket_path), "--probe.max-schemas", "100", "--lint.dynamic-span", "1ms",
+        "--web.schemas-registry", "2",
+    )  # fmt: skip
+    c = compiler(xgr_info)
+    hot, warm, cool = (
+        INVOICE,
+        PATTERN,
+        {"title": "Cool", "type": "object", "properties": {"n": {"type": "integer"}}},
+    )
+    sent = [
+        *[hot] * 4,
+        *[warm] * 2,
+        cool,
+        *[tenant_invoice(t) for t in range(6)],
+        *[tenant_invoice(t) for t in range(6, 12)],
+    ]
+    for i, schema in enumerate(sent):
+        c.compile_json_schema(json.dumps(schema), any_whitespace=False)
+        if i == 12:  # dynamic_schema waits until new variants have kept arriving for the span
+            wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") >= 13)
+    url = daemon.url + "/schemas/registry"
+
+    def listed() -> list[dict[str, Any]]:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            found: list[dict[str, Any]] = json.load(resp)["schemas"]
+        return found
+
+    wanted = [schema_hash(json.dumps(s)) for s in (hot, warm)]
+    wait_for(lambda: [e["schema_hash"] for e in listed()] == wanted, timeout=30)
+    first = listed()[0]
+    assert first["requests"] == 4 and first["name"] == "Invoice" and first["schema"] == hot
+    assert list(first["schema"]["properties"]) == list(hot["properties"])  # the key order the engine saw
+    assert [schema for _, schema in schemas([url])] == [hot, warm]  # what gdx warm sends

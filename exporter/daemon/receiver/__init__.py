@@ -88,6 +88,17 @@ class SchemasView:
     schemas: tuple[ExposedSchema, ...]  # every exposed schema, ranked the same way
 
 
+@dataclass(frozen=True, slots=True)
+class RegistryEntry:
+    """A static schema for `gdx warm`, from /schemas/registry (its text: literal values included)."""
+
+    schema_hash: str
+    family: str
+    name: str
+    requests: int  # in the window
+    text: str
+
+
 class ProbeCollector(Collector):
     name = "probe"
 
@@ -192,3 +203,26 @@ class ProbeCollector(Collector):
             )
         entries.sort(key=lambda e: (-e.recent_compile_seconds, e.family))
         return SchemasView(tuple(entries), tuple(reports))
+
+    def registry(self, limit: int) -> list[RegistryEntry]:
+        """Up to `limit` of this node's static JSON Schema families, most requested first, with their
+        one schema's text: what a new replica should compile before its first user request. A family
+        injected per request is never in it (its next variant is new anyway), nor one whose text is no
+        longer kept (blocking: call it off the event loop)."""
+        static = [
+            entry
+            for entry in self.schemas_view().families
+            if entry.kind == "schema" and len(entry.schemas) == 1 and not _injected(entry.findings)
+        ]
+        texts = self.analysis.founder_texts({entry.schemas[0].schema_hash for entry in static})
+        found = [
+            RegistryEntry(entry.schemas[0].schema_hash, entry.family, entry.name, entry.requests, text)
+            for entry in static
+            if (text := texts.get(entry.schemas[0].schema_hash)) is not None
+        ]
+        found.sort(key=lambda e: (-e.requests, e.schema_hash))
+        return found[:limit]
+
+
+def _injected(findings: Mapping[RuleSeverity, int]) -> bool:
+    return any(findings.get(("dynamic_schema", severity)) for severity in ("warning", "error"))

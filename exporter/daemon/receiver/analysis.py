@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -289,6 +289,12 @@ class SchemaAnalysis:
         waiting = self._founders.pop(fp.frame, [])
         self._founder_bytes -= sum(len(text) for _, _, text in waiting)
         return waiting
+
+    def founder_texts(self, wanted: Collection[str]) -> dict[str, str]:
+        """The kept texts of these schemas: a family's founder, kept while no other variant has joined
+        its family (a static schema's text stays, within the founders' byte bound)."""
+        with self._lock:
+            return {h: text for kept in self._founders.values() for h, _, text in kept if h in wanted}
 
     def _keep_positions(self, schema_hash: str, found: family.Positions) -> None:
         self._positions[schema_hash] = found

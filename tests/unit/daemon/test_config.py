@@ -46,6 +46,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "trtllm_passthrough": ("off", False),
     "probe_socket": ("/tmp/x.sock", "/tmp/x.sock"),
     "web_schemas": ("true", True),
+    "web_schemas_registry": ("20", 20),
     "web_config_file": ("/etc/gdx/web.yml", "/etc/gdx/web.yml"),
     "probe_socket_group": ("engines", "engines"),
     "probe_allowed_uids": ("1000,0", (1000, 0)),
