@@ -1,6 +1,6 @@
 """`gdx fix`: for each family injected per request, the static schema to send, the check after
-decoding, and the proof on the real engine that they keep every valid output and let no invalid one
-through both.
+decoding, and the proof on the real engines (xgrammar, llguidance: `--engine`) that they keep every
+valid output and let no invalid one through both.
 
 Writes, under `--out DIR`, per family proven: `<name>-<family>/schema.json` (the static schema, one
 canonical string), `<name>-<family>/check.py` (exporter/fix/postcheck.py with the moved constraints
@@ -14,25 +14,34 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from exporter.daemon import config
-from exporter.fix import postcheck
+from exporter.fix import postcheck, registry
 from exporter.fix.plan import FamilyPlan, plans, schemas_by_hash, slow_plans
+from exporter.fix.proof import MAX_VARIANTS
 from exporter.lint import targets
 from exporter.lint.command import FlagError, tool_server, vllm_router
+from exporter.lint.prove.engine import LlguidanceEngine, ProofEngine, XgrammarEngine
 from exporter.lint.report import analyse
 from exporter.lint.requests import KINDS, InputError, read_inputs
 from exporter.schema import identity
 
+if TYPE_CHECKING:
+    from exporter.fix.proof import FixProof
+
 MOVED_LINE = "MOVED: tuple[tuple[str, str], ...] = ()"
+ENGINES = ("xgrammar", "llguidance")  # the order the proofs run and are reported in
 
 
 def fix_main(args: argparse.Namespace) -> int:
     try:
         thresholds = config.lint_thresholds_from(vars(args))
-        router, _ = vllm_router(args.engine or [])
+        router, asked = vllm_router(args.engine or [])
+        names = proof_engines(asked)
         tools = tool_server(args.tool_call_parser, args.tool_strict_level, router)
         inputs = read_inputs(args.files, sys.stdin, args.kind, tools, args.client)
     except (config.ConfigError, FlagError, InputError) as err:
@@ -42,14 +51,14 @@ def fix_main(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         print(f"gdx fix: --out {out}: not a folder", file=sys.stderr)
         return 2
-    try:
-        from exporter.lint.prove.engine import XgrammarEngine
-
-        engine = XgrammarEngine(args.tokenizer)
-    except (OSError, ImportError, ValueError) as err:
-        hint = " (install the `prove` extra)" if isinstance(err, ImportError) else ""
-        print(f"gdx fix: cannot load xgrammar with {args.tokenizer}: {err}{hint}", file=sys.stderr)
-        return 2
+    engines: list[ProofEngine] = []
+    for name in names:
+        try:
+            engines.append((XgrammarEngine if name == "xgrammar" else LlguidanceEngine)(args.tokenizer))
+        except (OSError, ImportError, ValueError) as err:
+            hint = " (install the `prove` extra)" if isinstance(err, ImportError) else ""
+            print(f"gdx fix: cannot load {name} with {args.tokenizer}: {err}{hint}", file=sys.stderr)
+            return 2
     from exporter.fix.proof import prove
 
     report = analyse(inputs, thresholds, ("xgrammar",))
@@ -57,40 +66,85 @@ def fix_main(args: argparse.Namespace) -> int:
     results = []
     parsed = schemas_by_hash(inputs.requests)
     families = plans(report, parsed)
+    proven: list[FamilyPlan] = []
     for plan in [*families, *slow_plans(report, parsed, families)]:
         if plan.merged.schema is None:
-            results.append(_result(plan, None, f"cannot be joined: {plan.merged.error}"))
+            results.append(_result(plan, [], f"cannot be joined: {plan.merged.error}"))
             continue
-        proof = prove(plan, engine, [lines.get(h, 1) for h in plan.hashes])
-        why = "" if proof.proven else _why(proof)
-        results.append(_result(plan, proof, why))
-        if proof.proven:
+        requests = [lines.get(h, 1) for h in plan.hashes]
+        proofs = [prove(plan, engine, requests, max_variants=args.proof_variants) for engine in engines]
+        failed = next((proof for proof in proofs if not proof.proven), None)
+        results.append(_result(plan, proofs, "" if failed is None else _why(failed)))
+        if failed is None:
             _write(out, plan)
+            proven.append(plan)
     out.mkdir(parents=True, exist_ok=True)
-    document = {"families": results, "engine": f"xgrammar {engine.version}"}
+    warm = registry.entries(report, parsed, proven, args.registry_size)
+    registry.write(out / "registry", warm)
+    document = {
+        "families": results,
+        "engines": [f"{e.name} {e.version}" for e in engines],
+        "registry": [{"file": e.file, "requests": e.requests, "source": e.source} for e in warm],
+    }
     (out / "report.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     if args.format == "json":
         json.dump(document, sys.stdout, indent=2)
         print()
     else:
-        _summary(results, out)
+        _summary(results, out, warm)
     return 0 if all(r["fixed"] for r in results) else 1
 
 
-def _why(proof: Any) -> str:
+def proof_engines(values: Sequence[str]) -> list[str]:
+    """The engines the proof runs on, as `gdx lint --engine` names them: xgrammar, llguidance or all
+    (NAME==VERSION must be the installed version: the proof compiles with it); none named: every one
+    installed (both, when neither is: loading then says what to install)."""
+    names: list[str] = []
+    for value in values:
+        name, _, version = value.partition("==")
+        for engine in ENGINES if name == "all" else (name,):
+            if engine not in ENGINES:
+                raise FlagError(f"--engine {value}: not xgrammar, llguidance, all or vllm==VERSION")
+            installed = _installed(engine)
+            if version and installed and version != installed:
+                raise FlagError(
+                    f"--engine {value}: the proof compiles with the installed {engine} {installed}; "
+                    f"install {engine}=={version} to prove on it"
+                )
+            if engine not in names:
+                names.append(engine)
+    if values:
+        return sorted(names, key=ENGINES.index)
+    return [name for name in ENGINES if _installed(name)] or list(ENGINES)
+
+
+def _installed(engine: str) -> str:
+    try:
+        return metadata.version(engine)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def _why(proof: FixProof) -> str:
+    on = f"on {proof.engine}: "
+    if proof.error:
+        return on + proof.error
     if proof.lost:
-        return f"a valid output would be lost: {proof.lost[0]}"
+        return f"{on}a valid output would be lost: {proof.lost[0]}"
     if proof.missed:
-        return f"an invalid output would get through: {proof.missed[0]}"
-    return "no valid instance of its variants could be made to prove it on"
+        return f"{on}an invalid output would get through: {proof.missed[0]}"
+    return f"{on}no valid instance of its variants could be made to prove it on"
 
 
-def _result(plan: FamilyPlan, proof: Any, why: str) -> dict[str, Any]:
-    fixed = proof is not None and proof.proven
-    seconds = None
-    if proof is not None and plan.requests:
-        per_request = (proof.seconds_before - proof.seconds_after) / plan.requests
-        seconds = round(max(0.0, per_request) * 1000, 3)
+def _result(plan: FamilyPlan, proofs: Sequence[FixProof], why: str) -> dict[str, Any]:
+    """The family's entry in report.json: one proof per engine, each with the compile seconds the
+    static schema saves per 1,000 requests on it (negative where it costs: on llguidance, which
+    compiles every request, a static union of every tool compiles slower than each subset)."""
+    fixed = bool(proofs) and not why
+    docs = []
+    for proof in proofs:
+        per_request = (proof.seconds_before - proof.seconds_after) / max(1, plan.requests)
+        docs.append({**proof.doc(), "compile_seconds_saved_per_1000_requests": round(per_request * 1000, 3)})
     return {
         "family": plan.family,
         "name": plan.name,
@@ -102,8 +156,7 @@ def _result(plan: FamilyPlan, proof: Any, why: str) -> dict[str, Any]:
         if plan.merged.schema is not None
         else None,
         "moved": [{"pointer": m.pointer, "keyword": m.keyword} for m in plan.merged.moved],
-        "proof": None if proof is None else proof.doc(),
-        "compile_seconds_saved_per_1000_requests": seconds,
+        "proofs": docs,
         "fixed": fixed,
         "why_not": why or None,
     }
@@ -133,22 +186,38 @@ def check_source(plan: FamilyPlan) -> str:
     return header + source.replace(MOVED_LINE, line)
 
 
-def _summary(results: list[dict[str, Any]], out: Path) -> None:
+def _summary(results: list[dict[str, Any]], out: Path, warm: Sequence[registry.Entry]) -> None:
     for r in results:
         if r["fixed"]:
-            proof = r["proof"]
-            before = f"{proof['compiles_before']} compiles ({proof['compile_seconds_before']:.3f} s)"
-            after = f"1 ({proof['compile_seconds_after']:.3f} s over {r['requests']} requests)"
-            kept, caught = proof["valid_instances_kept"], proof["invalid_instances_caught"]
-            moved, where = len(r["moved"]), out / r["folder"]
-            print(
-                f"fixed  {_unit(r)} {r['family']} {r['name']}: {before} -> {after}; {moved} constraints "
-                f"moved to the check; proven on {kept} valid and {caught} invalid outputs -> {where}"
-            )
+            count = len(r["moved"])
+            moved = f"{count} constraint{'' if count == 1 else 's'} moved to the check"
+            print(f"fixed  {_unit(r)} {r['family']} {r['name']}: {moved} -> {out / r['folder']}")
+            for proof in r["proofs"]:
+                print(f"  {proof['engine']}: {_proof_line(proof, r['requests'])}")
         else:
             print(f"not fixed  {_unit(r)} {r['family']} {r['name']}: {r['why_not']}")
     fixed = sum(r["fixed"] for r in results)
     print(f"{fixed} of {len(results)} families and schemas fixed; report: {out / 'report.json'}")
+    if warm:
+        print(f"registry: {len(warm)} static schemas for new replicas (gdx warm) -> {out / 'registry'}")
+
+
+def _proof_line(proof: dict[str, Any], requests: int) -> str:
+    n = proof["compiles_before"]
+    before = f"{n} compile{'' if n == 1 else 's'} ({proof['compile_seconds_before']:.3f} s)"
+    after = f"{proof['compiles_after']} ({proof['compile_seconds_after']:.3f} s over {requests} requests)"
+    kept, caught = proof["valid_instances_kept"], proof["invalid_instances_caught"]
+    line = f"{before} -> {after}; proven on {kept} valid and {caught} invalid outputs"
+    if proof["variants_checked"] < proof["variants"]:
+        line += f" of {proof['variants_checked']} of its {proof['variants']} variants (--proof-variants)"
+    return line
+
+
+def _positive(raw: str) -> int:
+    value = int(raw) if raw.strip().isdigit() else 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r}: a whole number, 1 or more")
+    return value
 
 
 def _unit(result: dict[str, Any]) -> str:
@@ -167,13 +236,15 @@ def add_parser(commands: Any) -> None:
         "(it accepts every output any variant accepts: enum and const values joined, bounds widened, "
         "tool subsets united) and check.py, standard library only: check(output, request_schema) "
         "returns one message per constraint of that request's own schema the output breaks among those "
-        "the static schema dropped. Each fix is proven on real xgrammar over --tokenizer first: one "
-        "compile instead of one per variant, every valid output of every variant still accepted and "
+        "the static schema dropped. Each fix is proven first on every --engine, as vLLM runs it over "
+        "--tokenizer: one compile instead of one per variant (xgrammar caches; llguidance compiles every "
+        "request, the seconds are compared), every valid output of every variant still accepted and "
         "passing the check, every output the static grammar allows and a variant's grammar rejects "
-        "caught by the check; a family whose proof fails is reported, not written. Writes DIR/<name>-"
-        "<family>/schema.json and check.py per fixed family and DIR/report.json. Exit 0: every family "
-        "fixed (or none to fix); 1: some not (each says why); 2: bad input or flags, nothing written.",
-    )
+        "caught by the check; a family whose proof fails on any of them is reported, not written. "
+        "Writes DIR/<name>-<family>/schema.json and check.py per fixed family and DIR/report.json. Exit "
+        "0: every family fixed (or none to fix); 1: some not (each says why); 2: bad input or flags, "
+        "nothing written.",
+    )  # fmt: skip
     parser.add_argument(
         "files", nargs="+", metavar="FILE", help="what gdx lint takes (request logs, specs, module:Model)"
     )
@@ -194,8 +265,26 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--engine",
         action="append",
-        metavar="vllm==VERSION",
-        help="the vLLM version whose tool-call derivation applies",
+        metavar="NAME[==VERSION]",
+        help="the engine to prove on, as gdx lint --engine: xgrammar, llguidance or all, repeatable "
+        "(default: every one installed; NAME==VERSION must be the installed version); vllm==VERSION: the "
+        "vLLM version whose tool-call derivation applies",
+    )
+    parser.add_argument(
+        "--proof-variants",
+        type=_positive,
+        default=MAX_VARIANTS,
+        metavar="N",
+        help=f"check the instances of at most N variants per family, spread over the log (default "
+        f"{MAX_VARIANTS}; every variant is still compiled and counted): hundreds of tenants in a minute",
+    )
+    parser.add_argument(
+        "--registry-size",
+        type=_positive,
+        default=registry.LIMIT,
+        metavar="N",
+        help=f"schemas in DIR/registry/ (default {registry.LIMIT}): the fixes, then the log's reused static "
+        "schemas, most requested first; each is one compile a new replica does before its traffic (gdx warm)",
     )
     add_tool_flags(parser)
     limits = parser.add_argument_group("limits", "gdx lint's --lint.* options: where dynamic_schema fires.")

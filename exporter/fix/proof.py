@@ -1,16 +1,20 @@
-"""The proof of a family's fix on the real engine: one compile instead of one per variant, nothing
-valid lost, nothing invalid let through both the static grammar and the check after decoding.
+"""The proof of a family's fix on a real engine: one compile instead of one per variant (where the
+engine caches), nothing valid lost, nothing invalid let through both the static grammar and the check
+after decoding.
 
-For each variant (a member of the family), with xgrammar over the tokenizer `gdx lint --tokenizer`
-uses (exporter/lint/prove/engine.py):
+Run once per engine (xgrammar, llguidance: exporter/lint/prove/engine.py), over the tokenizer
+`gdx lint --tokenizer` uses. For each variant (a member of the family):
 - valid instances: texts the member's own grammar emits (random walks) and an instance with every
   property filled per union branch, kept when the jsonschema validator accepts them under the member;
   each must be accepted by the static grammar, token by token, and pass `check` against the member;
 - instances the static grammar emits that the member's grammar rejects: `check` against the member
   must reject each.
-And the compiles: every member request sent as itself (one cold compile per distinct variant) beside
-every member request sent as the static schema through one caching compiler (one compile, then hits).
-A family whose proof finds a lost instance or a missed one is not fixed.
+And the compiles, as vLLM serves the requests. xgrammar caches: every member request sent as itself
+is one cold compile per distinct variant, sent as the static schema through one caching compiler one
+compile and then hits. llguidance does not: every request compiles either way, so what the static
+schema changes is the seconds of each compile (a member's, timed once, times its requests, beside
+every request's compile of the static schema). A family whose proof, on any engine, finds a lost
+instance or a missed one, or cannot compile a member or the static schema, is not fixed.
 """
 
 from __future__ import annotations
@@ -24,57 +28,92 @@ from typing import Any
 from exporter.fix.plan import FamilyPlan
 from exporter.fix.postcheck import check
 from exporter.lint.prove import candidates
-from exporter.lint.prove.engine import XgrammarEngine
+from exporter.lint.prove.engine import CompiledGrammar, ProofEngine
 from exporter.lint.prove.validator import Validator
 
 SAMPLES = 6  # random walks per member, each way
+MAX_VARIANTS = 40  # variants whose instances are checked (all compile): a log of hundreds stays minutes
 BRANCHES = 3  # exemplars per member: union branch 0, 1, 2
 SHOWN = 3  # examples kept of what went wrong
 
 
 @dataclass
 class FixProof:
-    engine: str
-    compiles_before: int = 0
-    seconds_before: float = 0.0  # the members' cold compiles, summed
-    seconds_after: float = 0.0  # every request sent as the static schema through one caching compiler
+    engine: str  # "xgrammar 0.2.9"
+    compiles_before: int = 0  # every request sent as itself: one per variant (a cache), or per request
+    seconds_before: float = 0.0
+    compiles_after: int = 0  # every request sent as the static schema: one (a cache), or one per request
+    seconds_after: float = 0.0
     valid: int = 0  # member instances the static grammar accepts and the check passes
     lost: list[str] = field(default_factory=list)
     caught: int = 0  # static-grammar instances a member's grammar rejects, and the check rejects
     missed: list[str] = field(default_factory=list)
+    error: str = ""  # a member or the static schema the engine does not compile
+    variants: int = 0  # the family's variants (each compiled)
+    variants_checked: int = 0  # those whose instances were checked (at most max_variants, spread)
 
     @property
     def proven(self) -> bool:
-        return self.valid > 0 and not self.lost and not self.missed
+        return self.valid > 0 and not self.lost and not self.missed and not self.error
 
     def doc(self) -> dict[str, Any]:
         return {
             "engine": self.engine,
             "compiles_before": self.compiles_before,
             "compile_seconds_before": round(self.seconds_before, 4),
-            "compiles_after": 1,
+            "compiles_after": self.compiles_after,
             "compile_seconds_after": round(self.seconds_after, 4),
             "valid_instances_kept": self.valid,
             "valid_instances_lost": self.lost[:SHOWN],
             "invalid_instances_caught": self.caught,
             "invalid_instances_missed": self.missed[:SHOWN],
+            "variants": self.variants,
+            "variants_checked": self.variants_checked,
+            "error": self.error or None,
             "proven": self.proven,
         }
 
 
-def prove(plan: FamilyPlan, engine: XgrammarEngine, requests: Sequence[int], seed: int = 29) -> FixProof:
-    """`requests`: how many requests sent each variant (in `plan.variants` order)."""
+def spread(count: int, limit: int) -> set[int]:
+    """`limit` indices of `count`, evenly spread from the first to the last (all when fewer)."""
+    if count <= limit:
+        return set(range(count))
+    if limit <= 1:
+        return {0}
+    return {round(i * (count - 1) / (limit - 1)) for i in range(limit)}
+
+
+def prove(
+    plan: FamilyPlan, engine: ProofEngine, requests: Sequence[int], seed: int = 29,
+    max_variants: int = MAX_VARIANTS,
+) -> FixProof:  # fmt: skip
+    """`requests`: how many requests sent each variant (in `plan.variants` order). Every variant is
+    compiled (the compile counts are exact); the instances of at most `max_variants` of them, spread
+    over the log's order, are checked (the variants of one family differ where the same pointers vary)."""
     rng = random.Random(seed)
-    proof = FixProof(f"xgrammar {engine.version}")
+    proof = FixProof(f"{engine.name} {engine.version}", variants=len(plan.variants))
+    checked = spread(len(plan.variants), max_variants)
+    proof.variants_checked = len(checked)
     moved = [(m.pointer, m.keyword) for m in plan.merged.moved]
-    static = engine.compile(plan.static_text)
-    sent = [plan.static_text] * max(1, sum(requests))
-    proof.seconds_after = sum(engine.cached_compiles(sent))
+    total = max(1, sum(requests))
+    try:
+        static = engine.compile(plan.static_text)
+    except Exception as err:
+        proof.error = f"the static schema does not compile: {_reason(err)}"
+        return proof
+    proof.compiles_after = 1 if engine.caches else total
+    proof.seconds_after = sum(engine.request_compiles([plan.static_text] * total))
     for index, member in enumerate(plan.variants):
-        text = json.dumps(member)
-        compiled = engine.compile(text)
-        proof.compiles_before += 1
-        proof.seconds_before += compiled.seconds
+        try:
+            compiled = engine.compile(json.dumps(member))
+        except Exception as err:
+            proof.error = f"variant {index} does not compile: {_reason(err)}"
+            return proof
+        sent = 1 if engine.caches else max(1, requests[index])  # the requests that compile it
+        proof.compiles_before += sent
+        proof.seconds_before += compiled.seconds * sent
+        if index not in checked:
+            continue
         validator = Validator(member)
         for out, instance in _valid_instances(member, compiled, engine, validator, rng):
             if not engine.accepts(static, out):
@@ -98,7 +137,11 @@ def prove(plan: FamilyPlan, engine: XgrammarEngine, requests: Sequence[int], see
     return proof
 
 
-def _valid_instances(member: Any, compiled: Any, engine: XgrammarEngine, validator: Validator,
+def _reason(err: Exception) -> str:
+    return str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+
+
+def _valid_instances(member: Any, compiled: CompiledGrammar, engine: ProofEngine, validator: Validator,
                      rng: random.Random) -> list[tuple[str, Any]]:  # fmt: skip
     """(text, value) pairs the member accepts: the texts its grammar emitted, as emitted (a number
     too large for a float is still valid JSON text), and exemplars written as JSON."""

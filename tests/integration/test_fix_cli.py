@@ -1,6 +1,8 @@
 # ruff: noqa: E501  (schemas and request bodies read better on one line)
 """`gdx fix` as a user runs it: a request log in, per family injected per request the static schema
-and check.py out, proven on real xgrammar over the Llama 3 tokenizer; what cannot be fixed says why."""
+and check.py out, proven on real xgrammar and real llguidance over the Llama 3 tokenizer; what cannot
+be fixed says why, and a static schema that loses a valid output or lets an invalid one through is
+caught by the proof on either engine."""
 
 from __future__ import annotations
 
@@ -11,7 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from exporter.fix.plan import FamilyPlan
+from exporter.fix.proof import prove
+from exporter.lint.prove.engine import LlguidanceEngine, XgrammarEngine
 from exporter.schema.identity import schema_hash
+from exporter.schema.static import Merged, Moved
 from tools.harness import TOKENIZER_JSON
 
 
@@ -45,6 +51,18 @@ def invoice(tenant: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def proven(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A fixed result's proofs by engine: both engines, each proven, nothing lost or missed."""
+    proofs = {p["engine"].split()[0]: p for p in result["proofs"]}
+    assert list(proofs) == ["xgrammar", "llguidance"], result["proofs"]
+    for p in proofs.values():
+        assert p["proven"] and p["valid_instances_kept"] > 0, p
+        assert (
+            p["valid_instances_lost"] == [] and p["invalid_instances_missed"] == [] and p["error"] is None
+        ), p
+    return proofs
+
+
 def write_log(path: Path, bodies: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(b) + "\n" for b in bodies), encoding="utf-8")
     return path
@@ -69,8 +87,11 @@ def load_check(folder: Path) -> Any:
 def test_a_tenant_enum_family_gets_a_proven_static_schema_and_check(
     tmp_path: Path, tokenizer_json: Path
 ) -> None:
-    log = write_log(tmp_path / "requests.jsonl", [chat(invoice(t)) for t in range(24)])
-    out = fix(str(tmp_path / "fix"), str(log))
+    receipt = {"title": "Receipt", "type": "object", "properties": {"total": {"type": "number"}}}
+    once = {"title": "Once", "type": "object", "properties": {"n": {"type": "integer"}}}
+    bodies = [chat(invoice(t)) for t in range(24)] + [chat(receipt)] * 3 + [chat(once)]
+    log = write_log(tmp_path / "requests.jsonl", bodies)
+    out = fix(str(tmp_path / "fix"), str(log), "--proof-variants", "8")
     assert out.returncode == 0, out.stdout + out.stderr
     report = json.loads((tmp_path / "fix" / "report.json").read_text())
     (family,) = report["families"]
@@ -78,9 +99,15 @@ def test_a_tenant_enum_family_gets_a_proven_static_schema_and_check(
         family["fixed"] and family["name"] == "Invoice" and family["folder"] == f"Invoice-{family['family']}"
     )
     assert family["moved"] == [{"pointer": "/$defs/LineItem/properties/cost_center", "keyword": "enum"}]
-    proof = family["proof"]
-    assert proof["proven"] and proof["compiles_before"] == 24 and proof["valid_instances_kept"] > 24
-    assert proof["compile_seconds_after"] < proof["compile_seconds_before"] / 5  # one compile, then hits
+    proofs = proven(family)
+    xgrammar, llguidance = proofs["xgrammar"], proofs["llguidance"]
+    assert xgrammar["compiles_before"] == 24 and xgrammar["compiles_after"] == 1  # every variant compiled
+    assert xgrammar["variants"] == 24 and xgrammar["variants_checked"] == 8  # 8 checked, first to last
+    # xgrammar: one compile, then cache hits; llguidance: no cache, every request compiles
+    assert xgrammar["compile_seconds_after"] < xgrammar["compile_seconds_before"] / 5
+    assert llguidance["compiles_before"] == llguidance["compiles_after"] == 24
+    for p in proofs.values():
+        assert p["valid_instances_kept"] > 8 and p["invalid_instances_caught"] > 0
     folder = tmp_path / "fix" / family["folder"]
     static = json.loads((folder / "schema.json").read_text())
     # 96 codes in all, past the 64 an enum keeps: the static schema has the type, the check the codes
@@ -94,7 +121,26 @@ def test_a_tenant_enum_family_gets_a_proven_static_schema_and_check(
     mine = {"vendor": "ACME", "lines": [{"amount": 1.5, "cost_center": "CC-003-2"}]}
     assert check(mine, invoice(3)) == []
     assert check(mine, invoice(4)) == ["/lines/0/cost_center: is not one of the values this request allows"]
-    assert f"fixed  family {family['family']} Invoice: 24 compiles" in out.stdout
+    assert f"fixed  family {family['family']} Invoice: 1 constraint moved to the check" in out.stdout
+    assert (
+        f"  {xgrammar['engine']}: 24 compiles" in out.stdout
+        and f"  {llguidance['engine']}: 24 compiles" in out.stdout
+    )
+    assert "of 8 of its 24 variants (--proof-variants)" in out.stdout
+    # the registry a new replica warms: the fix first, then the log's reused static schema; not the
+    # schema sent once, nor any variant of the family
+    from exporter.fix.warm import schemas
+
+    registry = tmp_path / "fix" / "registry"
+    assert [e["file"] for e in report["registry"]] == [
+        f"{family['folder']}.json",
+        f"Receipt-{schema_hash(json.dumps(receipt))}.json",
+    ]
+    assert [schema for _, schema in schemas([str(registry)])] == [static, receipt]
+    again = fix(str(tmp_path / "fix"), str(log), "--proof-variants", "2", "--registry-size", "1")
+    assert again.returncode == 0 and sorted(p.name for p in registry.iterdir()) == [
+        f"{family['folder']}.json"
+    ]
 
 
 def test_an_agents_tool_subsets_get_the_union_and_a_check_that_the_tool_was_enabled(
@@ -116,10 +162,8 @@ def test_an_agents_tool_subsets_get_the_union_and_a_check_that_the_tool_was_enab
     out = fix(str(tmp_path / "fix"), str(log), "--tool-call-parser", "pythonic")
     assert out.returncode == 0, out.stdout + out.stderr
     (family,) = json.loads((tmp_path / "fix" / "report.json").read_text())["families"]
-    assert (
-        family["moved"] == [{"pointer": "/items", "keyword": "anyOf"}]
-        and family["proof"]["invalid_instances_caught"] > 0
-    )
+    assert family["moved"] == [{"pointer": "/items", "keyword": "anyOf"}]
+    assert all(p["invalid_instances_caught"] > 0 for p in proven(family).values())
     static = json.loads((tmp_path / "fix" / family["folder"] / "schema.json").read_text())
     assert static["maxItems"] == 1 and len(static["items"]["anyOf"]) == len(
         {n for b in bodies for t in b["tools"] for n in [t["function"]["name"]]}
@@ -162,7 +206,8 @@ def test_what_cannot_be_fixed_says_why_and_writes_nothing_for_it(
     assert not refused["fixed"] and refused["folder"] is None
     assert refused["why_not"] == "cannot be joined: /properties/n/not: `not` differs between variants"
     fixed = families[".._.._x"]
-    assert fixed["fixed"] and fixed["folder"] == f"_-_x-{fixed['family']}"
+    assert fixed["fixed"] and fixed["folder"] == f"_-_x-{fixed['family']}" and proven(fixed)
+    assert refused["proofs"] == []
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     folder = f"fix/_-_x-{fixed['family']}"
     assert written == [f"{folder}/check.py", f"{folder}/schema.json", "fix/report.json", "r.jsonl"]
@@ -182,6 +227,10 @@ def test_bad_input_is_exit_2_and_nothing_written(tmp_path: Path, tokenizer_json:
         str(tmp_path / "broken.json"),
     )
     assert missing.returncode == 2 and not (tmp_path / "fix").exists()
+    for engine, said in [("outlines", "not xgrammar, llguidance, all or vllm==VERSION"),
+                         ("llguidance==0.0.1", "the proof compiles with the installed llguidance")]:  # fmt: skip
+        flag = fix(str(tmp_path / "fix"), "--engine", engine, str(tmp_path / "broken.json"))
+        assert flag.returncode == 2 and said in flag.stderr and not (tmp_path / "fix").exists()
 
 
 def test_a_slow_schema_moves_its_costly_keywords_to_the_check(tmp_path: Path, tokenizer_json: Path) -> None:
@@ -194,9 +243,7 @@ def test_a_slow_schema_moves_its_costly_keywords_to_the_check(tmp_path: Path, to
     out = fix(str(tmp_path / "fix"), str(tmp_path / "codes.json"))
     assert out.returncode == 0, out.stdout + out.stderr
     (result,) = json.loads((tmp_path / "fix" / "report.json").read_text())["families"]
-    assert (
-        result["fixed"] and result["finding"] == "bounded_quantifier/max_items" and result["proof"]["proven"]
-    )
+    assert result["fixed"] and result["finding"] == "bounded_quantifier/max_items" and proven(result)
     assert sorted((m["pointer"], m["keyword"]) for m in result["moved"]) == [
         ("/properties/code", "pattern"), ("/properties/tags", "maxItems"), ("/properties/tags", "minItems"),
     ]  # fmt: skip
@@ -209,4 +256,25 @@ def test_a_slow_schema_moves_its_costly_keywords_to_the_check(tmp_path: Path, to
         "/code: does not match the pattern this request requires",
         "/tags: has 1 items, fewer than this request's 25",
     ]
-    assert f"fixed  schema {result['family']} Codes: 1 compiles" in out.stdout
+    assert f"fixed  schema {result['family']} Codes: 3 constraints moved to the check" in out.stdout
+    assert out.stdout.count(": 1 compiles (") == 2  # one line per engine
+
+
+def test_a_static_schema_that_loses_or_lets_through_is_caught_on_both_engines(tokenizer_json: Path) -> None:
+    """The proof itself, on each engine: a static schema stricter than a member (its enum lacks the
+    member's value) loses that member's valid outputs; a check that holds another constraint than
+    the enum the static schema dropped lets the other members' values through both."""
+    variants = tuple({"type": "object", "properties": {"k": {"enum": [v]}}, "required": ["k"]} for v in "ab")
+    strict = {"type": "object", "properties": {"k": {"enum": ["a"]}}, "required": ["k"]}
+    loose = {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"]}
+
+    def plan(static: dict[str, Any], pointer: str) -> FamilyPlan:
+        merged = Merged(static, (Moved(pointer, "enum"),))
+        return FamilyPlan("f", "F", "F-f", "warning", 2, variants, ("a", "b"), merged)
+
+    for engine in (XgrammarEngine(str(tokenizer_json)), LlguidanceEngine(str(tokenizer_json))):
+        assert prove(plan(loose, "/properties/k"), engine, [1, 1]).proven, engine.name  # what gdx fix writes
+        lost = prove(plan(strict, "/properties/k"), engine, [1, 1])
+        assert not lost.proven and lost.lost[0].startswith('variant 1: the static grammar rejects {"k"'), lost
+        missed = prove(plan(loose, "/properties/other"), engine, [1, 1])
+        assert not missed.proven and missed.missed[0].startswith("variant 0: the check lets through"), missed

@@ -4,10 +4,10 @@ make and prove per family, and the compile seconds of the same requests before a
 
 The traffic, 40 requests each: per-tenant cost-centre codes in `$defs` (the seed's Pydantic case),
 per-request item counts and ranges, and an agent's per-request tool subsets (tool_choice required,
-the pythonic parser). For each family: seconds to merge (the static schema) and to prove it on real
-xgrammar over the Llama 3 tokenizer; then every request compiled as sent (one cold compile per
-distinct variant, through one caching compiler as the engine does) beside every request sent as the
-static schema through another, and their ratio.
+the pythonic parser). For each family: seconds to merge (the static schema), then per engine (real
+xgrammar and real llguidance over the Llama 3 tokenizer) the seconds to prove it, and every request
+compiled as vLLM serves it (xgrammar: one caching compiler, a compile per distinct variant; llguidance:
+no cache, a compile per request) beside every request sent as the static schema, and their ratio.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from exporter.fix.plan import plans, schemas_by_hash
 from exporter.fix.proof import prove
-from exporter.lint.prove.engine import XgrammarEngine
+from exporter.lint.prove.engine import LlguidanceEngine, ProofEngine, XgrammarEngine
 from exporter.lint.report import analyse
 from exporter.lint.requests import Inputs, Request, ToolServer, parse_file
 from exporter.schema.lint import Thresholds
@@ -73,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     from tools.bench.machine import header
 
     print(header("tools.bench.fix", argv), flush=True)
-    engine = XgrammarEngine(args.tokenizer)
-    print(f"xgrammar {engine.version}, {REQUESTS} requests per traffic\n")
+    engines: list[ProofEngine] = [XgrammarEngine(args.tokenizer), LlguidanceEngine(args.tokenizer)]
+    print(", ".join(f"{e.name} {e.version}" for e in engines) + f", {REQUESTS} requests per traffic\n")
     print(
-        "| traffic | variants | moved | merge | proof | valid kept / invalid caught | compiles before | after | ratio |"
+        "| traffic | variants | moved | merge | engine | proof | valid kept / invalid caught | compiles before | after | ratio |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for label, bodies in traffic().items():
         text = "".join(json.dumps(b) + "\n" for b in bodies)
         records = parse_file(f"{label}.jsonl", text, tools=ToolServer("pythonic", "0.33.0"))
@@ -88,16 +88,17 @@ def main(argv: list[str] | None = None) -> int:
         (plan,) = plans(report, schemas_by_hash(requests))
         merge_seconds = time.perf_counter() - started
         lines = {s.schema_hash: s.lines for f in report.families for s in f.schemas}
-        started = time.perf_counter()
-        proof = prove(plan, engine, [lines.get(h, 1) for h in plan.hashes])
-        proof_seconds = time.perf_counter() - started
-        before = sum(engine.cached_compiles([r.text for r in requests]))
-        after = sum(engine.cached_compiles([plan.static_text] * len(requests)))
-        print(
-            f"| {label} | {len(plan.variants)} | {len(plan.merged.moved)} | {merge_seconds * 1000:.1f} ms | "
-            f"{proof_seconds:.2f} s | {proof.valid} / {proof.caught} | {before:.3f} s | {after:.3f} s | "
-            f"{before / after:.0f}x |"
-        )
+        for engine in engines:
+            started = time.perf_counter()
+            proof = prove(plan, engine, [lines.get(h, 1) for h in plan.hashes])
+            proof_seconds = time.perf_counter() - started
+            before = sum(engine.request_compiles([r.text for r in requests]))
+            after = sum(engine.request_compiles([plan.static_text] * len(requests)))
+            print(
+                f"| {label} | {len(plan.variants)} | {len(plan.merged.moved)} | {merge_seconds * 1000:.1f} ms | "
+                f"{engine.name} | {proof_seconds:.2f} s | {proof.valid} / {proof.caught} | {before:.3f} s | "
+                f"{after:.3f} s | {before / after:.1f}x |"
+            )
     return 0
 
 

@@ -1,20 +1,24 @@
-"""The engine side of a proof: real xgrammar over a real tokenizer, fed token by token as a model is.
+"""The engine side of a proof: real xgrammar or llguidance over a real tokenizer, fed token by token
+as a model is.
 
 `accepts()` is the verdict: the instance's text is tokenized with the model's tokenizer and every
-token goes through `GrammarMatcher.accept_token`, then the end-of-text token, and the matcher must
-have terminated: exactly what a decoding step allows. `sample()` walks the grammar at random, one
+token goes through the engine's matcher, then the end-of-text token, and the matcher must have
+finished: exactly what a decoding step allows. `sample()` walks the grammar at random, one
 character-token at a time among those the token bitmask allows, to find what the grammar lets
-through without knowing any keyword. Compiles as vLLM does by default: `any_whitespace=True`, no
-cache (cold, so every compile is measured).
+through without knowing any keyword. Both compile as vLLM does by default: xgrammar with
+`any_whitespace=True` and no cache (cold, so every compile is measured), llguidance with
+`whitespace_flexible` (vLLM's guidance backend builds an `LLMatcher` per request).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, Protocol
 
 from exporter.lint import engines
 
@@ -28,11 +32,29 @@ class CompiledGrammar:
     seconds: float
 
 
+class ProofEngine(Protocol):
+    """What a proof needs of an engine: xgrammar and llguidance alike."""
+
+    name: str  # "xgrammar", "llguidance"
+    version: str  # as installed
+    caches: bool  # vLLM keeps its compiled grammars across requests (xgrammar) or not (llguidance)
+
+    def compile(self, schema_text: str) -> CompiledGrammar: ...
+
+    def accepts(self, compiled: CompiledGrammar, text: str) -> bool: ...
+
+    def sample(self, compiled: CompiledGrammar, rng: random.Random) -> str | None: ...
+
+    def request_compiles(self, texts: list[str]) -> list[float]: ...
+
+
 class XgrammarEngine:
     """One tokenizer, loaded once; compile per schema, then any number of checks and samples."""
 
+    name = "xgrammar"
+    caches = True  # vLLM's xgrammar backend compiles through one caching GrammarCompiler
+
     def __init__(self, tokenizer_json: str) -> None:
-        import numpy
         import xgrammar
         from transformers import PreTrainedTokenizerFast
 
@@ -45,8 +67,7 @@ class XgrammarEngine:
         self._info = xgrammar.TokenizerInfo.from_huggingface(
             self._tokenizer, vocab_size=len(self._tokenizer), stop_token_ids=[self.stop]
         )
-        self._chars, self._char_ids = _character_tokens(self._info.decoded_vocab)
-        self._np_ids = numpy.array(self._char_ids, dtype=numpy.int64)
+        self._walk = _RandomWalk(*_character_tokens(self._info.decoded_vocab), self.stop)
 
     def compile(self, schema_text: str) -> CompiledGrammar:
         import xgrammar
@@ -61,8 +82,8 @@ class XgrammarEngine:
         engines.forward(enginelogs.parse("".join(written))[1])
         return CompiledGrammar(grammar, seconds)
 
-    def cached_compiles(self, texts: list[str]) -> list[float]:
-        """Seconds of each compile through one caching compiler, as an engine serves requests: the
+    def request_compiles(self, texts: list[str]) -> list[float]:
+        """Seconds of each request's compile through one caching compiler, as vLLM serves them: the
         first of a text is a compile, the rest are cache hits."""
         import xgrammar
 
@@ -94,23 +115,148 @@ class XgrammarEngine:
 
         matcher = xgrammar.GrammarMatcher(compiled.grammar)
         bitmask = xgrammar.allocate_token_bitmask(1, self._info.vocab_size)
-        words = bitmask[0].numpy()
+        return self._walk(lambda: matcher.fill_next_token_bitmask(bitmask), matcher.accept_token,
+                          bitmask[0].numpy(), rng)  # fmt: skip
+
+
+class LlguidanceEngine:
+    """llguidance over the same tokenizer.json, as vLLM's guidance backend runs it: the JSON Schema
+    turned into a grammar with flexible whitespace, then an `LLMatcher`, which is the compile; the
+    end-of-text token the same as xgrammar's."""
+
+    name = "llguidance"
+    caches = False  # vLLM's guidance backend builds an LLMatcher per request: every request compiles
+
+    def __init__(self, tokenizer_json: str) -> None:
+        import llguidance
+
+        self.version = metadata.version("llguidance")
+        with open(tokenizer_json, encoding="utf-8") as handle:
+            text = handle.read()
+        stops = _stop_tokens(json.loads(text))
+        if not stops:
+            raise ValueError(f"{tokenizer_json}: no end-of-text token among {', '.join(engines.STOP_NAMES)}")
+        self.stop = stops[0]
+        self._tokenizer = llguidance.LLTokenizer(text, eos_token=self.stop)
+        single = {chr(c): self._tokenizer.tokenize_bytes(bytes([c])) for c in range(0x20, 0x7F)}
+        chars = [c for c, ids in single.items() if len(ids) == 1]  # every byte-level BPE vocabulary: all
+        self._walk = _RandomWalk(chars, [single[c][0] for c in chars], self.stop, self._decode)
+
+    def _decode(self, token: int) -> str:
+        return str(self._tokenizer.decode_str([token]))
+
+    def compile(self, schema_text: str) -> CompiledGrammar:
+        """The grammar and its matcher, timed; a schema llguidance refuses raises ValueError."""
+        started = time.perf_counter()
+        matcher = self._matcher(schema_text)
+        seconds = time.perf_counter() - started
+        if matcher.is_error():
+            raise ValueError(" ".join(matcher.get_error().split())[:300])
+        return CompiledGrammar(matcher, seconds)
+
+    def _matcher(self, schema_text: str) -> Any:
+        import llguidance
+
+        grammar = llguidance.LLMatcher.grammar_from_json_schema(
+            schema_text, defaults={"whitespace_flexible": True}
+        )
+        return llguidance.LLMatcher(self._tokenizer, grammar, log_level=0)
+
+    def request_compiles(self, texts: list[str]) -> list[float]:
+        """Seconds of each request's compile as vLLM serves them: no cache, each one a compile."""
+        out = []
+        for text in texts:
+            started = time.perf_counter()
+            self._matcher(text)
+            out.append(time.perf_counter() - started)
+        return out
+
+    def tokens(self, text: str) -> list[int]:
+        return list(self._tokenizer.tokenize_str(text))
+
+    def accepts(self, compiled: CompiledGrammar, text: str) -> bool:
+        """Token by token, then end of text (the matcher stops there, or had stopped already)."""
+        matcher = compiled.grammar.deep_copy()
+        return bool(
+            matcher.consume_tokens(self.tokens(text))
+            and matcher.consume_token(self.stop)
+            and matcher.is_stopped()
+            and not matcher.is_error()
+        )
+
+    def sample(self, compiled: CompiledGrammar, rng: random.Random) -> str | None:
+        import llguidance.numpy
+
+        matcher = compiled.grammar.deep_copy()
+        bitmask = llguidance.numpy.allocate_token_bitmask(1, self._tokenizer.vocab_size)
+        return self._walk(lambda: llguidance.numpy.fill_next_token_bitmask(matcher, bitmask),
+                          matcher.consume_token, bitmask[0], rng)  # fmt: skip
+
+
+def _stop_tokens(tokenizer: dict[str, Any]) -> list[int]:
+    """The ids of the end-of-text tokens a tokenizer.json has, the likeliest first (as
+    engines.end_of_text finds them with the Hugging Face tokenizer)."""
+    ids = {t.get("content"): t.get("id") for t in tokenizer.get("added_tokens") or []}
+    vocab = (tokenizer.get("model") or {}).get("vocab")
+    if isinstance(vocab, dict):
+        ids = {**vocab, **ids}
+    return [i for i in (ids.get(name) for name in engines.STOP_NAMES) if isinstance(i, int) and i >= 0]
+
+
+class _RandomWalk:
+    """The random walk both engines share: at each step the engine fills its token bitmask, the
+    walk picks the end of text (often, when allowed) or one of the character-tokens allowed. Where
+    the grammar forces a text, llguidance allows only its canonical tokens (after `{"` with one
+    required property, the token of its name): with `decode`, the walk then takes one of those."""
+
+    def __init__(self, chars: list[str], char_ids: list[int], stop: int,
+                 decode: Callable[[int], str] | None = None) -> None:  # fmt: skip
+        import numpy
+
+        self.chars, self.stop, self.decode = chars, stop, decode
+        self.ids = dict(zip(chars, char_ids, strict=True))
+        np_ids = numpy.array(char_ids, dtype=numpy.int64)
+        self.word, self.bit = np_ids >> 5, np_ids & 31  # where each character-token's bit is
+        self.groups: dict[bytes, dict[str, list[str]]] = {}  # the allowed characters by class, per set
+
+    def __call__(self, fill: Callable[[], Any], accept: Callable[[int], bool], words: Any,
+                 rng: random.Random) -> str | None:  # fmt: skip
+        """`words`: the int32 bitmask `fill` writes into; `accept` feeds the matcher one token."""
         state = _Lexer(rng.choice(APPETITES))
         out: list[str] = []
         for _ in range(MAX_SAMPLE_CHARS):
-            matcher.fill_next_token_bitmask(bitmask)
-            allowed = ((words[self._np_ids >> 5] >> (self._np_ids & 31)) & 1).nonzero()[0]
+            fill()
+            allowed = ((words[self.word] >> self.bit) & 1).nonzero()[0]
             stop_ok = bool((int(words[self.stop >> 5]) >> (self.stop & 31)) & 1)
             if stop_ok and (not len(allowed) or rng.random() < 0.9):
-                return "".join(out) if matcher.accept_token(self.stop) else None
+                return "".join(out) if accept(self.stop) else None
             if not len(allowed):
-                return None
-            choice = state.choose([self._chars[i] for i in allowed], rng)
-            if not matcher.accept_token(self._char_ids[self._chars.index(choice)]):
+                token = self._other(words, rng)
+                if token is None or not accept(token):
+                    return None
+                for char in (text := self.decode(token) if self.decode else ""):
+                    state.feed(char)
+                out.append(text)
+                continue
+            key = allowed.tobytes()
+            if (by_kind := self.groups.get(key)) is None:
+                by_kind = self.groups[key] = _by_kind([self.chars[i] for i in allowed])
+            choice = state.pick(by_kind, rng)
+            if not accept(self.ids[choice]):
                 return None
             state.feed(choice)
             out.append(choice)
         return None
+
+    def _other(self, words: Any, rng: random.Random) -> int | None:
+        """One of the tokens the bitmask allows besides the end of text, None when none is."""
+        import numpy
+
+        if self.decode is None:
+            return None
+        tokens = numpy.unpackbits(words.view(numpy.uint8), bitorder="little").nonzero()[0]
+        tokens = tokens[tokens != self.stop]
+        return int(rng.choice(tokens.tolist())) if len(tokens) else None
 
 
 def _character_tokens(vocab: list[bytes]) -> tuple[list[str], list[int]]:
@@ -187,14 +333,19 @@ class _Lexer:
             kind, 0.2
         )
 
-    def choose(self, allowed: list[str], rng: random.Random) -> str:
+    def pick(self, by_kind: dict[str, list[str]], rng: random.Random) -> str:
         """A class first (by weight), then a character of it: 52 letters must not drown `"`."""
-        by_kind: dict[str, list[str]] = {}
-        for char in allowed:
-            by_kind.setdefault(CLASSES.get(char, "other"), []).append(char)
         kinds = list(by_kind)
         weights = [self.weight(kind) for kind in kinds]
         if not any(weights):
             weights = [1.0] * len(kinds)
         kind = rng.choices(kinds, weights)[0]
         return rng.choice(by_kind[kind])
+
+
+def _by_kind(allowed: list[str]) -> dict[str, list[str]]:
+    """The allowed characters by class, each class in the order its first character came."""
+    by_kind: dict[str, list[str]] = {}
+    for char in allowed:
+        by_kind.setdefault(CLASSES.get(char, "other"), []).append(char)
+    return by_kind
