@@ -67,9 +67,10 @@ def fix_main(args: argparse.Namespace) -> int:
     parsed = schemas_by_hash(inputs.requests)
     families = plans(report, parsed)
     proven: list[FamilyPlan] = []
-    for plan in [*families, *slow_plans(report, parsed, families)]:
+    for plan in [*families, *slow_plans(report, parsed, families, thresholds.union_depth)]:
         if plan.merged.schema is None:
-            results.append(_result(plan, [], f"cannot be joined: {plan.merged.error}"))
+            verb = "cannot be joined" if len(plan.variants) > 1 else "cannot be rewritten"
+            results.append(_result(plan, [], f"{verb}: {plan.merged.error}"))
             continue
         requests = [lines.get(h, 1) for h in plan.hashes]
         proofs = [prove(plan, engine, requests, max_variants=args.proof_variants) for engine in engines]
@@ -156,6 +157,9 @@ def _result(plan: FamilyPlan, proofs: Sequence[FixProof], why: str) -> dict[str,
         if plan.merged.schema is not None
         else None,
         "moved": [{"pointer": m.pointer, "keyword": m.keyword} for m in plan.merged.moved],
+        "rewrites": [{"pointer": r.pointer, "rewrite": r.what} for r in plan.merged.rewrites if r.done],
+        "not_rewritten": [{"pointer": r.pointer, "why": r.what} for r in plan.merged.rewrites if not r.done],
+        "check": "check.py" if fixed and plan.merged.moved else None,
         "proofs": docs,
         "fixed": fixed,
         "why_not": why or None,
@@ -163,13 +167,15 @@ def _result(plan: FamilyPlan, proofs: Sequence[FixProof], why: str) -> dict[str,
 
 
 def _write(out: Path, plan: FamilyPlan) -> None:
-    """schema.json and check.py of a proven family, inside `out` whatever its name."""
+    """schema.json and check.py of a proven family, inside `out` whatever its name (no check.py when
+    nothing moved to it: flattened unions accept what they did)."""
     folder = (out / plan.folder).resolve()
     if out.resolve() not in folder.parents:
         raise ValueError(f"{plan.folder}: outside {out}")  # folder_name allows no separators: never
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "schema.json").write_text(plan.static_text + "\n", encoding="utf-8")
-    (folder / "check.py").write_text(check_source(plan), encoding="utf-8")
+    if plan.merged.moved:
+        (folder / "check.py").write_text(check_source(plan), encoding="utf-8")
 
 
 def check_source(plan: FamilyPlan) -> str:
@@ -191,6 +197,8 @@ def _summary(results: list[dict[str, Any]], out: Path, warm: Sequence[registry.E
         if r["fixed"]:
             count = len(r["moved"])
             moved = f"{count} constraint{'' if count == 1 else 's'} moved to the check"
+            if r["rewrites"]:
+                moved += f", {len(r['rewrites'])} nested unions flattened"
             print(f"fixed  {_unit(r)} {r['family']} {r['name']}: {moved} -> {out / r['folder']}")
             for proof in r["proofs"]:
                 print(f"  {proof['engine']}: {_proof_line(proof, r['requests'])}")

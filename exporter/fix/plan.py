@@ -18,7 +18,9 @@ from typing import Any
 from exporter.lint.report import FamilyReport, Report
 from exporter.lint.requests import Request
 from exporter.schema import identity
-from exporter.schema.static import Merged, Moved, merge
+from exporter.schema.flatten import flatten
+from exporter.schema.lint import Thresholds
+from exporter.schema.static import Merged, Moved, Rewrite, merge
 from exporter.schema.walk import unescape
 
 UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
@@ -31,6 +33,7 @@ REWRITES = {
     "large_enum": ("enum",),
 }
 NAME_CHARS = 48
+NON_MONOTONE = frozenset({"not", "if"})  # a keyword dropped under these does not only widen
 
 
 @dataclass(frozen=True)
@@ -87,25 +90,37 @@ def plans(report: Report, parsed: dict[str, dict[str, Any]]) -> list[FamilyPlan]
 
 
 def slow_plans(
-    report: Report, parsed: dict[str, dict[str, Any]], fixed: Sequence[FamilyPlan]
+    report: Report,
+    parsed: dict[str, dict[str, Any]],
+    fixed: Sequence[FamilyPlan],
+    union_depth: int = Thresholds().union_depth,
 ) -> list[FamilyPlan]:
     """A plan per distinct JSON Schema (outside the families already fixed) with a slow-compile
-    warning or error whose keyword the check can hold: that keyword dropped, listed as moved."""
+    warning or error whose keyword the check can hold: that keyword dropped, listed as moved. Unions
+    nested past `union_depth` (gdx lint's limit) are flattened where that keeps what the schema
+    accepts (exporter/schema/flatten.py: nothing moves, each rewrite is listed); where none can be,
+    the plan has no schema and says why."""
     done = {h for plan in fixed for h in plan.hashes}
     out = []
     for family in report.families:
         for schema in family.schemas:
             if schema.schema_hash in done or schema.schema_hash not in parsed:
                 continue
-            slow = [f for f in schema.findings if f.severity in ("warning", "error")
-                    and f.pointer.rsplit("/", 1)[-1] in REWRITES.get(f.rule, ())]  # fmt: skip
-            if not slow:
+            findings = [f for f in schema.findings if f.severity in ("warning", "error")]
+            slow = [f for f in findings if f.pointer.rsplit("/", 1)[-1] in REWRITES.get(f.rule, ())]
+            unions = [f.pointer for f in findings if f.rule == "union_depth"]
+            if not slow and not unions:
                 continue
             merged = relaxed(parsed[schema.schema_hash], [f.pointer for f in slow])
-            if not merged.moved:
-                continue  # the findings' pointers run through a `$ref`: not rewritten here
+            if unions:
+                flat = flatten(merged.schema, unions, union_depth)
+                merged = Merged(flat.schema, merged.moved, rewrites=flat.rewrites)
+            if not merged.moved and not any(r.done for r in merged.rewrites):
+                if not unions:
+                    continue  # every pointer runs through a `$ref`, a `not` or an `if`: kept
+                merged = Merged(None, (), _not_flattened(merged.rewrites), merged.rewrites)
             name = schema.title or family.name
-            rules = sorted({f.rule for f in slow})
+            rules = sorted({f.rule for f in slow} | ({"union_depth"} if unions else set()))
             out.append(
                 FamilyPlan(
                     schema.schema_hash, name, folder_name(name, schema.schema_hash), "/".join(rules),
@@ -115,15 +130,30 @@ def slow_plans(
     return out
 
 
+def _not_flattened(rewrites: Sequence[Rewrite]) -> str:
+    """Why a schema's nested unions stay (the first two findings; the report lists them all)."""
+    left = [f"{r.pointer}: {r.what}" for r in rewrites if not r.done]
+    more = f" (and {len(left) - 2} more)" if len(left) > 2 else ""
+    return "its nested unions stay: " + "; ".join(left[:2]) + more
+
+
 def relaxed(schema: dict[str, Any], pointers: Sequence[str]) -> Merged:
-    """The schema without the keywords at `pointers` (JSON pointers to keywords), and what moved."""
+    """The schema without the keywords at `pointers` (JSON pointers to keywords), and what moved.
+    Dropping a keyword widens what its subschema accepts, and so what the schema accepts, except
+    under a `not` or an `if` (the widening turns into a narrowing, or another branch): a pointer
+    through one of those is left, as is one through a `$ref` (the walk does not follow it here)."""
     copy = json.loads(json.dumps(schema))
     moved = []
     for pointer in sorted(set(pointers)):
         *path, keyword = [unescape(token) for token in pointer.split("/")[1:]]
         node: Any = copy
         for token in path:
-            node = node.get(token) if isinstance(node, dict) else None
+            if token in NON_MONOTONE:
+                node = None
+            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+                node = node[int(token)]
+            else:
+                node = node.get(token) if isinstance(node, dict) else None
         if isinstance(node, dict) and keyword in node:
             del node[keyword]
             moved.append(Moved(pointer.rsplit("/", 1)[0], keyword))

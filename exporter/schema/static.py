@@ -5,9 +5,11 @@ n of "exactly n items", a range, the tools a tenant enabled, a timestamp in a de
 one static schema, the family compiles once and stays cached; what varied moves out of the grammar
 into a check after decoding (`gdx fix`). `merge` builds that schema position by position:
 - values that differ are joined: enum and const members into one enum (up to `max_enum` members,
-  else the keyword goes), lower bounds to the lowest, upper bounds to the highest, `type` lists
-  into their union, union branches (`anyOf`, and `oneOf` as `anyOf`) into every branch seen,
-  `properties` and `$defs` name by name, `required` to the names every variant requires;
+  else the keyword goes, and strings keep the lengths every member has: `minLength` the shortest's,
+  `maxLength` the longest's, where the position has no length bounds of its own), lower bounds to
+  the lowest, upper bounds to the highest, `type` lists into their union, union branches (`anyOf`,
+  and `oneOf` as `anyOf`) into every branch seen, `properties` and `$defs` name by name, `required`
+  to the names every variant requires;
 - a keyword that constrains in some variants and is absent from others goes (absent is unbounded),
   as does a `pattern`, `format` or `multipleOf` that differs; annotations that differ
   (`description`, `title`, `default`, `examples`) go;
@@ -71,10 +73,21 @@ class Moved:
 
 
 @dataclass(frozen=True, slots=True)
+class Rewrite:
+    """A change to the schema that keeps what it accepts (nothing for the check to hold), or, with
+    `done` false, why a finding's place could not be changed so: the report lists both."""
+
+    pointer: str  # in the schema as the request sends it
+    what: str
+    done: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Merged:
     schema: Any  # the static schema; None when the variants cannot be joined
     moved: tuple[Moved, ...]
     error: str = ""  # why not, with the pointer
+    rewrites: tuple[Rewrite, ...] = ()  # what changed without moving to the check (nested unions)
 
 
 class _Conflict(Exception):
@@ -87,6 +100,7 @@ class _Merger:
         self.refs = refs  # every `$ref` of the variants: what points into an unknown keyword
         self.moved: dict[tuple[str, str], None] = {}
         self.nodes = 0
+        self.lengths: dict[str, tuple[int, int]] = {}  # a string enum that went: its members' lengths
 
     def move(self, pointer: str, keyword: str) -> None:
         self.moved[(pointer, keyword)] = None
@@ -124,6 +138,8 @@ class _Merger:
                 self.move(pointer, key)  # `enum` beside `const`, `anyOf` beside `oneOf`: the check holds it
                 continue
             out[target] = merged
+        if pointer in self.lengths and not ({"minLength", "maxLength", "enum", "const"} & out.keys()):
+            out["minLength"], out["maxLength"] = self.lengths[pointer]  # what every member shares
         return out
 
     def keyword(self, key: str, present: list[Any], at: str, pointer: str) -> Any:
@@ -139,7 +155,12 @@ class _Merger:
             self.move(pointer, key)
             if key == "enum" and not all(isinstance(v, list) for v in present):
                 return _GONE
-            return [members[k] for k in sorted(members)] if len(members) <= self.max_enum else _GONE
+            if len(members) <= self.max_enum:
+                return [members[k] for k in sorted(members)]
+            if all(isinstance(m, str) for m in members.values()):
+                sizes = [len(m) for m in members.values()]
+                self.lengths[pointer] = (min(sizes), max(sizes))
+            return _GONE
         if key in LOWER or key in UPPER:
             numbers = [v for v in present if isinstance(v, int | float) and not isinstance(v, bool)]
             self.move(pointer, key)

@@ -110,11 +110,11 @@ def test_a_tenant_enum_family_gets_a_proven_static_schema_and_check(
         assert p["valid_instances_kept"] > 8 and p["invalid_instances_caught"] > 0
     folder = tmp_path / "fix" / family["folder"]
     static = json.loads((folder / "schema.json").read_text())
-    # 96 codes in all, past the 64 an enum keeps: the static schema has the type, the check the codes
+    # 96 codes in all, past the 64 an enum keeps: the static schema has the type and the codes' one
+    # length, the check the codes
     assert static["$defs"]["LineItem"]["properties"]["cost_center"] == {
-        "title": "Cost Center",
-        "type": "string",
-    }
+        "title": "Cost Center", "type": "string", "minLength": 8, "maxLength": 8,
+    }  # fmt: skip
     assert family["static_schema_hash"] == schema_hash((folder / "schema.json").read_text().strip())
     assert list(static["properties"]) == ["vendor", "lines"]  # the engine emits them in this order
     check = load_check(folder)
@@ -210,7 +210,8 @@ def test_what_cannot_be_fixed_says_why_and_writes_nothing_for_it(
     assert refused["proofs"] == []
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     folder = f"fix/_-_x-{fixed['family']}"
-    assert written == [f"{folder}/check.py", f"{folder}/schema.json", "fix/report.json", "r.jsonl"]
+    registry = f"fix/registry/_-_x-{fixed['family']}.json"  # named as safely as the folder
+    assert written == [f"{folder}/check.py", f"{folder}/schema.json", registry, "fix/report.json", "r.jsonl"]
     assert f"not fixed  family {refused['family']} .._.._etc: cannot be joined" in out.stdout
 
 
@@ -257,7 +258,7 @@ def test_a_slow_schema_moves_its_costly_keywords_to_the_check(tmp_path: Path, to
         "/tags: has 1 items, fewer than this request's 25",
     ]
     assert f"fixed  schema {result['family']} Codes: 3 constraints moved to the check" in out.stdout
-    assert out.stdout.count(": 1 compiles (") == 2  # one line per engine
+    assert out.stdout.count(": 1 compile (") == 2  # one line per engine
 
 
 def test_a_static_schema_that_loses_or_lets_through_is_caught_on_both_engines(tokenizer_json: Path) -> None:

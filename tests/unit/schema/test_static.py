@@ -151,7 +151,16 @@ def test_a_constraint_absent_from_one_variant_goes_and_a_large_enum_becomes_its_
     wide = merge(
         [{"type": "string", "enum": [f"v{i}-{j}" for i in range(10)]} for j in range(10)], max_enum=64
     )
-    assert wide.schema == {"type": "string"} and wide.moved == (Moved("", "enum"),)
+    # past max_enum the type, with the lengths every member has (a shorter grammar, nothing lost)
+    assert wide.schema == {"type": "string", "minLength": 4, "maxLength": 4} and wide.moved == (
+        Moved("", "enum"),
+    )
+    mixed = merge([{"enum": [f"c{i}" * (1 + i % 3), i]} for i in range(70)], max_enum=64)
+    assert mixed.schema == {}  # a number among the members: no length to keep
+    bounded = merge(
+        [{"type": "string", "maxLength": 9, "enum": [f"c{i}-{j}" for i in range(10)]} for j in range(10)]
+    )
+    assert bounded.schema == {"type": "string", "maxLength": 9}  # its own bound stays
 
 
 def test_hostile_input_gives_an_error_not_an_exception() -> None:
