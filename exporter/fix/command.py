@@ -283,8 +283,8 @@ def add_parser(commands: Any) -> None:
         type=_positive,
         default=MAX_VARIANTS,
         metavar="N",
-        help=f"check the instances of at most N variants per family, spread over the log (default "
-        f"{MAX_VARIANTS}; every variant is still compiled and counted): hundreds of tenants in a minute",
+        help=f"prove on at most N variants per family, spread over the log (default {MAX_VARIANTS}; every "
+        "variant is counted, the compile seconds of the others scaled from theirs): hundreds in a minute",
     )
     parser.add_argument(
         "--registry-size",

@@ -50,7 +50,8 @@ class FixProof:
     missed: list[str] = field(default_factory=list)
     error: str = ""  # a member or the static schema the engine does not compile
     variants: int = 0  # the family's variants (each compiled)
-    variants_checked: int = 0  # those whose instances were checked (at most max_variants, spread)
+    variants_checked: int = 0  # those compiled and whose instances were checked (at most max_variants,
+    # spread); past it, seconds_before is theirs scaled to every variant's compiles
 
     @property
     def proven(self) -> bool:
@@ -87,9 +88,10 @@ def prove(
     plan: FamilyPlan, engine: ProofEngine, requests: Sequence[int], seed: int = 29,
     max_variants: int = MAX_VARIANTS,
 ) -> FixProof:  # fmt: skip
-    """`requests`: how many requests sent each variant (in `plan.variants` order). Every variant is
-    compiled (the compile counts are exact); the instances of at most `max_variants` of them, spread
-    over the log's order, are checked (the variants of one family differ where the same pointers vary)."""
+    """`requests`: how many requests sent each variant (in `plan.variants` order). At most
+    `max_variants` variants, spread over the log's order, are compiled and their instances checked
+    (the variants of one family differ where the same pointers vary); the compile counts are every
+    variant's, their seconds the checked ones' scaled up."""
     rng = random.Random(seed)
     proof = FixProof(f"{engine.name} {engine.version}", variants=len(plan.variants))
     checked = spread(len(plan.variants), max_variants)
@@ -103,17 +105,19 @@ def prove(
         return proof
     proof.compiles_after = 1 if engine.caches else total
     proof.seconds_after = sum(engine.request_compiles([plan.static_text] * total))
+    timed = 0  # compiles of the checked variants, whose seconds stand for every variant's
     for index, member in enumerate(plan.variants):
+        sent = 1 if engine.caches else max(1, requests[index])  # the requests that compile it
+        proof.compiles_before += sent
+        if index not in checked:
+            continue
         try:
             compiled = engine.compile(json.dumps(member))
         except Exception as err:
             proof.error = f"variant {index} does not compile: {_reason(err)}"
             return proof
-        sent = 1 if engine.caches else max(1, requests[index])  # the requests that compile it
-        proof.compiles_before += sent
+        timed += sent
         proof.seconds_before += compiled.seconds * sent
-        if index not in checked:
-            continue
         validator = Validator(member)
         for out, instance in _valid_instances(member, compiled, engine, validator, rng):
             if not engine.accepts(static, out):
@@ -134,6 +138,8 @@ def prove(
                 proof.caught += 1
             elif validator.violations(instance):
                 proof.missed.append(f"variant {index}: the check lets through {made[:200]}")
+    if timed < proof.compiles_before:  # the checked variants' compiles, scaled to every variant's
+        proof.seconds_before *= proof.compiles_before / max(1, timed)
     return proof
 
 
