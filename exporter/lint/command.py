@@ -49,10 +49,15 @@ OLD_SPELLINGS = {
 }
 CLIENT_HELP = (
     "for a FILE that names a Python target, module:Name or path/to/file.py:Name (a Pydantic model, a "
-    "TypeAdapter or a dataclass; importing it runs its module): the client whose schema to take. pydantic "
-    "(default): Model.model_json_schema(), as passed by hand; openai: what the installed OpenAI SDK's "
-    "chat.completions.parse(response_format=Model) sends (strict: every property required, "
-    "additionalProperties false). A target that does not import exits 2 with its error"
+    "TypeAdapter or a dataclass; importing it runs its module): the client whose schema to take, by the "
+    "installed library's own code. pydantic (default): Model.model_json_schema(), as passed by hand; "
+    "openai: what the OpenAI SDK's chat.completions.parse(response_format=Model) sends (strict: every "
+    "property required, additionalProperties false); instructor: from_openai(client, "
+    "mode=Mode.JSON_SCHEMA) (model_json_schema() unchanged); pydantic-ai: Agent(OpenAIChatModel(...), "
+    "output_type=NativeOutput(Model)) (no titles, additionalProperties false); langchain: "
+    "ChatOpenAI().with_structured_output(Model, method='json_schema') (the OpenAI SDK's strict schema). "
+    "The last three are run offline: the request body is read where it would be sent, and nothing is. "
+    "A target that does not import, or a client that is not installed, exits 2 with the reason"
 )
 SHOWN_HASHES = 3  # schema hashes listed on a "same for the other variants" line
 SHOWN_CHARS = 300  # of a counterexample in the text output (--format json has it whole)
