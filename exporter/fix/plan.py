@@ -107,20 +107,20 @@ def slow_plans(
             if schema.schema_hash in done or schema.schema_hash not in parsed:
                 continue
             findings = [f for f in schema.findings if f.severity in ("warning", "error")]
-            slow = [f for f in findings if f.pointer.rsplit("/", 1)[-1] in REWRITES.get(f.rule, ())]
+            flagged = [f for f in findings if f.rule in REWRITES]
+            slow = [f for f in flagged if f.pointer.rsplit("/", 1)[-1] in REWRITES[f.rule]]
             unions = [f.pointer for f in findings if f.rule == "union_depth"]
-            if not slow and not unions:
+            if not flagged and not unions:
                 continue
             merged = relaxed(parsed[schema.schema_hash], [f.pointer for f in slow])
             if unions:
                 flat = flatten(merged.schema, unions, union_depth)
                 merged = Merged(flat.schema, merged.moved, rewrites=flat.rewrites)
             if not merged.moved and not any(r.done for r in merged.rewrites):
-                if not unions:
-                    continue  # every pointer runs through a `$ref`, a `not` or an `if`: kept
-                merged = Merged(None, (), _not_flattened(merged.rewrites), merged.rewrites)
+                why = _not_flattened(merged.rewrites) if unions else _kept(flagged)
+                merged = Merged(None, (), why, merged.rewrites)  # said in the report, never silent
             name = schema.title or family.name
-            rules = sorted({f.rule for f in slow} | ({"union_depth"} if unions else set()))
+            rules = sorted({f.rule for f in flagged} | ({"union_depth"} if unions else set()))
             out.append(
                 FamilyPlan(
                     schema.schema_hash, name, folder_name(name, schema.schema_hash), "/".join(rules),
@@ -128,6 +128,15 @@ def slow_plans(
                 )
             )  # fmt: skip
     return out
+
+
+def _kept(findings: Sequence[Any]) -> str:
+    """Why a schema's slow keywords stay in the grammar (the first: the report names the schema)."""
+    pointer = findings[0].pointer
+    if "/patternProperties/" in pointer:
+        return (f"{pointer}: a patternProperties entry stays (dropping it could hand its properties to "
+                "additionalProperties: false)")  # fmt: skip
+    return f"{pointer}: under a not, an if or a $ref (dropping it there does not only widen what is accepted)"
 
 
 def _not_flattened(rewrites: Sequence[Rewrite]) -> str:

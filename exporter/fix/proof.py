@@ -49,13 +49,14 @@ class FixProof:
     caught: int = 0  # static-grammar instances a member's grammar rejects, and the check rejects
     missed: list[str] = field(default_factory=list)
     error: str = ""  # a member or the static schema the engine does not compile
+    refused: str = ""  # the engine refuses the family's own schemas too: it never serves them
     variants: int = 0  # the family's variants (each compiled)
     variants_checked: int = 0  # those compiled and whose instances were checked (at most max_variants,
     # spread); past it, seconds_before is theirs scaled to every variant's compiles
 
     @property
     def proven(self) -> bool:
-        return self.valid > 0 and not self.lost and not self.missed and not self.error
+        return self.valid > 0 and not self.lost and not self.missed and not self.error and not self.refused
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -71,6 +72,7 @@ class FixProof:
             "variants": self.variants,
             "variants_checked": self.variants_checked,
             "error": self.error or None,
+            "refused": self.refused or None,
             "proven": self.proven,
         }
 
@@ -101,6 +103,11 @@ def prove(
     try:
         static = engine.compile(plan.static_text)
     except Exception as err:
+        try:
+            engine.compile(json.dumps(plan.variants[0]))
+        except Exception as own:  # the engine refuses what the service sends today as well
+            proof.refused = f"{engine.name} refuses the schema as sent: {_reason(own)}"
+            return proof
         proof.error = f"the static schema does not compile: {_reason(err)}"
         return proof
     proof.compiles_after = 1 if engine.caches else total
@@ -150,7 +157,8 @@ def _reason(err: Exception) -> str:
 def _valid_instances(member: Any, compiled: CompiledGrammar, engine: ProofEngine, validator: Validator,
                      rng: random.Random) -> list[tuple[str, Any]]:  # fmt: skip
     """(text, value) pairs the member accepts: the texts its grammar emitted, as emitted (a number
-    too large for a float is still valid JSON text), and exemplars written as JSON."""
+    too large for a float is still valid JSON text), and exemplars written as JSON that its grammar
+    accepts (what the engine already refuses under the member, a fix cannot lose)."""
     found: dict[str, tuple[str, Any]] = {}
     for branch in range(BRANCHES):
         try:
@@ -158,7 +166,8 @@ def _valid_instances(member: Any, compiled: CompiledGrammar, engine: ProofEngine
             text = json.dumps(instance, allow_nan=False)
         except (RecursionError, ValueError, TypeError):
             continue
-        found.setdefault(text, (text, instance))
+        if engine.accepts(compiled, text):  # one the member's own grammar already rejects is no loss
+            found.setdefault(text, (text, instance))
     for _ in range(SAMPLES):
         made = engine.sample(compiled, rng)
         if made is not None:

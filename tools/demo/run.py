@@ -1,13 +1,17 @@
 # ruff: noqa: E501  (PromQL reads better on one line)
 """The demo: a real vLLM on the CPU with the probe, the daemon, Prometheus with the project's rules,
 Alertmanager with the example routing and a local PagerDuty endpoint, and a traffic generator that
-replays the per-tenant enum incident's three schema designs, one phase each, with a live view of what the product
-shows. `run()` returns what each phase measured, so the end-to-end test asserts on the same run.
+replays the per-tenant enum incident: the static design, the per-tenant enum injected per request (the
+page, naming the family), the fix `gdx fix` writes from the demo's own request log (the static schema
+sent for every tenant, its check after decoding on every output: the page resolves), then a schema
+that compiles slowly on its own. A live view shows what the product shows. `run()` returns what each
+phase measured, so the end-to-end test asserts on the same run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -21,10 +25,11 @@ import yaml
 
 from alerts import generate as alert_rules
 from exporter.daemon.receiver.rollup import RECENT_VARIANTS
+from tools.demo.remedy import FLAGS, FixRun, Remedy, run_fix
 from tools.harness import ROOT
 from tools.harness.processes import Alertmanager, DaemonProcess, Prometheus, Receiver
 from tools.harness.scraping import scrape
-from tools.harness.vllm import VllmServer
+from tools.harness.vllm import VllmServer, chat_body
 
 POD = "vllm-demo-0"
 ROUTING_KEY = "demo-routing-key"
@@ -59,10 +64,12 @@ def cost_centres(tenant: int) -> list[str]:
 
 
 def tenant_invoice(tenant: int) -> dict[str, Any]:
-    """Design 2: the tenant's cost-centre codes injected into the schema on every request."""
+    """Design 2: the tenant's cost-centre codes injected into the schema on every request (as a
+    Pydantic `Literal` of them gives it)."""
     schema = invoice()
     schema["properties"]["line_items"]["items"]["properties"]["cost_center_id"] = {
-        "enum": cost_centres(tenant)
+        "enum": cost_centres(tenant),
+        "type": "string",
     }
     return schema
 
@@ -108,7 +115,11 @@ PHASES = (
     ),
     ("2 per-request enum", "the same schema with each tenant's cost-centre enum injected per request"),
     (
-        "3 pattern + unions",
+        "3 the fix",
+        "the static schema gdx fix wrote from phases 1-2's request log, sent for every tenant; its check.py on every output",
+    ),
+    (
+        "4 pattern + unions",
         "a {8,64} bounded pattern and deep $ref unions; one request in four a parcel weight in steps of 5 g",
     ),
 )
@@ -131,6 +142,11 @@ class PhaseResult:
     requests: int = 0
     failures: int = 0
     pages: int = 0  # PagerDuty trigger events received by the end of the phase
+    resolved: int = 0  # PagerDuty resolve events received by the end of the phase
+    checked: int = 0  # complete outputs the fix's check.py ran on (phase 3)
+    rejected: int = 0  # of them, those it rejected against the request's own schema
+    check_messages: list[str] = field(default_factory=list)  # the first few, as check() words them
+    checked_outputs: list[tuple[str, int, bool]] = field(default_factory=list)  # (output, tenant, rejected)
     stats: dict[str, float | None] = field(default_factory=dict)
     views: list[View] = field(default_factory=list)
 
@@ -142,16 +158,37 @@ class DemoResult:
     alerts: list[dict[str, Any]]
     urls: dict[str, str]
     prometheus_url: str = ""
+    fix: FixRun | None = None
+
+
+def whitespace_bias(tokenizer_json: Path) -> dict[str, int]:
+    """`logit_bias` against the vocabulary's whitespace-only tokens. vLLM's default JSON grammar lets
+    whitespace in anywhere, and this random model picks it as often as anything: its outputs would
+    never finish. A trained model writes compact JSON; phase 3 asks this one to, so that the service's
+    check has complete outputs to judge (the grammar, and so the compile and the cache, are the same)."""
+    vocab = json.loads(tokenizer_json.read_text(encoding="utf-8"))["model"]["vocab"]
+    return {str(i): -100 for token, i in vocab.items() if token and set(token) <= set("ĠĊĉč")}
 
 
 class Traffic:
     """Structured-output requests from a few threads, like an application's workers."""
 
-    def __init__(self, server: VllmServer, workers: int = 3) -> None:
+    LOGGED = (0, 1)  # the phases whose requests go to the request log gdx fix reads
+
+    def __init__(
+        self,
+        server: VllmServer,
+        log: TextIO | None = None,
+        workers: int = 3,
+        tokenizer_json: Path | None = None,
+    ) -> None:
         self.server = server
+        self.compact = whitespace_bias(tokenizer_json) if tokenizer_json else {}
+        self.log = log
         self.workers = workers
         self.counter = 0
         self.lock = threading.Lock()
+        self.remedy: Remedy | None = None  # phase 3 sends its static schema and calls its check
 
     def run(self, phase: int, seconds: float, result: PhaseResult, stop: threading.Event) -> None:
         deadline = time.monotonic() + seconds
@@ -162,21 +199,27 @@ class Traffic:
                     self.counter += 1
                     n = self.counter
                 tenant = n % TENANTS
+                codes = "Allowed cost_center_id values: " + ", ".join(cost_centres(tenant)[:20])
+                max_tokens, extra = 24, {}
                 if phase == 0:
-                    schema, prompt = (
-                        invoice(),
-                        "Allowed cost_center_id values: " + ", ".join(cost_centres(tenant)[:20]),
-                    )
+                    schema, prompt = invoice(), codes
                 elif phase == 1:
-                    schema, prompt = tenant_invoice(n), "Extract the invoice."
+                    schema, prompt = tenant_invoice(tenant), "Extract the invoice."
+                elif phase == 2 and self.remedy is not None:
+                    schema, prompt, max_tokens = self.remedy.schema, codes, 96  # room to finish the JSON
+                    extra = {"logit_bias": self.compact}
                 elif n % 4:
                     schema, prompt = pattern_unions(), "Extract the shipment."
                 else:
                     schema, prompt = parcel(), "Weigh the parcel."
                 try:
-                    self.server.chat(schema, prompt=prompt)
+                    answer = self.server.chat(schema, max_tokens=max_tokens, prompt=prompt, **extra)
                     with self.lock:
                         result.requests += 1
+                        if self.log is not None and phase in self.LOGGED:
+                            self.log.write(json.dumps(chat_body(schema, max_tokens, prompt)) + "\n")
+                    if phase == 2 and self.remedy is not None:
+                        self._check(answer, tenant, result)
                 except Exception:
                     with self.lock:
                         result.failures += 1
@@ -187,6 +230,24 @@ class Traffic:
             t.start()
         for t in threads:
             t.join()
+
+    def _check(self, answer: dict[str, Any], tenant: int, result: PhaseResult) -> None:
+        """The service's side of the fix: the output checked against the tenant's own schema. A
+        reply cut at max_tokens is not JSON and not the check's to judge."""
+        assert self.remedy is not None
+        choice = answer["choices"][0]
+        if choice.get("finish_reason") != "stop":
+            return
+        content = choice["message"]["content"]
+        problems = self.remedy.problems(content, tenant_invoice(tenant))
+        with self.lock:
+            result.checked += 1
+            if len(result.checked_outputs) < 500:
+                result.checked_outputs.append((content, tenant, bool(problems)))
+            if problems:
+                result.rejected += 1
+                if len(result.check_messages) < 3:
+                    result.check_messages.append(problems[0])
 
 
 def phase_stats(prom: Prometheus, seconds: int) -> dict[str, float | None]:
@@ -312,8 +373,13 @@ def live_view(prom: Prometheus, daemon_url: str, receiver: Receiver, phase: str,
         firing = sorted(
             {a["labels"]["alertname"] for a in prom.api("alerts")["alerts"] if a["state"] == "firing"}
         )
-        pages = sum(1 for e in receiver.pagerduty() if e.get("event_action") == "trigger")
-        lines.append(f"  alerts firing: {', '.join(firing) or 'none'}; PagerDuty events received: {pages}")
+        events = receiver.pagerduty()
+        pages = sum(1 for e in events if e.get("event_action") == "trigger")
+        resolved = sum(1 for e in events if e.get("event_action") == "resolve")
+        lines.append(
+            f"  alerts firing: {', '.join(firing) or 'none'}; PagerDuty events received: {pages}"
+            f" ({resolved} resolved)"
+        )
     except Exception as err:
         lines.append(f"  (view incomplete: {err})")
     view.lines = lines
@@ -333,7 +399,7 @@ def run(
     after: Any = None,
     each_phase: Any = None,
 ) -> DemoResult:
-    """Starts everything, replays the three designs, stops everything (also on error or Ctrl-C).
+    """Starts everything, replays the four phases, stops everything (also on error or Ctrl-C).
     `each_phase(result, prom)` and `after(outcome, prom)` run while everything still runs: at the end
     of each phase, and after the last."""
     stop = stop or threading.Event()
@@ -369,7 +435,7 @@ def run(
                 short_for="10s",
                 info_for="10s",
                 starvation_for="30s",
-                keep_firing_for="30s",
+                keep_firing_for="15s",  # the fix's page resolves within its phase
             )
         )
         fast["groups"].append({"name": "guided-decoding.rules-5m", "rules": gen.recording(gen.Params())})
@@ -382,7 +448,12 @@ def run(
         # vLLM's default backend, `auto`: its router picks a backend per request (the parcel's goes to
         # llguidance), and the engine keeps the one its first structured request built
         server = VllmServer(
-            workdir, tokenizer_json, sock, pod=POD, seqs=4, structured_outputs={"backend": "auto"}
+            workdir,
+            tokenizer_json,
+            sock,
+            pod=POD,
+            seqs=4,
+            structured_outputs={"backend": "auto"},
         )
         started.append(server)
         config = workdir / "gdx.yaml"  # the engine's pod name on its scraped series, as in Kubernetes
@@ -406,11 +477,19 @@ def run(
             "vllm": server.url,
         }
         print("\n".join(f"  {k}: {v}" for k, v in urls.items()), file=out, flush=True)
-        traffic = Traffic(server)
+        request_log = workdir / "requests.jsonl"
+        log = request_log.open("w", encoding="utf-8")
+        started.append(_Closing(log))
+        traffic = Traffic(server, log, tokenizer_json=tokenizer_json)
         results = []
+        fixed: FixRun | None = None
         for index, (name, what) in enumerate(PHASES):
             if stop.is_set():
                 break
+            if index == 2:
+                log.close()
+                fixed = _fix(request_log, workdir / "fix", tokenizer_json, out)
+                traffic.remedy = fixed.remedies[_injected(fixed)]
             print(f"\n== phase {name}: {what}", file=out, flush=True)
             result = PhaseResult(name, time.time(), 0)
             runner = threading.Thread(
@@ -423,7 +502,9 @@ def run(
             time.sleep(3)  # the last snapshot and scrape
             result.ended = time.time()
             result.stats = phase_stats(prom, int(phase_seconds - warmup))
-            result.pages = sum(1 for e in receiver.pagerduty() if e.get("event_action") == "trigger")
+            events = receiver.pagerduty()
+            result.pages = sum(1 for e in events if e.get("event_action") == "trigger")
+            result.resolved = sum(1 for e in events if e.get("event_action") == "resolve")
             results.append(result)
             if each_phase is not None:
                 each_phase(result, prom)
@@ -432,8 +513,10 @@ def run(
                 file=out,
                 flush=True,
             )
+            if result.checked:
+                print(f"   {_checked(result)}", file=out, flush=True)
         alerts = prom.api("alerts")["alerts"]
-        outcome = DemoResult(results, receiver.pagerduty(), alerts, urls, prom.url)
+        outcome = DemoResult(results, receiver.pagerduty(), alerts, urls, prom.url, fixed)
         if after is not None:
             after(outcome, prom)
         return outcome
@@ -443,12 +526,52 @@ def run(
                 part.stop()
 
 
+class _Closing:
+    """A file among the parts `run` stops."""
+
+    def __init__(self, handle: TextIO) -> None:
+        self.handle = handle
+
+    def stop(self) -> None:
+        self.handle.close()
+
+
+def _fix(log: Path, folder: Path, tokenizer_json: Path, out: TextIO) -> FixRun:
+    """`gdx fix` on the request log so far; the demo cannot go on without a fixed family."""
+    shutil.rmtree(folder, ignore_errors=True)  # a previous run's fix
+    print(
+        f"\n$ gdx fix --tokenizer tokenizer.json --out {folder} {' '.join(FLAGS)} {log}", file=out, flush=True
+    )
+    fixed = run_fix(log, folder, tokenizer_json)
+    print(fixed.stdout.rstrip(), file=out, flush=True)
+    if not fixed.remedies:
+        raise RuntimeError(f"gdx fix fixed no family (exit {fixed.exit_code}): {fixed.stdout.strip()}")
+    return fixed
+
+
+def _injected(fixed: FixRun) -> str:
+    """The family gdx fix fixed for being injected per request (the one that paged), most requested
+    first; a schema fixed for its own slow keywords (the invoice's maxItems) is not it."""
+    dynamic = [r for r in fixed.remedies.values() if str(r.report["finding"]).startswith("dynamic_schema")]
+    if not dynamic:
+        raise RuntimeError(f"gdx fix fixed no injected family: {fixed.stdout.strip()}")
+    return max(dynamic, key=lambda r: r.report["requests"]).family
+
+
+def _checked(phase: PhaseResult) -> str:
+    line = f"check.py: {phase.rejected} of {phase.checked} complete outputs rejected against the tenant's own schema"
+    if phase.check_messages:
+        line += f" (e.g. {phase.check_messages[0]})"
+    return line
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(
         prog="python -m tools.demo",
-        description="The per-tenant enum incident on a real vLLM, caught: three schema designs, one phase each.",
+        description="The per-tenant enum incident on a real vLLM, caught and fixed: four phases (static, "
+        "injected per request, the gdx fix remedy, a slow schema).",
     )
     default = float(os.environ.get("DEMO_DURATION", "240"))
     parser.add_argument(
@@ -464,14 +587,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stop = threading.Event()
     try:
-        result = run(Path(args.workdir), Path(args.tokenizer), phase_seconds=args.duration / 3, stop=stop)
+        result = run(
+            Path(args.workdir), Path(args.tokenizer), phase_seconds=args.duration / len(PHASES), stop=stop
+        )
     except KeyboardInterrupt:
         stop.set()
         print("\nstopped: everything the demo started is stopped.")
         return 130
     print("\n== summary (after each phase's warm-up)")
     for p in result.phases:
-        print(f"  phase {p.name}: {describe(p.stats)}; pages so far {p.pages}")
+        print(f"  phase {p.name}: {describe(p.stats)}; pages so far {p.pages}, resolved {p.resolved}")
+        if p.checked:
+            print(f"    {_checked(p)}")
     pages = [e for e in result.pages if e.get("event_action") == "trigger"]
     for e in pages:
         print(f"  paged: {e['payload']['summary']}")

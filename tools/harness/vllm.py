@@ -30,6 +30,20 @@ def _limit_address_space(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def chat_body(
+    schema: dict[str, Any], max_tokens: int = 24, prompt: str = "Extract the invoice.", **extra: Any
+) -> dict[str, Any]:
+    """A chat completion with the schema as `response_format`: what VllmServer.chat sends (and what a
+    request log line holds for `gdx lint` and `gdx fix`)."""
+    return {
+        "model": "tiny",
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}},
+        **extra,
+    }
+
+
 class VllmServer:
     def __init__(
         self,
@@ -138,14 +152,9 @@ class VllmServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def chat(
-        self, schema: dict[str, Any], max_tokens: int = 24, prompt: str = "Extract the invoice."
+        self, schema: dict[str, Any], max_tokens: int = 24, prompt: str = "Extract the invoice.", **extra: Any
     ) -> dict[str, Any]:
-        body = {
-            "model": "tiny",
-            "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens,
-            "response_format": {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}},
-        }
+        body = chat_body(schema, max_tokens, prompt, **extra)
         req = urllib.request.Request(
             self.url + "/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
         )
