@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from exporter.lint.targets import MODULES, PACKAGES
+from exporter.lint.clients import MODULES, PACKAGES
 from exporter.schema.identity import schema_hash
 
 ROOT = Path(__file__).resolve().parents[2]
