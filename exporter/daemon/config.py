@@ -128,13 +128,17 @@ def parse_size(raw: Any) -> int:
     return size
 
 
-def parse_positive_int(raw: Any) -> int:
+def _parse_int(raw: Any) -> int:
     if isinstance(raw, bool):
         raise ValueError(f"{raw!r} is not an integer")
     try:
-        value = int(str(raw).strip())
+        return int(str(raw).strip())
     except ValueError:
         raise ValueError(f"{raw!r} is not an integer") from None
+
+
+def parse_positive_int(raw: Any) -> int:
+    value = _parse_int(raw)
     if value <= 0:
         raise ValueError(f"{raw!r} must be greater than zero")
     return value
@@ -142,12 +146,7 @@ def parse_positive_int(raw: Any) -> int:
 
 def parse_count(raw: Any) -> int:
     """An integer, zero or more (zero: off)."""
-    if isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not an integer")
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"{raw!r} is not an integer") from None
+    value = _parse_int(raw)
     if value < 0:
         raise ValueError(f"{raw!r} must be zero or more")
     return value

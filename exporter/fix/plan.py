@@ -75,7 +75,7 @@ def plans(report: Report, parsed: dict[str, dict[str, Any]]) -> list[FamilyPlan]
     `parsed`: schemas_by_hash of the requests."""
     out = []
     for family in report.families:
-        severity = _dynamic(family)
+        severity = dynamic_severity(family)
         if not severity or family.kind != "json":
             continue
         hashes = tuple(schema.schema_hash for schema in family.schemas if schema.schema_hash in parsed)
@@ -169,7 +169,8 @@ def relaxed(schema: dict[str, Any], pointers: Sequence[str]) -> Merged:
     return Merged(copy, tuple(moved))
 
 
-def _dynamic(family: FamilyReport) -> str:
+def dynamic_severity(family: FamilyReport) -> str:
+    """Its `dynamic_schema` finding's severity when a warning or an error (injected per request), else ""."""
     for finding in family.findings:
         if finding.rule == "dynamic_schema" and finding.severity in ("warning", "error"):
             return finding.severity

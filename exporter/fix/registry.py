@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exporter.fix.plan import FamilyPlan, folder_name
+from exporter.fix.plan import FamilyPlan, dynamic_severity, folder_name
 from exporter.lint.report import Report
 
 LIMIT = 64  # schemas a replica warms: each is one compile before it takes traffic
@@ -40,7 +40,7 @@ def entries(
     taken = {h for plan in fixed for h in plan.hashes}
     reused: list[Entry] = []
     for family in report.families:
-        if family.kind != "json" or _injected(family):
+        if family.kind != "json" or dynamic_severity(family):
             continue
         for schema in family.schemas:
             if schema.schema_hash in taken or schema.schema_hash not in parsed or schema.lines < 2:
@@ -61,7 +61,3 @@ def write(folder: Path, found: Sequence[Entry]) -> None:
             stale.unlink()
     for entry in found:
         (folder / entry.file).write_text(entry.text + "\n", encoding="utf-8")
-
-
-def _injected(family: Any) -> bool:
-    return any(f.rule == "dynamic_schema" and f.severity in ("warning", "error") for f in family.findings)
