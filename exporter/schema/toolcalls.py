@@ -35,6 +35,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.schema.tooltags import request as tooltags_request
+
 KIND = "json"
 DEFAULT_VERSION = "0.32.0"
 PLAIN_COMPOSER = "abstract_parser"  # DelegatingParser: hands the request to the tool parser
@@ -172,7 +174,7 @@ PARSER_TABLES: dict[str, dict[str, tuple[str | None, bool, str, int | None]]] = 
 }
 
 # Why there is no grammar (or which choice made one): `ToolCallGrammar.reason`.
-DERIVED_REASONS = frozenset({"tool_choice_required", "tool_choice_named"})
+DERIVED_REASONS = frozenset({"tool_choice_required", "tool_choice_named", "tool_choice_auto_tag"})
 NO_GRAMMAR_REASONS = frozenset({
     "no_tools", "tool_choice_none", "tool_choice_null", "tool_choice_auto", "no_tool_parser",
     "unknown_parser", "unknown_version", "parser_unconstrained", "structural_tag", "response_template",
@@ -184,7 +186,7 @@ ERRORS = frozenset({
     "invalid_request", "empty_tools", "tool_choice_without_tools", "invalid_tool_choice",
     "unknown_named_tool", "structured_outputs_conflict", "defs_not_object", "defs_clash",
     "no_tool_parser", "response_template_unsupported", "ambiguous_named_tool", "no_function_tools",
-    "parser_error",
+    "parser_error", "tag_error",
 })  # fmt: skip
 # The errors vLLM answers with another status than 400.
 ERROR_STATUS = {"parser_error": 500}
@@ -236,6 +238,8 @@ class _Tool:
     name: str
     parameters: dict[str, Any] | None
     strict: bool
+    description: str | None = None
+    custom: bool = False  # a Responses custom tool, shown as a one-string function
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +251,9 @@ class _Request:
     user_structural_tag: bool
     structured_outputs: bool  # structured_outputs or a response_format other than text
     raw_tools: bool = False  # any tool at all, function or hosted (a Responses request's may be none)
+    # The request's own StructuredOutputsParams fields (response_format applied), for the `or` an
+    # `auto` tag makes with them; None when they cannot be read here (the Responses API's text.format).
+    own: dict[str, Any] | None = None
 
 
 class _Rejected(Exception):
@@ -308,12 +315,18 @@ def _strict_level(info: ToolParserInfo, version: str, flag: str | None) -> int:
     return STRICT_LEVELS.index(flag)
 
 
+def _tag_level(request: _Request, level: int) -> int:
+    """The strict level the tag is built at: parallel_tool_calls false raises it to `function` (not for
+    `auto` with structured outputs, whose grammar stays the format's)."""
+    if request.parallel_tool_calls is False and not (request.choice == "auto" and request.structured_outputs):
+        return max(level, 1)
+    return level
+
+
 def _tag_applies(request: _Request, level: int) -> bool:
     """Whether resolve_tool_strictness gives tools (a structural tag) rather than None: `auto` at level
-    auto with no strict tool stays unconstrained, unless parallel_tool_calls false raises the level
-    (which it does not for `auto` with structured outputs, whose grammar stays the format's)."""
-    if request.parallel_tool_calls is False and not (request.choice == "auto" and request.structured_outputs):
-        level = max(level, 1)
+    auto with no strict tool stays unconstrained."""
+    level = _tag_level(request, level)
     return not (request.choice == "auto" and level == 0 and not any(t.strict for t in request.tools or ()))
 
 
@@ -335,10 +348,10 @@ def _for_parser(request: _Request, info: ToolParserInfo, level: int = 0) -> Tool
         )
     # a Responses request whose tools are all hosted has no function tool to tag
     applies = bool(request.tools) and not never and _tag_applies(request, level)
-    if (info.composer != PLAIN_COMPOSER and not tagged) or (tagged and applies):
-        return ToolCallGrammar(
-            None, "structural_tag", message=f"{info.name}: {info.structural_tag_model or info.composer}"
-        )
+    if tagged and applies:
+        return _structural_tag(request, info, level)
+    if info.composer != PLAIN_COMPOSER and not tagged:
+        return ToolCallGrammar(None, "structural_tag", message=f"{info.name}: {info.composer}")
     if request.user_structural_tag:
         return ToolCallGrammar(None, "user_structural_tag")
     if request.choice == "auto":  # the request's own structured outputs, if any, are what compiles
@@ -360,6 +373,42 @@ def _for_parser(request: _Request, info: ToolParserInfo, level: int = 0) -> Tool
         return _rejected(err)
     except (RecursionError, ValueError, TypeError, OverflowError) as err:
         return ToolCallGrammar(None, "too_complex", message=type(err).__name__)
+
+
+def _structural_tag(request: _Request, info: ToolParserInfo, level: int) -> ToolCallGrammar:
+    """The tag Parser._apply_structural_tag compiles (exporter.schema.tooltags), or why it is not
+    rebuilt here (`structural_tag` with no text: a grammar or a structural tag of the request's own
+    beside `auto`)."""
+    assert info.structural_tag_model is not None and request.tools is not None
+    not_derived = ToolCallGrammar(None, "structural_tag", message=f"{info.name}: {info.structural_tag_model}")
+    output = None
+    try:
+        if request.choice == "auto" and request.structured_outputs:
+            if request.own is None:
+                return not_derived
+            output = tooltags_request.own_format(request.own)
+        text = tooltags_request.tag_text(
+            info.structural_tag_model,
+            [
+                tooltags_request.TagTool(t.name, t.parameters, t.strict, t.description, t.custom)
+                for t in request.tools
+            ],
+            request.choice or "auto",
+            request.named,
+            _tag_level(request, level),
+            request.parallel_tool_calls is False,
+            output,
+        )
+    except tooltags_request.NotDerived:
+        return not_derived
+    except ValueError as err:  # json.JSONDecodeError included: the builders' and vLLM's refusals
+        return _rejected(_Rejected("tag_error", f"{info.name}: {err}"[:300]))
+    except (RecursionError, TypeError, OverflowError) as err:
+        return ToolCallGrammar(None, "too_complex", message=type(err).__name__)
+    reason = {"named": "tool_choice_named", "required": "tool_choice_required"}.get(
+        request.choice or "", "tool_choice_auto_tag"
+    )
+    return ToolCallGrammar(text, reason, kind="structural_tag")
 
 
 def _rejected(err: _Rejected) -> ToolCallGrammar:
@@ -465,8 +514,32 @@ def _validate(body: Any) -> _Request:
     formatted = isinstance(response_format, dict) and response_format.get("type", "text") != "text"
     structured = body.get("structured_outputs") is not None or formatted
     return _Request(
-        tools, choice, named, parallel, so.get("structural_tag") is not None, structured, bool(tools)
+        tools,
+        choice,
+        named,
+        parallel,
+        so.get("structural_tag") is not None,
+        structured,
+        bool(tools),
+        _own_params(so, response_format if formatted else None),
     )
+
+
+def _own_params(so: dict[str, Any], response_format: Any) -> dict[str, Any] | None:
+    """structured_outputs_from_response_format: the request's StructuredOutputsParams fields, with
+    response_format's override (json_object, a json_schema's schema) on top; None for a response
+    format read no further here (a structural tag of its own)."""
+    params = {key: value for key, value in so.items() if value is not None}
+    if response_format is None:
+        return params
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return {**params, "json_object": True}
+    if kind == "json_schema":
+        json_schema = response_format.get("json_schema")
+        schema = json_schema.get("schema") if isinstance(json_schema, dict) else None
+        return {**params, "json": schema}  # no schema: vLLM's json=None, the tag alone
+    return None
 
 
 NAMESPACE_SEPARATOR = "__"  # vllm/tool_parsers/utils.py flat_namespace_tool_name
@@ -598,7 +671,7 @@ def _response_tools(raw_tools: list[Any]) -> list[_Tool]:
         elif kind == "custom":
             if not isinstance(raw.get("name"), str):
                 raise _Rejected("invalid_request", "a custom tool without a string `name`")
-            tools.append(_Tool(raw["name"], dict(CUSTOM_TOOL_PARAMETERS), False))
+            tools.append(_Tool(raw["name"], dict(CUSTOM_TOOL_PARAMETERS), False, _text(raw), custom=True))
     return tools
 
 
@@ -609,7 +682,13 @@ def _response_function(raw: dict[str, Any], name: Any) -> _Tool:
     if parameters is not None and not isinstance(parameters, dict):
         raise _Rejected("invalid_request", f"parameters of {name!r} are not an object")
     strict = _lax_bool(raw.get("strict"), "strict")
-    return _Tool(name, parameters, bool(strict))
+    return _Tool(name, parameters, bool(strict), _text(raw))
+
+
+def _text(raw: dict[str, Any]) -> str | None:
+    """A tool's description as the builders are given it (only a string passes validation)."""
+    description = raw.get("description")
+    return description if isinstance(description, str) else None
 
 
 def _named_choice(choice: dict[Any, Any], raw_tools: Any) -> str:
@@ -654,7 +733,7 @@ def _tools(raw_tools: Any) -> list[_Tool]:
         strict = _lax_bool(function.get("strict"), "strict")
         _lax_bool(function.get("defer_loading"), "defer_loading")
         _lax_bool(raw.get("defer_loading"), "defer_loading")
-        tools.append(_Tool(function["name"], parameters, bool(strict)))
+        tools.append(_Tool(function["name"], parameters, bool(strict), description))
     return tools
 
 

@@ -43,6 +43,26 @@ NESTING = frozenset({"properties", "patternProperties", "additionalProperties", 
 UNIONS = frozenset({"anyOf", "oneOf"})
 DEFINITIONS = frozenset({"$defs", "definitions"})
 MAX_REF_EXPANSIONS = 8  # each definition is expanded through $ref at most this many times
+# A structural tag's format nodes (xgrammar structural_tag.py): where they hold formats or schemas.
+# Walked only when asked (`tags=True`, the family analysis): a tag's `tags` list is its tool union.
+FORMAT_TYPES = frozenset({
+    "structural_tag", "const_string", "json_schema", "qwen_xml_parameter", "any_text", "token",
+    "exclude_token", "any_tokens", "grammar", "regex", "sequence", "or", "tag", "triggered_tags",
+    "token_triggered_tags", "tags_with_separator", "optional", "plus", "star", "repeat",
+})  # fmt: skip
+FORMAT_CHILDREN = {
+    "format": "one",
+    "content": "one",
+    "json_schema": "one",
+    "elements": "list",
+    "tags": "list",
+}
+TAG_UNIONS = frozenset({"tags"})  # a tool-call list's tags: branches that come and go like anyOf's
+
+
+def is_format(value: Any) -> bool:
+    """A structural-tag format node (its `type` names a format, never a JSON Schema type)."""
+    return isinstance(value, dict) and value.get("type") in FORMAT_TYPES
 
 
 class TooComplex(Exception):
@@ -98,9 +118,11 @@ def resolve(root: Any, ref: str) -> tuple[str, Any] | None:
     return pointer, node
 
 
-def children(pointer: str, schema: dict[str, Any]) -> Iterator[tuple[str, str, Any]]:
-    """(keyword, child pointer, child) for every subschema directly under `schema`."""
-    for keyword, how in SUBSCHEMAS.items():
+def children(pointer: str, schema: dict[str, Any], tags: bool = False) -> Iterator[tuple[str, str, Any]]:
+    """(keyword, child pointer, child) for every subschema directly under `schema`; with `tags`, a
+    structural-tag format node's formats and schemas instead."""
+    table = FORMAT_CHILDREN if tags and is_format(schema) else SUBSCHEMAS
+    for keyword, how in table.items():
         if keyword not in schema:
             continue
         value = schema[keyword]
@@ -116,7 +138,11 @@ def children(pointer: str, schema: dict[str, Any]) -> Iterator[tuple[str, str, A
 
 
 def walk(
-    root: Any, budget: Budget = Budget(), cycles: list[Cycle] | None = None, follow_refs: bool = True
+    root: Any,
+    budget: Budget = Budget(),
+    cycles: list[Cycle] | None = None,
+    follow_refs: bool = True,
+    tags: bool = False,
 ) -> Iterator[Node]:
     """Every subschema (dicts only; booleans are trivially fine), depth first, local refs followed.
 
@@ -154,7 +180,7 @@ def walk(
                         stack.append(
                             Node(target, target_schema, node.depth, node.union_depth, (*node.via, target))
                         )
-        for keyword, pointer, child in children(node.pointer, schema):
+        for keyword, pointer, child in children(node.pointer, schema, tags):
             if not isinstance(child, dict):
                 continue
             if keyword in DEFINITIONS and node.via:

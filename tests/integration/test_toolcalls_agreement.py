@@ -52,6 +52,10 @@ MESSAGES = [
     ("contains no function tool", "no_function_tools"),
     ("Cannot specify both", "structured_outputs_conflict"),
     ("object has no attribute 'function'", "parser_error"),
+    # the structural-tag builders' refusals (xgrammar normalize_tool_choice, the model builders)
+    ("Forced tool choice must resolve", "tag_error"),
+    ("not found in the tools list", "tag_error"),
+    ("Unknown format type", "tag_error"),
 ]
 
 SIMPLE = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
@@ -279,7 +283,7 @@ def jsonschemabench() -> Iterator[tuple[str, dict[str, Any]]]:
 
 def outcome_of(grammar: ToolCallGrammar) -> str:
     if grammar.spec_text is not None:
-        return "json"
+        return grammar.kind
     return "error" if grammar.error else "none"
 
 
@@ -315,7 +319,7 @@ def compare(
         return f"ours {ours.reason}/{ours.error}, vLLM {theirs['outcome']} {theirs.get('message', '')[:200]}"
     if theirs["outcome"] == "error" and ours.error != error_code(theirs["message"]):
         return f"ours {ours.error}, vLLM {theirs['message'][:200]}"
-    if theirs["outcome"] == "json":
+    if theirs["outcome"] in ("json", "structural_tag"):
         assert ours.spec_text is not None
         if ours.spec_text != theirs["text"]:
             return f"text differs: ours {ours.spec_text[:200]} vLLM {theirs['text'][:200]}"

@@ -25,7 +25,15 @@ from exporter.schema.family.model import (
 )
 from exporter.schema.family.names import readable_name
 from exporter.schema.identity import canonical_json, digest, parse_spec, schema_hash
-from exporter.schema.walk import SUBSCHEMAS, Budget, TooComplex, escape
+from exporter.schema.walk import (
+    FORMAT_CHILDREN,
+    SUBSCHEMAS,
+    TAG_UNIONS,
+    Budget,
+    TooComplex,
+    escape,
+    is_format,
+)
 
 _VOLATILE = re.compile(
     r"[\w.:+/-]*\d[\w.:+/-]*"
@@ -174,6 +182,8 @@ def _schema_parts(schema: dict[str, Any], pointer: str, rules: Rules) -> tuple[l
     parts: list[Part] = []
     pushes: list[Enter] = []
     base = f"{pointer}/"
+    if is_format(schema):
+        return _format_parts(schema, base)
     for key in sorted(schema):
         value = schema[key]
         at = base + escape(key)
@@ -195,6 +205,26 @@ def _schema_parts(schema: dict[str, Any], pointer: str, rules: Rules) -> tuple[l
             parts.append(Part(key, How.UNION if key in UNIONS else How.LIST, None, len(value)))
             pushes.extend(Enter(v, Role.SCHEMA, f"{at}/{i}") for i, v in enumerate(value))
         elif how in ("one", "one_or_list"):
+            parts.append(Part(key, How.ONE, None, 1))
+            pushes.append(Enter(value, Role.SCHEMA, at))
+        else:
+            parts.append(Part(key, How.JSON, None, 1))
+            pushes.append(Enter(value, Role.JSON, at))
+    return parts, pushes
+
+
+def _format_parts(node: dict[str, Any], base: str) -> tuple[list[Part], list[Enter]]:
+    """A structural-tag format node: its formats and schemas are children, a call list's `tags` a
+    union hole (the tools a request enabled), every other field (begin, end, triggers) structure."""
+    parts: list[Part] = []
+    pushes: list[Enter] = []
+    for key in sorted(node):
+        value, at = node[key], base + escape(key)
+        how = FORMAT_CHILDREN.get(key)
+        if how == "list" and isinstance(value, list):
+            parts.append(Part(key, How.UNION if key in TAG_UNIONS else How.LIST, None, len(value)))
+            pushes.extend(Enter(v, Role.SCHEMA, f"{at}/{i}") for i, v in enumerate(value))
+        elif how == "one":
             parts.append(Part(key, How.ONE, None, 1))
             pushes.append(Enter(value, Role.SCHEMA, at))
         else:

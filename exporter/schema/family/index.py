@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from exporter.schema.family.model import UNIONS, FamilySummary, Fingerprint, Membership
 from exporter.schema.identity import digest
+from exporter.schema.walk import TAG_UNIONS
 
 
 def compatible(kind: str, a: Mapping[str, str], b: Mapping[str, str], leaves: Iterable[str] = ()) -> bool:
@@ -22,7 +23,7 @@ def compatible(kind: str, a: Mapping[str, str], b: Mapping[str, str], leaves: It
     if a == b:
         return True
     shared = a.keys() & b.keys()
-    if kind in UNIONS:
+    if kind in UNIONS or kind in TAG_UNIONS:
         skip = set(leaves)
         return any(k not in skip for k in shared)
     if any(a[k] != b[k] for k in shared):

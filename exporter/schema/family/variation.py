@@ -25,7 +25,7 @@ from exporter.schema.family.model import (
 )
 from exporter.schema.identity import LITERAL_KEYS, canonical_json
 from exporter.schema.variants import literals
-from exporter.schema.walk import Budget, children, escape, walk
+from exporter.schema.walk import TAG_UNIONS, Budget, children, escape, is_format, walk
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,11 @@ def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
     lits: dict[str, tuple[str, str]] = {}
     unions: dict[str, frozenset[str]] = {}
     optional: dict[str, frozenset[str]] = {}
-    for node in walk(schema, budget, follow_refs=False):
+    for node in walk(schema, budget, follow_refs=False, tags=True):
         a = aligned.get(node.pointer, node.pointer)
         nodes[a] = node.pointer
         s = node.schema
-        for key in keys & s.keys():
+        for key in keys & s.keys() if not is_format(s) else ():
             real = f"{node.pointer}/{escape(key)}"
             found = real_literals.get(real)
             if found is None and key in extra:
@@ -74,16 +74,17 @@ def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
             needed = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
             optional[f"{a}/properties"] = frozenset(n for n in props if n not in needed)
         seen: Counter[str] = Counter()
-        for keyword, pointer, child in children(node.pointer, s):
+        unions_here = (*UNIONS, *TAG_UNIONS) if is_format(s) else UNIONS
+        for keyword, pointer, child in children(node.pointer, s, tags=True):
             if not isinstance(child, dict):
                 continue
             token = pointer.rsplit("/", 1)[1]
-            if keyword in UNIONS:
+            if keyword in unions_here:
                 shape = shapes.get(pointer, token)
                 seen[keyword + shape] += 1
                 token = f"~{shape}" + (f"~{seen[keyword + shape]}" if seen[keyword + shape] > 1 else "")
             aligned[pointer] = f"{a}/{escape(keyword)}/{token}"
-        for keyword in UNIONS:
+        for keyword in unions_here:
             branches = s.get(keyword)
             if isinstance(branches, list):
                 base = f"{node.pointer}/{keyword}"

@@ -47,7 +47,12 @@ def qwen_xml_parameter(schema: Any) -> Node:
 def any_text(
     excludes: list[str] | None = None, max_tokens: int | None = None, max_chars: int | None = None
 ) -> Node:
-    return {"type": "any_text", "excludes": list(excludes or []), "max_tokens": max_tokens, "max_chars": max_chars}
+    return {
+        "type": "any_text",
+        "excludes": list(excludes or []),
+        "max_tokens": max_tokens,
+        "max_chars": max_chars,
+    }
 
 
 def token(value: int | str) -> Node:
@@ -146,7 +151,12 @@ def repeat(minimum: int, maximum: int, content: Node) -> Node:
 
 
 def dispatch(rules: list[tuple[str, Node]], loop: bool = True, excludes: list[str] | None = None) -> Node:
-    return {"type": "dispatch", "rules": [list(r) for r in rules], "loop": loop, "excludes": list(excludes or [])}
+    return {
+        "type": "dispatch",
+        "rules": [list(r) for r in rules],
+        "loop": loop,
+        "excludes": list(excludes or []),
+    }
 
 
 def token_dispatch(

@@ -139,7 +139,7 @@ def parser_outcome(
         return {"outcome": "none"}
     kind, text = get_structured_output_key(params)
     if params.structural_tag is not None:
-        return {"outcome": "structural_tag"}
+        return {"outcome": "structural_tag", "text": text}
     return {"outcome": "json", "text": text, "kind": str(kind)}
 
 

@@ -127,8 +127,8 @@ def test_non_ascii_is_escaped_as_the_engine_writes_it() -> None:
         ({"tools": [tool("a")], "tool_choice": "none"}, None, "tool_choice_none"),
         ({"tools": [tool("a")], "tool_choice": None}, "pythonic", "tool_choice_null"),
         ({"tools": [tool("a")]}, "pythonic", "tool_choice_auto"),  # tools without a choice: auto
-        (required(tool("a")), "hermes", "structural_tag"),
-        (required(tool("a")), "cohere_command3", "structural_tag"),
+        (required(tool("a")), "hermes", "tool_choice_required"),  # a structural tag (below)
+        (required(tool("a")), "cohere_command3", "structural_tag"),  # its own Parser: not derived
         ({"tools": [tool("a")]}, "llama3_json", "tool_choice_auto"),  # auto, no strict tool: no tag
         (required(tool("a")), "gemma4", "parser_unconstrained"),
         (required(tool("a")), "mistral", "parser_grammar"),
@@ -268,11 +268,11 @@ JSON_FORMAT = {"type": "json_schema", "json_schema": {"name": "x", "schema": SIM
     [
         (AUTO, "hermes", "0.32.0", None, "tool_choice_auto"),
         (AUTO, "hermes", "0.32.0", "auto", "tool_choice_auto"),
-        (AUTO, "hermes", "0.33.0", "function", "structural_tag"),
-        (AUTO, "hermes", "0.32.0", "parameter", "structural_tag"),
-        ({"tools": [tool("a", SIMPLE, strict=True)]}, "hermes", "0.32.0", None, "structural_tag"),
-        ({"tools": [tool("a", SIMPLE, strict="yes")]}, "hermes", "0.33.0", None, "structural_tag"),
-        ({**AUTO, "parallel_tool_calls": False}, "hermes", "0.32.0", None, "structural_tag"),
+        (AUTO, "hermes", "0.33.0", "function", "tool_choice_auto_tag"),
+        (AUTO, "hermes", "0.32.0", "parameter", "tool_choice_auto_tag"),
+        ({"tools": [tool("a", SIMPLE, strict=True)]}, "hermes", "0.32.0", None, "tool_choice_auto_tag"),
+        ({"tools": [tool("a", SIMPLE, strict="yes")]}, "hermes", "0.33.0", None, "tool_choice_auto_tag"),
+        ({**AUTO, "parallel_tool_calls": False}, "hermes", "0.32.0", None, "tool_choice_auto_tag"),
         # parallel_tool_calls false leaves auto with structured outputs at its format's grammar
         (
             {**AUTO, "parallel_tool_calls": False, "response_format": JSON_FORMAT},
@@ -286,12 +286,12 @@ JSON_FORMAT = {"type": "json_schema", "json_schema": {"name": "x", "schema": SIM
             "hermes",
             "0.32.0",
             None,
-            "structural_tag",
+            "tool_choice_auto_tag",
         ),
         # glm47's own floor is `function`; 0.33.0 keeps an explicit `auto`, 0.32.0 does not
-        (AUTO, "glm47", "0.32.0", None, "structural_tag"),
-        (AUTO, "glm47", "0.33.0", None, "structural_tag"),
-        (AUTO, "glm47", "0.32.0", "auto", "structural_tag"),
+        (AUTO, "glm47", "0.32.0", None, "tool_choice_auto_tag"),
+        (AUTO, "glm47", "0.33.0", None, "tool_choice_auto_tag"),
+        (AUTO, "glm47", "0.32.0", "auto", "tool_choice_auto_tag"),
         (AUTO, "glm47", "0.33.0", "auto", "tool_choice_auto"),
         (AUTO, "pythonic", "0.32.0", "parameter", "tool_choice_auto"),  # no structural-tag model
         (AUTO, "hermes", "0.32.0", "strictest", "unknown_strict_level"),
@@ -301,7 +301,12 @@ def test_auto_gets_a_structural_tag_only_from_the_strict_level_up(
     request_body: dict[str, Any], parser: str, version: str, level: str | None, reason: str
 ) -> None:
     got = derive(request_body, parser, version, level)
-    assert (got.reason, got.error, got.spec_text) == (reason, None, None)
+    assert (got.reason, got.error) == (reason, None)
+    if reason in DERIVED_REASONS:  # the tag vLLM builds (its strings: test_toolcalls_agreement.py)
+        assert got.kind == "structural_tag" and got.spec_text is not None
+        assert json.loads(got.spec_text)["type"] == "structural_tag"
+    else:
+        assert got.spec_text is None
 
 
 def rsp_tool(name: str, parameters: Any = "absent") -> dict[str, Any]:
@@ -309,6 +314,13 @@ def rsp_tool(name: str, parameters: Any = "absent") -> dict[str, Any]:
     if parameters != "absent":
         out["parameters"] = parameters
     return out
+
+
+# hermes's tag for one function `f` without parameters: both call layouts, arguments any JSON
+HERMES_F = json.dumps({"type": "structural_tag", "format": {"type": "tags_with_separator", "tags": [
+    {"type": "tag", "begin": '<tool_call>\n{"name": "f", "arguments": ', "content": {"type": "json_schema", "json_schema": True, "style": "json", "any_order": False, "max_whitespace_cnt": None, "excludes": []}, "end": "}\n</tool_call>"},
+    {"type": "tag", "begin": '<tool_call>{"name": "f", "arguments": ', "content": {"type": "json_schema", "json_schema": True, "style": "json", "any_order": False, "max_whitespace_cnt": None, "excludes": []}, "end": "}</tool_call>"},
+], "separator": "", "at_least_one": True, "stop_after_first": False}})  # fmt: skip
 
 
 def namespace(name: str, *members: dict[str, Any]) -> dict[str, Any]:
@@ -330,7 +342,7 @@ def namespace(name: str, *members: dict[str, Any]) -> dict[str, Any]:
         ({"tools": [{"type": "web_search"}], "tool_choice": "required"}, "hermes", "rejected", "no_function_tools", None),
         ({"tools": [{"type": "web_search"}], "tool_choice": "auto", "parallel_tool_calls": False}, "hermes", "tool_choice_auto", None, None),
         ({"tools": [rsp_tool("f")], "tool_choice": "auto"}, "hy_v4", "rejected", "parser_error", None),
-        ({"tools": [rsp_tool("f")], "tool_choice": "required"}, "hermes", "structural_tag", None, None),
+        ({"tools": [rsp_tool("f")], "tool_choice": "required"}, "hermes", "tool_choice_required", None, HERMES_F),
         ({"tool_choice": "required"}, "pythonic", "rejected", "tool_choice_without_tools", None),
         ({"tools": [], "tool_choice": "auto"}, "pythonic", "tool_choice_none", None, None),  # no tools: auto is none
     ],
