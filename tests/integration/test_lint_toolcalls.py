@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.schema import toolcalls
-from exporter.schema.identity import schema_hash
+from exporter.schema.identity import schema_hash, spec_hashes
 
 TOOLS: dict[str, dict[str, Any]] = {
     "get_weather": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]},
@@ -88,15 +88,39 @@ def test_the_text_report_counts_requests_without_a_grammar_by_reason(tmp_path: P
     agent_log(tmp_path / "agent.jsonl")
     hermes = gdx("lint", "--tool-call-parser", "hermes", str(tmp_path / "agent.jsonl"))
     assert hermes.returncode == 1, hermes.stderr
-    assert (
-        "1 family, 1 schema, 1 request: 1 error, 0 warning, 0 info; 1 request rejected by vLLM; 31 requests without a grammar"
-        in hermes.stdout
-    )
-    assert "  skipped     30  the tool parser's structural tag (not derived by gdx yet)" in hermes.stdout
+    assert "1 request rejected by vLLM; 1 request without a grammar" in hermes.stdout
+    assert "  skipped      1  tool_choice auto" in hermes.stdout
     assert f"request {tmp_path / 'agent.jsonl'}:31  rejected before any grammar" in hermes.stdout
     unset = gdx("lint", str(tmp_path / "agent.jsonl"))
     assert unset.returncode == 0, unset.stderr  # without the server's parser, no 400 is claimed
     assert "  skipped     31  tool_choice required or named without --tool-call-parser" in unset.stdout
+
+
+def test_a_structural_tag_parsers_agent_traffic_varies_at_the_tags_call_list(tmp_path: Path) -> None:
+    """hermes answers the same log with structural tags: one family varying at the call list's tags
+    (two layouts per tool), each tag's hash the one vLLM compiles (the strings: test_toolcalls_agreement)."""
+    bodies = agent_log(tmp_path / "agent.jsonl")
+    out = gdx(
+        "lint", "--format", "json", "--tool-call-parser", "hermes", "--tool-strict-level", "parameter",
+        str(tmp_path / "agent.jsonl"),
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    report = json.loads(out.stdout)
+    derived = [toolcalls.derive(body, "hermes", "0.33.0", "parameter") for body in bodies[:30]]
+    assert {g.kind for g in derived} == {"structural_tag"}
+    hashes = {spec_hashes("structural_tag", g.spec_text or "")[0] for g in derived}  # as the probe labels it
+    (tags_family,) = [f for f in report["families"] if f["requests"] == 30]
+    assert {schema["schema_hash"] for schema in tags_family["schemas"]} == hashes
+    assert {schema["kind"] for schema in tags_family["schemas"]} == {"structural_tag"}
+    (finding,) = tags_family["findings"]
+    assert (finding["rule"], finding["pointer"]) == ("dynamic_schema", "/format/tags")
+    assert tags_family["varies"] == [f"/format/tags: {len(hashes)} distinct subsets of 12 branches"]
+    # at `parameter` each tool's parameters are its tag's schema: a tool's enum is linted in the tag
+    first = json.loads(derived[0].spec_text or "")
+    assert (
+        first["format"]["tags"][0]["content"]["json_schema"]
+        == TOOLS[bodies[0]["tools"][0]["function"]["name"]]
+    )
 
 
 def test_a_parser_the_version_does_not_register_is_a_flag_error(tmp_path: Path) -> None:
