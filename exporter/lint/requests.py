@@ -55,7 +55,7 @@ SKIP_REASONS = {
     "tools_without_parser": "tool_choice required or named without --tool-call-parser (vLLM answers 400 "
     "without one; name the server's to derive its grammar)",
     "parser_unconstrained": "a tool parser that leaves required and named choices unconstrained",
-    "structural_tag": "a structural tag gdx does not rebuild (a parser's own Parser, or auto beside a grammar)",
+    "structural_tag": "a structural tag gdx does not rebuild (its own Parser, or auto beside a grammar)",
     "parser_grammar": "the tool parser's own grammar (Mistral's; not derived by gdx yet)",
     "response_template": "the hf parser's response template (no grammar)",
     "too_complex": "tools too deeply nested to derive",

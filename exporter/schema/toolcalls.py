@@ -348,8 +348,8 @@ def _for_parser(request: _Request, info: ToolParserInfo, level: int = 0) -> Tool
         )
     # a Responses request whose tools are all hosted has no function tool to tag
     applies = bool(request.tools) and not never and _tag_applies(request, level)
-    if tagged and applies:
-        return _structural_tag(request, info, level)
+    if tagged and applies and (tag := _structural_tag(request, info, level)) is not None:
+        return tag
     if info.composer != PLAIN_COMPOSER and not tagged:
         return ToolCallGrammar(None, "structural_tag", message=f"{info.name}: {info.composer}")
     if request.user_structural_tag:
@@ -375,10 +375,11 @@ def _for_parser(request: _Request, info: ToolParserInfo, level: int = 0) -> Tool
         return ToolCallGrammar(None, "too_complex", message=type(err).__name__)
 
 
-def _structural_tag(request: _Request, info: ToolParserInfo, level: int) -> ToolCallGrammar:
+def _structural_tag(request: _Request, info: ToolParserInfo, level: int) -> ToolCallGrammar | None:
     """The tag Parser._apply_structural_tag compiles (exporter.schema.tooltags), or why it is not
     rebuilt here (`structural_tag` with no text: a grammar or a structural tag of the request's own
-    beside `auto`)."""
+    beside `auto`). None: no tag after all (hy_v4's own get_structural_tag turns a builder's error into
+    no tag, and the request goes on as if none applied)."""
     assert info.structural_tag_model is not None and request.tools is not None
     not_derived = ToolCallGrammar(None, "structural_tag", message=f"{info.name}: {info.structural_tag_model}")
     output = None
@@ -402,6 +403,8 @@ def _structural_tag(request: _Request, info: ToolParserInfo, level: int) -> Tool
     except tooltags_request.NotDerived:
         return not_derived
     except ValueError as err:  # json.JSONDecodeError included: the builders' and vLLM's refusals
+        if info.name in NEVER_AUTO:
+            return None
         return _rejected(_Rejected("tag_error", f"{info.name}: {err}"[:300]))
     except (RecursionError, TypeError, OverflowError) as err:
         return ToolCallGrammar(None, "too_complex", message=type(err).__name__)
