@@ -137,3 +137,20 @@ def test_a_parser_the_version_does_not_register_is_a_flag_error(tmp_path: Path) 
         "lint", "--tool-call-parser", "hermes", "--tool-strict-level", "max", str(tmp_path / "agent.jsonl")
     )
     assert level.returncode == 2 and "--tool-strict-level" in level.stderr
+
+
+def test_gdx_fix_names_a_structural_tag_family_it_does_not_rewrite(
+    tmp_path: Path, tokenizer_json: Path
+) -> None:
+    """Never silent: the family is in the report as not fixed, with what to do instead."""
+    agent_log(tmp_path / "agent.jsonl")
+    out = gdx(
+        "fix", "--tool-call-parser", "hermes", "--tool-strict-level", "parameter", "--tokenizer",
+        str(tokenizer_json), "--proof-variants", "4", "--out", str(tmp_path / "fix"), str(tmp_path / "agent.jsonl"),
+    )  # fmt: skip
+    assert "0 of 1 families and schemas fixed" in out.stdout, out.stdout + out.stderr
+    assert "structural tags of a tool parser: not rewritten by gdx fix; send every tool" in out.stdout
+    report = json.loads((tmp_path / "fix" / "report.json").read_text(encoding="utf-8"))
+    (family,) = report["families"]
+    assert (family["fixed"], family["folder"], family["requests"]) == (False, None, 30)
+    assert "structural tags of a tool parser" in family["why_not"]
