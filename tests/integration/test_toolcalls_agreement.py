@@ -425,6 +425,8 @@ def test_the_derived_spec_is_the_one_vllm_compiles(version: str, tmp_path: Path)
           f" {dict(sorted(by_level.items()))}, parsers not made here: {sorted(not_made)},"
           f" {len(mismatches)} mismatches")  # fmt: skip
     assert counts["utils:json"] > 2000 and counts["parser:json"] > 5000 and counts["utils:error"] > 200
+    # structural tags rebuilt and compared as strings; the rest (Harmony's, composing Parsers) counted
+    assert counts["parser:structural_tag"] > 10_000 > counts["parser:structural_tag/not-derived"]
     assert {"defs_clash", "defs_not_object", "unknown_named_tool"} <= set(errors)
     for level in LEVELS:  # at each level some requests get a tag and some (auto, at the low levels) none
         assert by_level[f"structural_tag@{level}"] > 0

@@ -1,9 +1,9 @@
 """A request's tool-call structural tag, as vLLM's `Parser._apply_structural_tag` assembles it.
 
 vllm/parser/abstract_parser.py (0.32.0 and 0.33.0): the tools the model may call
-(`get_structural_tag_tools`), each one's `strict` pinned from the server's level
-(`resolve_tool_strictness`: strict when the tool says so or from `--tool-strict-level parameter`;
-a Responses custom tool keeps its string shim either way), the choice simplified as xgrammar's
+(`get_structural_tag_tools`; a Responses custom tool is a function with its string shim by then),
+each one's `strict` pinned from the server's level (`resolve_tool_strictness`: strict when the tool
+says so or from `--tool-strict-level parameter`), the choice simplified as xgrammar's
 `normalize_tool_choice` does, the model's builder, then `limit_to_single_tool_call` for
 `parallel_tool_calls: false` and, for `auto` beside the request's own structured outputs, an
 `or` of the tool calls (built as for `required`) and that format (`structured_outputs_to_format`).
@@ -26,14 +26,12 @@ PARAMETER_LEVEL = 2  # ToolStrictLevel.PARAMETER
 
 @dataclass(frozen=True, slots=True)
 class TagTool:
-    """A function tool as the request sent it: `custom` marks a Responses custom tool (its shim's
-    `strict` is never pinned, so its string schema always holds)."""
+    """A function tool as the request sent it (a Responses custom tool as its string shim)."""
 
     name: str
     parameters: dict[str, Any] | None
     strict: bool
     description: str | None = None
-    custom: bool = False
 
 
 class NotDerived(Exception):
@@ -80,7 +78,7 @@ def tag_text(
         FunctionTool(
             t.name,
             t.parameters,
-            None if t.custom else (level >= PARAMETER_LEVEL or t.strict),
+            level >= PARAMETER_LEVEL or t.strict,
             t.description,
         )
         for t in tools
