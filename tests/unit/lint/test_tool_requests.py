@@ -25,8 +25,8 @@ OWN = {"type": "object", "properties": {"answer": {"type": "string"}}}
 RESPONSE_FORMAT = {"type": "json_schema", "json_schema": {"name": "out", "schema": OWN}}
 
 
-def tools(*names: str) -> list[dict[str, Any]]:
-    return [{"type": "function", "function": {"name": n, "parameters": PARAMS}} for n in names]
+def tools(*names: str, **extra: Any) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": n, "parameters": PARAMS, **extra}} for n in names]
 
 
 def one(body: dict[str, Any], server: ToolServer) -> Request | Skipped | Rejected:
@@ -37,6 +37,23 @@ def one(body: dict[str, Any], server: ToolServer) -> Request | Skipped | Rejecte
 
 PYTHONIC = ToolServer("pythonic", "0.33.0")
 HERMES = ToolServer("hermes", "0.33.0")
+
+
+@pytest.mark.parametrize(
+    ("body", "server"),
+    [
+        ({"tools": tools("a"), "tool_choice": "required"}, HERMES),
+        ({"tools": tools("a"), "tool_choice": "required", "response_format": RESPONSE_FORMAT}, HERMES),
+        ({"tools": tools("a"), "tool_choice": "auto", "parallel_tool_calls": False}, HERMES),
+        ({"tools": tools("a"), "tool_choice": "auto"}, ToolServer("hermes", "0.33.0", "function")),
+    ],
+)
+def test_a_structural_tag_parser_gives_the_tag_it_builds(body: dict[str, Any], server: ToolServer) -> None:
+    found = one(body, server)
+    expected = toolcalls.derive(body, server.parser, server.version, server.strict_level)
+    assert isinstance(found, Request) and expected.kind == "structural_tag" and expected.spec_text
+    assert (found.kind, found.text) == ("structural_tag", expected.spec_text)
+    assert found.parsed["type"] == "structural_tag"
 
 
 def test_required_lints_the_grammar_the_parser_derives_not_the_requests_own() -> None:
@@ -52,12 +69,6 @@ def test_required_lints_the_grammar_the_parser_derives_not_the_requests_own() ->
 @pytest.mark.parametrize(
     ("body", "server", "reason"),
     [
-        ({"tools": tools("a"), "tool_choice": "required"}, HERMES, "structural_tag"),
-        (
-            {"tools": tools("a"), "tool_choice": "required", "response_format": RESPONSE_FORMAT},
-            HERMES,
-            "structural_tag",
-        ),
         ({"tools": tools("a"), "tool_choice": "required"}, ToolServer(), "tools_without_parser"),
         (
             {"tools": tools("a"), "tool_choice": {"type": "function", "function": {"name": "a"}}},
@@ -73,14 +84,14 @@ def test_required_lints_the_grammar_the_parser_derives_not_the_requests_own() ->
             "json_object",
         ),
         ({"tools": tools("a"), "tool_choice": "required"}, ToolServer("mistral", "0.33.0"), "parser_grammar"),
+        # a structural tag gdx does not rebuild: auto beside a grammar of the request's own
         (
-            {"tools": tools("a"), "tool_choice": "auto", "parallel_tool_calls": False},
+            {
+                "tools": tools("a", strict=True),
+                "tool_choice": "auto",
+                "structured_outputs": {"grammar": 'root ::= "x"'},
+            },
             HERMES,
-            "structural_tag",
-        ),
-        (
-            {"tools": tools("a"), "tool_choice": "auto"},
-            ToolServer("hermes", "0.33.0", "function"),
             "structural_tag",
         ),
     ],
