@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from exporter.daemon import config
-from exporter.fix import postcheck, registry
+from exporter.fix import postcheck, registry, toolcheck, toolfix
 from exporter.fix.plan import FamilyPlan, plans, schemas_by_hash, slow_plans
 from exporter.fix.proof import MAX_VARIANTS
 from exporter.lint import targets
@@ -67,6 +67,8 @@ def fix_main(args: argparse.Namespace) -> int:
     parsed = schemas_by_hash(inputs.requests)
     families = plans(report, parsed)
     proven: list[FamilyPlan] = []
+    for tag_plan in toolfix.tag_plans(report, inputs.requests, tools):  # a tool parser's tags
+        results.append(_prove_tags(tag_plan, engines, tools, out, args.proof_variants))
     for plan in [*families, *slow_plans(report, parsed, families, thresholds.union_depth)]:
         if plan.merged.schema is None:
             verb = "cannot be joined" if len(plan.variants) > 1 else "cannot be rewritten"
@@ -182,6 +184,70 @@ def _write(out: Path, plan: FamilyPlan) -> None:
         (folder / "check.py").write_text(check_source(plan), encoding="utf-8")
 
 
+# vLLM's guidance backend builds a structural tag only from the legacy `structures`/`triggers` form
+# (vllm/v1/structured_output/backend_guidance.py): a tool parser's tags go to xgrammar.
+TAGS_NOT_READ = "llguidance does not read a tool parser's structural tags (vLLM serves them on xgrammar)"
+
+
+def _prove_tags(
+    plan: toolfix.TagPlan, engines: Sequence[ProofEngine], tools: Any, out: Path, max_variants: int
+) -> dict[str, Any]:
+    """A structural-tag family: united, proven on xgrammar, written (tools.json, tag.json, check.py)."""
+    from exporter.fix.proof import FixProof
+
+    proofs: list[FixProof] = []
+    why = f"cannot be joined: {plan.error}" if plan.error else ""
+    if not why:
+        for engine in engines:
+            if engine.name == "xgrammar":
+                proofs.append(toolfix.prove_tags(plan, engine, tools, max_variants=max_variants))
+            else:
+                proofs.append(FixProof(f"{engine.name} {engine.version}", refused=TAGS_NOT_READ))
+        serving = [proof for proof in proofs if not proof.refused]
+        failed = next((proof for proof in serving if not proof.proven), None)
+        if not serving:
+            why = "the proof needs xgrammar (--engine xgrammar): it is the engine that serves these tags"
+        elif failed is not None:
+            why = _why(failed)
+    fixed = not why
+    if fixed:
+        folder = (out / plan.folder).resolve()
+        if out.resolve() not in folder.parents:
+            raise ValueError(f"{plan.folder}: outside {out}")  # folder_name allows no separators: never
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "tools.json").write_text(json.dumps(list(plan.tools), indent=2) + "\n", encoding="utf-8")
+        (folder / "tag.json").write_text((plan.static_text or "") + "\n", encoding="utf-8")
+        header = (
+            f"# gdx fix: the check after decoding of tool family {plan.family}: check(tool_calls, request)\n"
+        )
+        (folder / "check.py").write_text(
+            header + Path(toolcheck.__file__).read_text(encoding="utf-8"), encoding="utf-8"
+        )
+    docs = []
+    for proof in proofs:
+        per_request = (proof.seconds_before - proof.seconds_after) / max(1, plan.requests)
+        docs.append({**proof.doc(), "compile_seconds_saved_per_1000_requests": round(per_request * 1000, 3)})
+    return {
+        "family": plan.family,
+        "name": plan.name,
+        "folder": plan.folder if fixed else None,
+        "finding": f"dynamic_schema {plan.severity}",
+        "requests": plan.requests,
+        "members": list(plan.hashes),
+        "static_schema_hash": identity.spec_hashes("structural_tag", plan.static_text)[0]
+        if plan.static_text
+        else None,
+        "tools": len(plan.tools),
+        "moved": [],
+        "rewrites": [],
+        "not_rewritten": [],
+        "check": "check.py" if fixed else None,
+        "proofs": docs,
+        "fixed": fixed,
+        "why_not": why or None,
+    }
+
+
 def check_source(plan: FamilyPlan) -> str:
     """postcheck.py with MOVED filled: the pointers as one JSON string literal (repr of a str is
     always a plain literal, so no pointer or name of a schema can become code)."""
@@ -201,6 +267,8 @@ def _summary(results: list[dict[str, Any]], out: Path, warm: Sequence[registry.E
         if r["fixed"]:
             count = len(r["moved"])
             moved = f"{count} constraint{'' if count == 1 else 's'} moved to the check"
+            if "tools" in r:
+                moved = f"{r['tools']} tools in every request, the enabled ones checked after decoding"
             if r["rewrites"]:
                 moved += f", {len(r['rewrites'])} nested unions flattened"
             print(f"fixed  {_unit(r)} {r['family']} {r['name']}: {moved} -> {out / r['folder']}")

@@ -56,14 +56,6 @@ class FamilyPlan:
         return json.dumps(self.merged.schema, ensure_ascii=False, separators=(",", ":"))
 
 
-# A tool parser's structural tags vary with the tools each request enables; gdx fix writes JSON Schemas.
-TAG_NOT_FIXED = (
-    "structural tags of a tool parser: not rewritten by gdx fix; send every tool in every request (the tag "
-    "vLLM builds from the same tools is then one static grammar) and check after decoding that the called "
-    "tool was enabled for the request"
-)
-
-
 def folder_name(name: str, family: str) -> str:
     safe = UNSAFE.sub("-", name).strip("-")[:NAME_CHARS].strip("-")
     return f"{safe}-{family}" if safe else family
@@ -84,15 +76,6 @@ def plans(report: Report, parsed: dict[str, dict[str, Any]]) -> list[FamilyPlan]
     out = []
     for family in report.families:
         severity = dynamic_severity(family)
-        if severity and family.kind == "structural_tag":  # said in the report, never silent
-            hashes = tuple(schema.schema_hash for schema in family.schemas)
-            out.append(
-                FamilyPlan(
-                    family.family, family.name, folder_name(family.name, family.family), severity,
-                    family.requests, (), hashes, Merged(None, (), TAG_NOT_FIXED),
-                )
-            )  # fmt: skip
-            continue
         if not severity or family.kind != "json":
             continue
         hashes = tuple(schema.schema_hash for schema in family.schemas if schema.schema_hash in parsed)

@@ -77,6 +77,8 @@ class Request:
     kind: str  # a probe request kind: json, structural_tag, regex, grammar, choice
     text: str  # the exact string (what the engine caches by)
     parsed: Any  # its decoded JSON; None for a regex or a grammar
+    body: Any = None  # the request a tool parser derived it from (gdx fix unites its tools), else None
+    api: str = "chat"  # that request's API: "chat" or "responses"
 
 
 @dataclass(frozen=True)
@@ -312,7 +314,7 @@ def _tool_call(label: str, body: dict[str, Any], tools: ToolServer, api: str) ->
     if got.error is not None:
         return Rejected(label, got.error, got.message)
     if got.spec_text is not None:
-        return Request(label, got.kind, got.spec_text, identity.parse_spec(got.spec_text))
+        return Request(label, got.kind, got.spec_text, identity.parse_spec(got.spec_text), body, api)
     if got.reason in REPLACED:
         return Skipped(label, got.reason)
     return got.reason

@@ -139,18 +139,62 @@ def test_a_parser_the_version_does_not_register_is_a_flag_error(tmp_path: Path) 
     assert level.returncode == 2 and "--tool-strict-level" in level.stderr
 
 
-def test_gdx_fix_names_a_structural_tag_family_it_does_not_rewrite(
+def test_gdx_fix_unites_a_structural_tag_familys_tools_and_checks_the_enabled_ones(
     tmp_path: Path, tokenizer_json: Path
 ) -> None:
-    """Never silent: the family is in the report as not fixed, with what to do instead."""
-    agent_log(tmp_path / "agent.jsonl")
+    """The static fix for an agent under hermes: every tool in every request (tools.json), the one tag
+    vLLM builds from them (tag.json), proven on xgrammar; check.py refuses a call the request did not
+    enable and a second call where parallel_tool_calls was false. A tool sent with two definitions
+    cannot be united, and says so."""
+    bodies = agent_log(tmp_path / "agent.jsonl")
     out = gdx(
         "fix", "--tool-call-parser", "hermes", "--tool-strict-level", "parameter", "--tokenizer",
         str(tokenizer_json), "--proof-variants", "4", "--out", str(tmp_path / "fix"), str(tmp_path / "agent.jsonl"),
     )  # fmt: skip
-    assert "0 of 1 families and schemas fixed" in out.stdout, out.stdout + out.stderr
-    assert "structural tags of a tool parser: not rewritten by gdx fix; send every tool" in out.stdout
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "6 tools in every request, the enabled ones checked after decoding" in out.stdout
     report = json.loads((tmp_path / "fix" / "report.json").read_text(encoding="utf-8"))
     (family,) = report["families"]
-    assert (family["fixed"], family["folder"], family["requests"]) == (False, None, 30)
-    assert "structural tags of a tool parser" in family["why_not"]
+    folder = tmp_path / "fix" / family["folder"]
+    tools = json.loads((folder / "tools.json").read_text(encoding="utf-8"))
+    assert sorted(t["function"]["name"] for t in tools) == sorted(TOOLS)  # each once, as sent
+    static = toolcalls.derive({**bodies[0], "tools": tools}, "hermes", "0.33.0", "parameter")
+    assert (folder / "tag.json").read_text(encoding="utf-8") == f"{static.spec_text}\n"
+    assert family["static_schema_hash"] == spec_hashes("structural_tag", static.spec_text or "")[0]
+    xgrammar, llguidance = family["proofs"]
+    assert xgrammar["proven"], xgrammar
+    assert (xgrammar["compiles_before"], xgrammar["compiles_after"]) == (len(family["members"]), 1)
+    assert xgrammar["valid_instances_kept"] > 0 and xgrammar["invalid_instances_caught"] > 0
+    assert xgrammar["valid_instances_lost"] == [] and xgrammar["invalid_instances_missed"] == []
+    assert llguidance["refused"].startswith("llguidance does not read")
+    namespace: dict[str, Any] = {}
+    exec(compile((folder / "check.py").read_text(encoding="utf-8"), "check.py", "exec"), namespace)
+    request = bodies[0]
+    enabled = [t["function"]["name"] for t in request["tools"]]
+    other = next(name for name in TOOLS if name not in enabled)
+    call = {"function": {"name": enabled[0], "arguments": "{}"}}
+    assert namespace["check"]([call], request) == []
+    assert namespace["check"]([{"function": {"name": other, "arguments": "{}"}}], request) == [
+        f"call 0: tool {other!r} was not enabled for this request"
+    ]
+    assert namespace["check"]([call, call], request) == [
+        "2 tool calls, but the request allowed one (parallel_tool_calls false)"
+    ]
+    # one tool sent with two definitions: no single static list
+    clash = [*bodies[:30]]
+    clash[1] = {
+        **clash[1],
+        "tools": [
+            {
+                **clash[1]["tools"][0],
+                "function": {**clash[1]["tools"][0]["function"], "description": "changed"},
+            },
+            *clash[1]["tools"][1:],
+        ],
+    }
+    (tmp_path / "clash.jsonl").write_text("".join(json.dumps(b) + "\n" for b in clash), encoding="utf-8")
+    out = gdx(
+        "fix", "--tool-call-parser", "hermes", "--tool-strict-level", "parameter", "--tokenizer",
+        str(tokenizer_json), "--out", str(tmp_path / "fix2"), str(tmp_path / "clash.jsonl"),
+    )  # fmt: skip
+    assert out.returncode == 1 and "is sent with two definitions: one static list needs one" in out.stdout

@@ -69,7 +69,8 @@ class XgrammarEngine:
         )
         self._walk = _RandomWalk(*_character_tokens(self._info.decoded_vocab), self.stop)
 
-    def compile(self, schema_text: str) -> CompiledGrammar:
+    def compile(self, schema_text: str, kind: str = "json") -> CompiledGrammar:
+        """`kind` "structural_tag": a structural tag's text, compiled as vLLM's xgrammar backend does."""
         import xgrammar
 
         from exporter.schema import enginelogs
@@ -77,12 +78,12 @@ class XgrammarEngine:
         compiler = xgrammar.GrammarCompiler(self._info, max_threads=8, cache_enabled=False)
         with engines.stderr_captured() as written:  # `gdx lint` already reports these logs
             started = time.perf_counter()
-            grammar = compiler.compile_json_schema(schema_text, any_whitespace=True)
+            grammar = _compile(compiler, schema_text, kind)
             seconds = time.perf_counter() - started
         engines.forward(enginelogs.parse("".join(written))[1])
         return CompiledGrammar(grammar, seconds)
 
-    def request_compiles(self, texts: list[str]) -> list[float]:
+    def request_compiles(self, texts: list[str], kind: str = "json") -> list[float]:
         """Seconds of each request's compile through one caching compiler, as vLLM serves them: the
         first of a text is a compile, the rest are cache hits."""
         import xgrammar
@@ -92,7 +93,7 @@ class XgrammarEngine:
         with engines.stderr_captured():
             for text in texts:
                 started = time.perf_counter()
-                compiler.compile_json_schema(text, any_whitespace=True)
+                _compile(compiler, text, kind)
                 out.append(time.perf_counter() - started)
         return out
 
@@ -117,6 +118,12 @@ class XgrammarEngine:
         bitmask = xgrammar.allocate_token_bitmask(1, self._info.vocab_size)
         return self._walk(lambda: matcher.fill_next_token_bitmask(bitmask), matcher.accept_token,
                           bitmask[0].numpy(), rng)  # fmt: skip
+
+
+def _compile(compiler: Any, text: str, kind: str) -> Any:
+    if kind == "structural_tag":
+        return compiler.compile_structural_tag(text)
+    return compiler.compile_json_schema(text, any_whitespace=True)
 
 
 class LlguidanceEngine:
