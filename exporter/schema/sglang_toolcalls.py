@@ -67,13 +67,14 @@ NAME = "\x00"  # where the tool's name goes in a legacy tag's begin and trigger
 # name -> (detector, family, xgrammar model, legacy begin, legacy end, legacy trigger, auto tag):
 # FunctionCallParser.ToolCallParserEnum read from the installed wheel (families: the module docstring
 # of tools/sglang_tool_parsers.py). Regenerate with `python tools/sglang_tool_parsers.py --python`.
+# fmt: off
 PARSERS_0_5_23: dict[str, tuple[str, str, str | None, str | None, str | None, str | None, bool]] = {
     # SGLang 0.5.23: tools/sglang_tool_parsers.py --python
-    'apertus2509': ('Apertus2509Detector', 'legacy_tag', None, '<|tools_prefix|>[{"\x00": ', '}]<|tools_suffix|>', '<|tools_prefix|>', False),
+    'apertus2509': ('Apertus2509Detector', 'legacy_tag', None, '<|tools_prefix|>[{"\x00": ', '}]<|tools_suffix|>', '<|tools_prefix|>', False),  # noqa: E501
     'beam': ('BeamDetector', 'response_template', None, None, None, None, False),
     'cohere_command4': ('CohereCommand4Detector', 'json', None, None, None, None, False),
-    'deepseekv3': ('DeepSeekV3Detector', 'legacy_tag', None, '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>\x00\n```json\n', '\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>', '<｜tool▁calls▁begin｜>', False),
-    'deepseekv31': ('DeepSeekV31Detector', 'legacy_tag', None, '<｜tool▁call▁begin｜>\x00<｜tool▁sep｜>', '<｜tool▁call▁end｜>', '<｜tool▁call▁begin｜>', False),
+    'deepseekv3': ('DeepSeekV3Detector', 'legacy_tag', None, '<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>\x00\n```json\n', '\n```<\uff5ctool\u2581call\u2581end\uff5c><\uff5ctool\u2581calls\u2581end\uff5c>', '<\uff5ctool\u2581calls\u2581begin\uff5c>', False),  # noqa: E501
+    'deepseekv31': ('DeepSeekV31Detector', 'legacy_tag', None, '<\uff5ctool\u2581call\u2581begin\uff5c>\x00<\uff5ctool\u2581sep\uff5c>', '<\uff5ctool\u2581call\u2581end\uff5c>', '<\uff5ctool\u2581call\u2581begin\uff5c>', False),  # noqa: E501
     'deepseekv32': ('DeepSeekV32Detector', 'native_tag', 'deepseek_v3_2', None, None, None, False),
     'deepseekv4': ('DeepSeekV4Detector', 'native_tag', 'deepseek_v4', None, None, None, False),
     'deepseekv41': ('DeepSeekV41Detector', 'native_tag', 'deepseek_v4_1', None, None, None, False),
@@ -85,40 +86,42 @@ PARSERS_0_5_23: dict[str, tuple[str, str, str | None, str | None, str | None, st
     'glm45': ('Glm4MoeDetector', 'json', None, None, None, None, False),
     'glm47': ('Glm47MoeDetector', 'glm47', 'glm_4_7', None, None, None, False),
     'gpt-oss': ('GptOssDetector', 'native_tag', 'harmony', None, None, None, False),
-    'hermes': ('HermesDetector', 'legacy_tag', None, '<tool_call>{"name":"\x00", "arguments":', '}</tool_call>', '<tool_call>', False),
+    'hermes': ('HermesDetector', 'legacy_tag', None, '<tool_call>{"name":"\x00", "arguments":', '}</tool_call>', '<tool_call>', False),  # noqa: E501
     'hunyuan': ('HunyuanDetector', 'native_parse', None, None, None, None, False),
-    'inkling': ('InklingDetector', 'legacy_tag', None, '<|message_model|>\x00<|content_invoke_tool_json|>{"name":"\x00","args":', '}<|end_message|>', '<|message_model|>\x00<|content_invoke_tool_json|>', True),
-    'interns1': ('InternlmDetector', 'legacy_tag', None, '<|action_start|> <|plugin|>\n{"name": "\x00", "parameters": ', '}<|action_end|>', '<|action_start|> <|plugin|>', False),
+    'inkling': ('InklingDetector', 'legacy_tag', None, '<|message_model|>\x00<|content_invoke_tool_json|>{"name":"\x00","args":', '}<|end_message|>', '<|message_model|>\x00<|content_invoke_tool_json|>', True),  # noqa: E501
+    'interns1': ('InternlmDetector', 'legacy_tag', None, '<|action_start|> <|plugin|>\n{"name": "\x00", "parameters": ', '}<|action_end|>', '<|action_start|> <|plugin|>', False),  # noqa: E501
     'iquest_q1': ('IQuestQ1Detector', 'required_parser', 'glm_4_7', None, None, None, False),
     'k2_horizon': ('K2V3Detector', 'json', None, None, None, None, False),
     'kimi_k2': ('KimiK2Detector', 'native_tag', 'kimi', None, None, None, False),
     'kimi_k3': ('KimiK3Detector', 'native_tag', None, None, None, None, True),
     'lfm2': ('Lfm2Detector', 'json', None, None, None, None, False),
     'ling3': ('Ling3Detector', 'json', None, None, None, None, False),
-    'llama3': ('Llama32Detector', 'legacy_tag', None, '<|python_tag|>{"name":"\x00", "arguments":', '}', '<|python_tag|>', False),
+    'llama3': ('Llama32Detector', 'legacy_tag', None, '<|python_tag|>{"name":"\x00", "arguments":', '}', '<|python_tag|>', False),  # noqa: E501
     'mimo': ('MiMoDetector', 'json', None, None, None, None, False),
     'minicpm5': ('MiniCPM5Detector', 'json', None, None, None, None, False),
     'minimax-m2': ('MinimaxM2Detector', 'json', None, None, None, None, False),
     'minimax-m3': ('MinimaxM3Detector', 'json', None, None, None, None, False),
-    'mistral': ('MistralDetector', 'legacy_tag', None, '[TOOL_CALLS] [{"name":"\x00", "arguments":', '}]', '[TOOL_CALLS]', False),
+    'mistral': ('MistralDetector', 'legacy_tag', None, '[TOOL_CALLS] [{"name":"\x00", "arguments":', '}]', '[TOOL_CALLS]', False),  # noqa: E501
     'muse': ('MuseGlimmerDetector', 'native_parse', None, None, None, None, False),
     'nanbeige': ('Qwen3CoderDetector', 'native_tag', 'qwen_3_coder', None, None, None, False),
     'poolside_v1': ('PoolsideV1Detector', 'json', None, None, None, None, False),
     'pythonic': ('PythonicDetector', 'json', None, None, None, None, False),
-    'qwen': ('Qwen25Detector', 'legacy_tag', None, '<tool_call>\n{"name":"\x00", "arguments":', '}\n</tool_call>', '<tool_call>', False),
-    'qwen25': ('Qwen25Detector', 'legacy_tag', None, '<tool_call>\n{"name":"\x00", "arguments":', '}\n</tool_call>', '<tool_call>', False),
+    'qwen': ('Qwen25Detector', 'legacy_tag', None, '<tool_call>\n{"name":"\x00", "arguments":', '}\n</tool_call>', '<tool_call>', False),  # noqa: E501
+    'qwen25': ('Qwen25Detector', 'legacy_tag', None, '<tool_call>\n{"name":"\x00", "arguments":', '}\n</tool_call>', '<tool_call>', False),  # noqa: E501
     'qwen3_coder': ('Qwen3CoderDetector', 'native_tag', 'qwen_3_coder', None, None, None, False),
     'response_template': ('ResponseTemplateToolDetector', 'response_template', None, None, None, None, False),
     'spark25': ('Spark25Detector', 'native_parse', None, None, None, None, False),
     'step3': ('Step3Detector', 'json', None, None, None, None, False),
     'step3p5': ('Qwen3CoderDetector', 'native_tag', 'qwen_3_coder', None, None, None, False),
-    'trinity': ('TrinityDetector', 'legacy_tag', None, '<tool_call>\n{"name":"\x00", "arguments":', '}\n</tool_call>', '<tool_call>', False),
-}  # fmt: skip
-# The auto tags that do not depend on the tools (the same text for every `auto` request).
+    'trinity': ('TrinityDetector', 'legacy_tag', None, '<tool_call>\n{"name":"\x00", "arguments":', '}\n</tool_call>', '<tool_call>', False),  # noqa: E501
+}
+# The auto tags that do not depend on the tools (the same text for every `auto` request), with the
+# xgrammar 0.2.7 SGLang 0.5.23 pins.
 AUTO_TAGS_0_5_23: dict[str, str] = {
-    # SGLang 0.5.23 with xgrammar 0.2.7: tools/sglang_tool_parsers.py --python
-    'inkling': '{"type": "structural_tag", "format": {"type": "token_triggered_tags", "trigger_tokens": [200049], "tags": [{"type": "tag", "begin": {"type": "token", "token": 200049}, "content": {"type": "json_schema", "json_schema": {"type": "object", "properties": {"name": {"type": "string"}, "args": {"type": "object"}}, "required": ["name", "args"], "additionalProperties": false}, "style": "json", "any_order": false, "max_whitespace_cnt": null}, "end": {"type": "token", "token": 200010}}], "exclude_tokens": [], "at_least_one": false, "stop_after_first": false}}',
-}  # fmt: skip
+    # SGLang 0.5.23: tools/sglang_tool_parsers.py --python
+    'inkling': '{"type": "structural_tag", "format": {"type": "token_triggered_tags", "trigger_tokens": [200049], "tags": [{"type": "tag", "begin": {"type": "token", "token": 200049}, "content": {"type": "json_schema", "json_schema": {"type": "object", "properties": {"name": {"type": "string"}, "args": {"type": "object"}}, "required": ["name", "args"], "additionalProperties": false}, "style": "json", "any_order": false, "max_whitespace_cnt": null}, "end": {"type": "token", "token": 200010}}], "exclude_tokens": [], "at_least_one": false, "stop_after_first": false}}',  # noqa: E501
+}
+# fmt: on
 PARSER_TABLES = {"0.5.23": PARSERS_0_5_23}
 AUTO_TAG_TABLES = {"0.5.23": AUTO_TAGS_0_5_23}
 FAMILIES = frozenset({
@@ -158,7 +161,7 @@ NO_GRAMMAR_REASONS = frozenset({
 # ERROR_STATUS says otherwise.
 ERRORS = frozenset({
     "invalid_request", "tool_choice_without_tools", "unknown_named_tool", "duplicate_tool_names",
-    "invalid_parameters_schema", "parameters_too_deep", "invalid_response_format", "defs_clash",
+    "invalid_parameters_schema", "invalid_response_format", "defs_clash",
     "structured_outputs_conflict", "template_unsupported", "internal_error",
 })  # fmt: skip
 ERROR_STATUS = {"internal_error": 500}
@@ -167,7 +170,9 @@ UNCONVERTIBLE = "internal_error"  # a constraint to_sampling_params cannot seria
 # depends on the server's stack: from about 120 levels in a plain process): not vouched for here.
 MAX_DEPTH = 64
 
-_GENERIC_ROLES = frozenset({"system", "assistant", "tool", "function", "developer", "latest_reminder", "root"})
+_GENERIC_ROLES = frozenset(
+    {"system", "assistant", "tool", "function", "developer", "latest_reminder", "root"}
+)
 _TOOL_ROLES = frozenset({"root", "system", "developer"})
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _BOOL_WORDS = _TRUE | frozenset({"0", "off", "f", "false", "n", "no"})
@@ -178,6 +183,7 @@ class _Tool:
     name: str
     parameters: Any  # None when absent; any JSON value otherwise (normalized in place later)
     strict: bool
+    type: str = "function"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,6 +195,7 @@ class _Request:
     parallel: bool
     user_constraint: bool  # response_format other than text, or a non-empty regex or ebnf
     schema_missing: bool  # a json_schema response_format without a schema
+    client_grammar: bool = False  # a non-empty regex or ebnf, or a structural_tag response_format
 
 
 class _Rejected(Exception):
@@ -220,7 +227,7 @@ def derive(
         return ToolCallGrammar(None, REJECTED, error=err.error, message=err.message)
     except (_TooComplex, RecursionError, MemoryError) as err:
         return ToolCallGrammar(None, TOO_COMPLEX, message=str(err) or type(err).__name__)
-    except Exception as err:  # noqa: BLE001 - hostile input never raises
+    except Exception as err:  # hostile input never raises
         return ToolCallGrammar(None, TOO_COMPLEX, message=f"{type(err).__name__}: {err}"[:200])
 
 
@@ -234,7 +241,9 @@ def _derive(body: Any, parser: Any, version: str, strict_level: Any) -> ToolCall
         if row is None:
             return ToolCallGrammar(None, UNKNOWN_PARSER, message=f"SGLang {version} registers no {parser!r}")
     if strict_level is not None and (isinstance(strict_level, bool) or not isinstance(strict_level, int)):
-        return ToolCallGrammar(None, UNKNOWN_STRICT_LEVEL, message=f"SGLANG_TOOL_STRICT_LEVEL {strict_level!r}")
+        return ToolCallGrammar(
+            None, UNKNOWN_STRICT_LEVEL, message=f"SGLANG_TOOL_STRICT_LEVEL {strict_level!r}"
+        )
     level = strict_level or 0
     request = _validate(body)
     _validate_tools(request)
@@ -246,7 +255,10 @@ def _derive(body: Any, parser: Any, version: str, strict_level: Any) -> ToolCall
         return grammar
     if request.user_constraint:  # to_sampling_params: the request's own constraint stays
         if request.choice in ("required", "named") and grammar.kind != KIND_EBNF:
-            raise _Rejected("structured_outputs_conflict", "required or named tool_choice beside response_format/regex/ebnf")
+            raise _Rejected(
+                "structured_outputs_conflict",
+                "required or named tool_choice beside response_format/regex/ebnf",
+            )
         return ToolCallGrammar(None, USER_CONSTRAINT, message=f"replaces the {grammar.reason} grammar")
     return grammar
 
@@ -267,9 +279,20 @@ def _constraint(request: _Request, parser: str | None, row: Any, level: int, ver
     if family == "glm47" and not strict_any:
         return ToolCallGrammar(None, EBNF, kind=KIND_EBNF, message="glm47: full-assistant EBNF")
     if family == "response_template":
-        if parser in EVERY_TURN or forced or constrain_auto or not request.parallel:
-            return ToolCallGrammar(None, STRUCTURAL_TAG, kind=KIND_TAG, message=f"{parser}: response template")
-        return ToolCallGrammar(None, TOOL_CHOICE_AUTO)
+        # validate_structure_constraint_request builds the template's tag for forced calls, strict
+        # tools or parallel_tool_calls false; _takes_turn_grammar for the rest, unless the request
+        # constrains its output itself. (Where the template cannot hold a tool's arguments SGLang
+        # refuses `auto` instead, and gives required and named the JSON schema: not modelled.)
+        asked = forced or constrain_auto or not request.parallel
+        if not asked and (parser not in EVERY_TURN or request.user_constraint):
+            return ToolCallGrammar(None, TOOL_CHOICE_AUTO)
+        if any(tool.parameters is True for tool in tools):
+            raise _Rejected("internal_error", f"{parser}: a `true` parameters schema ('bool'.get)")
+        if asked and choice == "auto" and request.client_grammar:  # _record_template_tool_call_grammar
+            raise _Rejected(
+                "template_unsupported", f"{parser}: strict or single calls under the request's grammar"
+            )
+        return ToolCallGrammar(None, STRUCTURAL_TAG, kind=KIND_TAG, message=f"{parser}: response template")
     if family == "native_parse":
         natively = True
     elif choice == "auto" and not constrain_auto:
@@ -279,8 +302,10 @@ def _constraint(request: _Request, parser: str | None, row: Any, level: int, ver
                 return ToolCallGrammar(text, AUTO_TAG, kind=KIND_TAG)
             return ToolCallGrammar(None, STRUCTURAL_TAG, kind=KIND_TAG, message=f"{parser}: auto tag")
         return ToolCallGrammar(None, TOOL_CHOICE_AUTO)
-    elif family in ("native_tag", "glm47"):
+    elif family in ("native_tag", "glm47") and not _native_tag_refused(request, parser, level):
         return ToolCallGrammar(None, STRUCTURAL_TAG, kind=KIND_TAG, message=f"{parser}: {row[2] or parser}")
+    elif family in ("native_tag", "glm47") and not forced:
+        return ToolCallGrammar(None, CONSTRAINT_ERROR, message=f"{parser}: the structural tag failed")
     elif family == "legacy_tag":
         tag = _legacy_tag(tools, row, forced, level)
         if tag is not None:
@@ -299,6 +324,220 @@ def _constraint(request: _Request, parser: str | None, row: Any, level: int, ver
     return _json_constraint(tools, choice, request.named, request.parallel)
 
 
+def _native_tag_refused(request: _Request, parser: str | None, level: int) -> bool:
+    """Whether the model-native tag raises (get_structure_constraint then logs it and returns None).
+    xgrammar's get_model_structural_tag (builtin_structural_tag.py normalize_tool_choice) reads a tool
+    as a function tool only when its type is "function" and its parameters an object or absent (else
+    as a builtin tool, which only harmony renders): a named choice needs exactly one such function of
+    that name, required at least one function tool. Kimi K2 gives its non-strict tools an object
+    schema first (function_call/kimik2_detector.py)."""
+    forced = request.choice in ("required", "named")
+    if parser == "kimi_k3":  # its own builder (function_call/kimik3_structural_tag.py)
+        chosen = [t for t in request.tools if request.choice != "named" or t.name == request.named]
+        return any(_kimi_k3_refuses(tool, tool.strict or level >= 2) for tool in chosen)
+    if not forced:
+        return False
+
+    def function_tool(tool: _Tool) -> bool:
+        if tool.type != "function":
+            return False
+        if parser == "kimi_k2" and not (tool.strict or level >= 2):
+            return True
+        return tool.parameters is None or isinstance(tool.parameters, dict)
+
+    functions = [tool for tool in request.tools if function_tool(tool)]
+    if request.choice == "named":
+        return sum(tool.name == request.named for tool in functions) != 1
+    return not functions and parser != "gpt-oss"
+
+
+_K3_TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
+_K3_KEYWORDS = (
+    (frozenset({"additionalProperties", "dependentRequired", "dependentSchemas", "maxProperties",
+                "minProperties", "patternProperties", "properties", "propertyNames", "required"}), "object"),
+    (frozenset({"contains", "items", "maxContains", "maxItems", "minContains", "minItems", "prefixItems",
+                "uniqueItems"}), "array"),
+    (frozenset({"format", "maxLength", "minLength", "pattern"}), "string"),
+    (frozenset({"exclusiveMaximum", "exclusiveMinimum", "maximum", "minimum", "multipleOf"}), "number"),
+)  # fmt: skip
+_K3_DEPTH = 200  # past this the builder's own recursion fails (and the failure is logged)
+
+
+class _KimiRefusal(Exception):
+    pass
+
+
+def _kimi_k3_refuses(tool: _Tool, strict: bool) -> bool:
+    """Whether get_kimik3_structural_tag raises on the tool (`_tool_arguments_format`)."""
+    parameters = tool.parameters
+    if not strict or parameters is None:
+        return False
+    if not isinstance(parameters, dict):
+        return True
+    try:
+        if "object" not in _k3_types(parameters, parameters, set(), 0):
+            return True
+        properties = parameters.get("properties", {})
+        required = parameters.get("required", [])
+        if not isinstance(properties, dict) or not isinstance(required, list):
+            return True
+        if not all(isinstance(item, str) for item in required) or set(required) - set(properties):
+            return True
+        for key, schema in properties.items():
+            if not isinstance(schema, bool | dict):
+                return True
+            if key in required and not _k3_accepts(schema, parameters):
+                return True
+        additional = parameters.get("additionalProperties", True)
+        if isinstance(additional, dict):
+            return not _k3_accepts(additional, parameters)
+        return not isinstance(additional, bool)
+    except (_KimiRefusal, RecursionError):
+        return True
+
+
+def _k3_json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _k3_matches(value: Any, json_type: str) -> bool:
+    found = _k3_json_type(value)
+    return found == json_type or (json_type == "number" and found == "integer")
+
+
+def _k3_ref(ref: str, root: dict[str, Any]) -> Any:
+    if not ref.startswith("#/"):
+        return None
+    value: Any = root
+    for part in ref[2:].split("/"):
+        key = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(value, dict) or key not in value:
+            return None
+        value = value[key]
+    return value if isinstance(value, bool | dict) else None
+
+
+def _k3_types(schema: Any, root: dict[str, Any], seen: set[str], depth: int) -> list[str]:
+    """_schema_types: the JSON types a schema admits."""
+    if depth > _K3_DEPTH:
+        raise _KimiRefusal
+    if schema is False:
+        return []
+    if schema is True:
+        return list(_K3_TYPES)
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref not in seen:
+        target = _k3_ref(ref, root)
+        if target is not None:
+            return _k3_types(target, root, seen | {ref}, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return [kind] if kind in _K3_TYPES else list(_K3_TYPES)
+    if isinstance(kind, list):
+        return [t for t in _K3_TYPES if t in kind]
+    for keyword in ("anyOf", "oneOf"):
+        options = schema.get(keyword)
+        if isinstance(options, list):
+            found = {
+                t for o in options if isinstance(o, bool | dict) for t in _k3_types(o, root, seen, depth + 1)
+            }
+            return [t for t in _K3_TYPES if t in found]
+    options = schema.get("allOf")
+    if isinstance(options, list):
+        sets = [set(_k3_types(o, root, seen, depth + 1)) for o in options if isinstance(o, bool | dict)]
+        constrained = [types for types in sets if types != set(_K3_TYPES)]
+        if constrained:
+            result = constrained[0] | ({"integer"} if "number" in constrained[0] else set())
+            for types in constrained[1:]:
+                result &= types | ({"integer"} if "number" in types else set())
+            if "number" in result and "integer" in result:
+                result.remove("integer")
+            return [t for t in _K3_TYPES if t in result]
+    if "const" in schema:
+        return [_k3_json_type(schema["const"])]
+    enum = schema.get("enum")
+    if isinstance(enum, list):
+        found = {_k3_json_type(value) for value in enum}
+        return [t for t in _K3_TYPES if t in found]
+    for keywords, json_type in _K3_KEYWORDS:
+        if keywords.intersection(schema):
+            return [json_type]
+    return list(_K3_TYPES)
+
+
+def _k3_accepts(schema: Any, root: dict[str, Any]) -> bool:
+    """_argument_value_variants is not empty."""
+    return any(_k3_restrict(schema, t, root, 0) is not False for t in _k3_types(schema, root, set(), 0))
+
+
+def _k3_restrict(schema: Any, json_type: str, root: dict[str, Any], depth: int) -> Any:
+    """_restrict_schema_type: the schema narrowed to one JSON type, or False."""
+    if depth > _K3_DEPTH:
+        raise _KimiRefusal
+    if not isinstance(schema, dict):
+        return {"type": json_type} if schema else False
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = _k3_ref(ref, root)
+        if target is not None:
+            return _k3_with_root(_k3_restrict(target, json_type, root, depth + 1), root)
+    result = dict(schema)
+    kind = result.get("type")
+    if isinstance(kind, list):
+        if json_type not in kind:
+            return False
+        result["type"] = json_type
+    elif isinstance(kind, str):
+        if kind != json_type:
+            return False
+    else:
+        result["type"] = json_type
+    for keyword in ("anyOf", "oneOf"):
+        options = result.get(keyword)
+        if not isinstance(options, list):
+            continue
+        restricted = [
+            _k3_restrict(option, json_type, root, depth + 1)
+            for option in options
+            if isinstance(option, bool | dict) and json_type in _k3_types(option, root, set(), depth + 1)
+        ]
+        if not restricted:
+            return False
+        if len(restricted) == 1 and isinstance(restricted[0], dict):
+            result.pop(keyword)
+            result.update(restricted[0])
+        else:
+            result[keyword] = restricted
+    enum = result.get("enum")
+    if isinstance(enum, list):
+        result["enum"] = [value for value in enum if _k3_matches(value, json_type)]
+        if not result["enum"]:
+            return False
+    if "const" in result and not _k3_matches(result["const"], json_type):
+        return False
+    return _k3_with_root(result, root)
+
+
+def _k3_with_root(schema: Any, root: dict[str, Any]) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    result = dict(schema)
+    for key in ("$defs", "definitions"):
+        if key in root and key not in result:
+            result[key] = root[key]
+    return result
+
+
 def _json_constraint(tools: list[_Tool], choice: str, named: str | None, parallel: bool) -> ToolCallGrammar:
     """get_json_schema_constraint (function_call/utils.py)."""
     schema: dict[str, Any]
@@ -308,7 +547,11 @@ def _json_constraint(tools: list[_Tool], choice: str, named: str | None, paralle
         if not parallel:
             schema["maxItems"] = 1
         return ToolCallGrammar(_dumps(schema), TOOL_CHOICE_NAMED)
-    schema = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": [_tool_schema(t) for t in tools]}}
+    schema = {
+        "type": "array",
+        "minItems": 1,
+        "items": {"type": "object", "anyOf": [_tool_schema(t) for t in tools]},
+    }
     if not parallel:
         schema["maxItems"] = 1
     defs = _tool_defs(tools)
@@ -393,11 +636,11 @@ def _validate(body: Any) -> _Request:
     message_tools: list[_Tool] = []
     has_message_tools = False
     for message in messages or ():
-        role = message.get("role") if isinstance(message, dict) else None
-        if not isinstance(role, str) or role.lower() not in _GENERIC_ROLES or message.get("tools") is None:
+        role = _message_role(message)
+        if role not in _GENERIC_ROLES or message.get("tools") is None:
             continue
         listed = _tools(message["tools"])
-        if role.lower() in _TOOL_ROLES and listed:
+        if role in _TOOL_ROLES and listed:
             has_message_tools = True
             message_tools.extend(listed)
     choice, named = _tool_choice(body, raw_tools, messages)
@@ -405,13 +648,23 @@ def _validate(body: Any) -> _Request:
     if parallel is None:
         raise _Rejected("invalid_request", "`parallel_tool_calls` is null")
     user_constraint, schema_missing = _response_format(body.get("response_format"))
+    response_format = body.get("response_format")
+    client_grammar = isinstance(response_format, dict) and response_format.get("type") == "structural_tag"
     for field in ("regex", "ebnf"):
         value = body.get(field)
         if value is not None and not isinstance(value, str):
             raise _Rejected("invalid_request", f"`{field}` is not a string")
-        user_constraint = user_constraint or bool(value)
+        client_grammar = client_grammar or bool(value)
+    tools_all = (tools or []) + message_tools
     return _Request(
-        (tools or []) + message_tools, has_message_tools, choice, named, parallel, user_constraint, schema_missing
+        tools_all,
+        has_message_tools,
+        choice,
+        named,
+        parallel,
+        user_constraint or client_grammar,
+        schema_missing,
+        client_grammar,
     )
 
 
@@ -419,10 +672,7 @@ def _tool_choice(body: dict[str, Any], raw_tools: Any, messages: Any) -> tuple[s
     """set_tool_choice_default, then Union[ToolChoice, Literal["auto", "required", "none"]]."""
     raw = body.get("tool_choice")
     if raw is None:
-        listed = any(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"].lower() in _TOOL_ROLES and bool(m.get("tools"))
-            for m in messages or ()
-        )  # fmt: skip
+        listed = any(_message_role(m) in _TOOL_ROLES and bool(m.get("tools")) for m in messages or ())
         return ("none" if raw_tools is None and not listed else "auto"), None
     if isinstance(raw, str):
         if raw in ("auto", "required", "none"):
@@ -439,6 +689,11 @@ def _tool_choice(body: dict[str, Any], raw_tools: Any, messages: Any) -> tuple[s
     if raw.get("type", "function") != "function":
         raise _Rejected("invalid_request", "`tool_choice.type` is not 'function'")
     return "named", name
+
+
+def _message_role(message: Any) -> str | None:
+    role = message.get("role") if isinstance(message, dict) else None
+    return role.lower() if isinstance(role, str) else None
 
 
 def _tools(raw_tools: Any) -> list[_Tool]:
@@ -458,7 +713,9 @@ def _tools(raw_tools: Any) -> list[_Tool]:
         strict = _lax_bool(function.get("strict"), "strict")
         _lax_bool(function.get("defer_loading"), "defer_loading")
         _lax_bool(raw.get("defer_loading"), "defer_loading")
-        tools.append(_Tool(function["name"], function.get("parameters"), bool(strict)))
+        tools.append(
+            _Tool(function["name"], function.get("parameters"), bool(strict), raw.get("type", "function"))
+        )
     return tools
 
 
@@ -466,9 +723,13 @@ def _response_format(value: Any) -> tuple[bool, bool]:
     """(whether it constrains the output, whether it is a json_schema without a schema)."""
     if value is None:
         return False, False
-    if not isinstance(value, dict):
-        raise _Rejected("invalid_request", "`response_format` is not an object")
+    if not isinstance(value, dict):  # set_json_schema reads `.get` of anything truthy: a 500
+        raise _Rejected(
+            "internal_error" if value else "invalid_request", "`response_format` is not an object"
+        )
     kind = value.get("type")
+    if kind == "json_schema" and value:
+        _bare_schema(value)
     if kind == "text":
         return False, False
     if kind == "json_object":
@@ -476,15 +737,14 @@ def _response_format(value: Any) -> tuple[bool, bool]:
     if kind == "structural_tag":  # the legacy format or xgrammar's StructuralTag
         legacy = isinstance(value.get("structures"), list) and isinstance(value.get("triggers"), list)
         if not legacy and not isinstance(value.get("format"), dict):
-            raise _Rejected("invalid_request", "a structural_tag response_format without structures or format")
+            raise _Rejected(
+                "invalid_request", "a structural_tag response_format without structures or format"
+            )
         return True, False
     if kind != "json_schema":
         raise _Rejected("invalid_request", f"`response_format.type` {str(kind)[:40]!r}")
     json_schema = value.get("json_schema")
-    schema = value.get("schema")
-    if not json_schema and schema:  # set_json_schema: a bare `schema` moves in, named by its title
-        if not isinstance(schema, dict) or not isinstance(schema.get("title", "Schema"), str):
-            raise _Rejected("invalid_request", "`response_format.schema` is not an object with a string title")
+    if not json_schema and value.get("schema"):  # set_json_schema: a bare `schema` moves in
         return True, False
     if json_schema is None:
         return False, True
@@ -498,16 +758,42 @@ def _response_format(value: Any) -> tuple[bool, bool]:
     return schema is not None, schema is None
 
 
+def _bare_schema(value: dict[str, Any]) -> None:
+    """ChatCompletionRequest.set_json_schema on a bare `schema` (named by its title, a `strict`
+    property popped): where it raises other than a ValueError, FastAPI answers a 500."""
+    schema = value.get("schema")
+    if value.get("json_schema") or not schema:
+        return
+    if not isinstance(schema, dict):
+        raise _Rejected("internal_error", "`response_format.schema` is not an object")
+    if "properties" in schema:
+        properties = schema["properties"]
+        if not isinstance(properties, dict | list | str):
+            raise _Rejected("internal_error", "`response_format.schema.properties` is not a container")
+        if "strict" in properties:
+            item = properties["strict"] if isinstance(properties, dict) else None
+            if not isinstance(properties, dict) or (item and not isinstance(item, dict)):
+                raise _Rejected(
+                    "internal_error", "`response_format.schema.properties.strict` is not a schema"
+                )
+    if not isinstance(schema.get("title", "Schema"), str):
+        raise _Rejected("invalid_request", "`response_format.schema.title` is not a string")
+
+
 def _validate_tools(request: _Request) -> None:
     """OpenAIServingChat._validate_request's tool checks, normalizing each tool's parameters (a copy)."""
     tools = request.tools
     if request.choice == "required" and not tools:
-        raise _Rejected("tool_choice_without_tools", "Tools cannot be empty if tool choice is set to required.")
+        raise _Rejected(
+            "tool_choice_without_tools", "Tools cannot be empty if tool choice is set to required."
+        )
     if request.choice == "named":
         if not tools:
             raise _Rejected("tool_choice_without_tools", "a named tool_choice without tools")
         if not any(tool.name == request.named for tool in tools):
-            raise _Rejected("unknown_named_tool", f"Tool {str(request.named)[:80]!r} not found in tools list.")
+            raise _Rejected(
+                "unknown_named_tool", f"Tool {str(request.named)[:80]!r} not found in tools list."
+            )
     if request.message_tools and len({tool.name for tool in tools}) != len(tools):
         raise _Rejected("duplicate_tool_names", "Tool names must be unique across request and message tools.")
     for i, tool in enumerate(tools):
@@ -519,8 +805,10 @@ def _validate_tools(request: _Request) -> None:
         normalize_json_schema_types(parameters)
         problem = metaschema_error(parameters)
         if problem:
-            raise _Rejected("invalid_parameters_schema", f"Tool {i} function has invalid 'parameters' schema: {problem}")
-        tools[i] = _Tool(tool.name, parameters, tool.strict)
+            raise _Rejected(
+                "invalid_parameters_schema", f"Tool {i} function has invalid 'parameters' schema: {problem}"
+            )
+        tools[i] = _Tool(tool.name, parameters, tool.strict, tool.type)
 
 
 def _too_deep(value: Any, limit: int) -> bool:
@@ -696,7 +984,7 @@ def _check(schema: Any) -> None:
             _check_value(keyword, rule, schema[keyword])
 
 
-def _check_value(keyword: str, rule: str, value: Any) -> None:  # noqa: C901 - one branch per rule
+def _check_value(keyword: str, rule: str, value: Any) -> None:
     bad = _Invalid(f"{_short(value)} is not valid under {keyword!r}")
     if rule == "schema":
         _check(value)
@@ -730,12 +1018,7 @@ def _check_value(keyword: str, rule: str, value: Any) -> None:  # noqa: C901 - o
         if not isinstance(value, dict) or not all(isinstance(v, bool) for v in value.values()):
             raise bad
     elif rule == "type":
-        if isinstance(value, str):
-            if value not in _SIMPLE_TYPES:
-                raise bad
-        elif not isinstance(value, list) or not value or not _unique(value):
-            raise bad
-        elif not all(isinstance(v, str) and v in _SIMPLE_TYPES for v in value):
+        if not _simple_types(value):
             raise bad
     elif rule == "array":
         if not isinstance(value, list):
@@ -766,8 +1049,19 @@ def _check_value(keyword: str, rule: str, value: Any) -> None:  # noqa: C901 - o
                 _check(child)
 
 
+def _simple_types(value: Any) -> bool:
+    """A simple type, or a non-empty array of distinct ones."""
+    if isinstance(value, str):
+        return value in _SIMPLE_TYPES
+    if not isinstance(value, list) or not value or not _unique(value):
+        return False
+    return all(isinstance(v, str) and v in _SIMPLE_TYPES for v in value)
+
+
 def _string_array(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value) and len(set(value)) == len(value)
+    return (
+        isinstance(value, list) and all(isinstance(v, str) for v in value) and len(set(value)) == len(value)
+    )
 
 
 def _unique(values: list[Any]) -> bool:

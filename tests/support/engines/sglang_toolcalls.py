@@ -20,7 +20,8 @@ Outcomes: {"outcome": "json"|"structural_tag"|"ebnf", "text"} when the tool-call
 the sampling params; "none" when there is none, with "dropped": true when the request's own
 response_format/regex/ebnf took its place; "error" (a 400: pydantic, `_validate_request`, a
 ValueError) or "error500" (another exception) with the message; "init_error" when the parser cannot
-be made here. Prints one JSON line: {"sglang": VERSION, "results": {case id: {PARSER: outcome}}}.
+be made here. Prints one JSON line: {"sglang": VERSION, "results": {case id: {PARSER: outcome}}}, and
+with `"table": true` in the case file, "table": what tools/sglang_tool_parsers.py prints.
 """
 
 from __future__ import annotations
@@ -112,12 +113,16 @@ def serving_chat_class() -> type:
     methods = [n for n in chat.body if isinstance(n, ast.FunctionDef) and n.name in METHODS]
     assert sorted(m.name for m in methods) == sorted(METHODS), [m.name for m in methods]
     # module-level names those methods read (the M3 helpers only run for MiniMax-M3 models)
+    m3_helpers = ("_normalize_minimax_m3_request", "_validate_minimax_m3_request")
     helpers = [
         n
         for n in tree.body
-        if (isinstance(n, ast.FunctionDef) and n.name in ("_normalize_minimax_m3_request", "_validate_minimax_m3_request"))
-        or (isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_MEDIA_CONTENT_PART_TYPES" for t in n.targets))
-    ]  # fmt: skip
+        if (isinstance(n, ast.FunctionDef) and n.name in m3_helpers)
+        or (
+            isinstance(n, ast.Assign)
+            and any(getattr(t, "id", "") == "_MEDIA_CONTENT_PART_TYPES" for t in n.targets)
+        )
+    ]
     body = ast.Module(
         body=[*helpers, ast.ClassDef("ServingChat", [], [], methods, [], type_params=[])], type_ignores=[]
     )
@@ -173,10 +178,15 @@ def server(parser: str | None) -> Any:
 
 
 def failure(err: BaseException, status: int = 400) -> dict[str, Any]:
-    return {"outcome": "error" if status == 400 else "error500", "message": f"{type(err).__name__}: {err}"[:600]}
+    return {
+        "outcome": "error" if status == 400 else "error500",
+        "message": f"{type(err).__name__}: {err}"[:600],
+    }
 
 
-def outcome(body: dict[str, Any], parser: str | None) -> dict[str, Any]:
+def validated(body: dict[str, Any]) -> Any:
+    """The request as pydantic and `_validate_request` leave it (its tools' parameters normalized in
+    place), or the error outcome. Neither depends on the parser."""
     raw = json.loads(json.dumps(body))
     raw.setdefault("messages", MESSAGES)
     raw["input_ids"] = [1]  # serving_chat then renders no chat template
@@ -184,11 +194,25 @@ def outcome(body: dict[str, Any], parser: str | None) -> dict[str, Any]:
         request = protocol.ChatCompletionRequest.model_validate(raw)
     except ValidationError as err:
         return failure(err)
+    except Exception as err:  # a before-validator's own exception: FastAPI answers a 500
+        return failure(err, 500)
+    try:
+        message = server(None)._validate_request(request)
+    except ValueError as err:
+        return failure(err)
+    except Exception as err:
+        return failure(err, 500)
+    if message:
+        return {"outcome": "error", "message": message[:600]}
+    return request
+
+
+def outcome(validated_request: Any, parser: str | None) -> dict[str, Any]:
+    if isinstance(validated_request, dict):
+        return validated_request
+    request = validated_request.model_copy(deep=True)
     serving = server(parser)
     try:
-        message = serving._validate_request(request)
-        if message:
-            return {"outcome": "error", "message": message[:600]}
         result = serving._process_messages(request, False)
         constraint = result.tool_call_constraint
         params = request.to_sampling_params(
@@ -234,14 +258,20 @@ def main() -> None:
         else:
             os.environ["SGLANG_TOOL_STRICT_LEVEL"] = str(level)
         out: dict[str, Any] = {}
+        request = validated(case["body"])
         for prefix, parsers in spec["parsers"].items():
             if case["id"].startswith(prefix):
                 for name in parsers:
                     parser = name or None
                     why = made(parser, cache)
-                    out[name] = {"outcome": "init_error", "message": why} if why else outcome(case["body"], parser)
+                    out[name] = {"outcome": "init_error", "message": why} if why else outcome(request, parser)
         results[case["id"]] = out
-    print(json.dumps({"sglang": sglang.__version__, "results": results}))
+    printed: dict[str, Any] = {"sglang": sglang.__version__, "results": results}
+    if spec.get("table"):  # tools/sglang_tool_parsers.py's table, from the same process
+        from tools.sglang_tool_parsers import table
+
+        printed["table"] = table()
+    print(json.dumps(printed))
 
 
 if __name__ == "__main__":
