@@ -24,7 +24,7 @@ from exporter.fix import postcheck, registry, toolcheck, toolfix
 from exporter.fix.plan import FamilyPlan, plans, schemas_by_hash, slow_plans
 from exporter.fix.proof import MAX_VARIANTS
 from exporter.lint import targets
-from exporter.lint.command import FlagError, tool_server, vllm_router
+from exporter.lint.command import FlagError, sglang_engine, tool_server, vllm_router
 from exporter.lint.prove.engine import LlguidanceEngine, ProofEngine, XgrammarEngine
 from exporter.lint.report import analyse
 from exporter.lint.requests import KINDS, InputError, read_inputs
@@ -40,9 +40,10 @@ ENGINES = ("xgrammar", "llguidance")  # the order the proofs run and are reporte
 def fix_main(args: argparse.Namespace) -> int:
     try:
         thresholds = config.lint_thresholds_from(vars(args))
-        router, asked = vllm_router(args.engine or [])
+        sglang, asked = sglang_engine(args.engine or [])
+        router, asked = vllm_router(asked)
         names = proof_engines(asked)
-        tools = tool_server(args.tool_call_parser, args.tool_strict_level, router)
+        tools = tool_server(args.tool_call_parser, args.tool_strict_level, router, sglang)
         inputs = read_inputs(args.files, sys.stdin, args.kind, tools, args.client)
     except (config.ConfigError, FlagError, InputError) as err:
         print(f"gdx fix: {err}", file=sys.stderr)
@@ -109,7 +110,9 @@ def proof_engines(values: Sequence[str]) -> list[str]:
         name, _, version = value.partition("==")
         for engine in ENGINES if name == "all" else (name,):
             if engine not in ENGINES:
-                raise FlagError(f"--engine {value}: not xgrammar, llguidance, all or vllm==VERSION")
+                raise FlagError(
+                    f"--engine {value}: not xgrammar, llguidance, all, vllm==VERSION or sglang==VERSION"
+                )
             installed = _installed(engine)
             if version and installed and version != installed:
                 raise FlagError(
@@ -186,7 +189,10 @@ def _write(out: Path, plan: FamilyPlan) -> None:
 
 # vLLM's guidance backend builds a structural tag only from the legacy `structures`/`triggers` form
 # (vllm/v1/structured_output/backend_guidance.py): a tool parser's tags go to xgrammar.
-TAGS_NOT_READ = "llguidance does not read a tool parser's structural tags (vLLM serves them on xgrammar)"
+TAGS_NOT_READ = (
+    "llguidance does not read a tool parser's structural tags as vLLM sends them (vLLM compiles them on "
+    "xgrammar; the proof runs there)"
+)
 
 
 def _prove_tags(
@@ -350,7 +356,7 @@ def add_parser(commands: Any) -> None:
         metavar="NAME[==VERSION]",
         help="the engine to prove on, as gdx lint --engine: xgrammar, llguidance or all, repeatable "
         "(default: every one installed; NAME==VERSION must be the installed version); vllm==VERSION: the "
-        "vLLM version whose tool-call derivation applies",
+        "vLLM version whose tool-call derivation applies; sglang==VERSION (0.5.23): SGLang's instead",
     )
     parser.add_argument(
         "--proof-variants",

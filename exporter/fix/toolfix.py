@@ -27,8 +27,8 @@ from exporter.fix.plan import dynamic_severity, folder_name
 from exporter.fix.proof import SAMPLES, FixProof, spread
 from exporter.fix.toolcheck import check, enabled_tools
 from exporter.lint.report import Report
-from exporter.lint.requests import Request, ToolServer
-from exporter.schema import identity, toolcalls
+from exporter.lint.requests import SGLANG_LEVELS, Request, ToolServer
+from exporter.schema import identity, sglang_toolcalls, toolcalls
 
 KIND = "structural_tag"
 SETTINGS = ("tool_choice", "parallel_tool_calls", "response_format", "structured_outputs", "text")
@@ -110,7 +110,7 @@ def tag_plans(report: Report, requests: Sequence[Request], server: ToolServer) -
         static = None
         if not error:
             static_body = {**copy.deepcopy(bodies[0]), "tools": tools}
-            got = toolcalls.derive(static_body, server.parser, server.version, server.strict_level, api)
+            got = derive(static_body, server, api)
             if got.kind != KIND or got.spec_text is None:
                 error = f"the united tools give no structural tag ({got.reason} {got.message})".replace(
                     " )", ")"
@@ -126,6 +126,14 @@ def tag_plans(report: Report, requests: Sequence[Request], server: ToolServer) -
     return out
 
 
+def derive(body: dict[str, Any], server: ToolServer, api: str) -> Any:
+    """The tool-call grammar the server derives (vLLM's or SGLang's), a ToolCallGrammar."""
+    if server.engine == "sglang":
+        level = SGLANG_LEVELS.get(server.strict_level or "")
+        return sglang_toolcalls.derive(body, server.parser, server.version, level)
+    return toolcalls.derive(body, server.parser, server.version, server.strict_level, api)
+
+
 def call_begins(plan: TagPlan, server: ToolServer) -> list[tuple[str, str]]:
     """(begin string, tool name) of each tool's calls in the static tag, longest first: the tag of a
     request with that one tool, so a sampled text's calls can be named whatever the model's syntax."""
@@ -133,7 +141,7 @@ def call_begins(plan: TagPlan, server: ToolServer) -> list[tuple[str, str]]:
     for tool in plan.tools:
         name = _tool_name(tool)
         body = {**copy.deepcopy(plan.bodies[0]), "tools": [tool]}
-        got = toolcalls.derive(body, server.parser, server.version, server.strict_level, plan.api)
+        got = derive(body, server, plan.api)
         if name is None or got.spec_text is None:
             continue
         for node in _tags(json.loads(got.spec_text)):
@@ -150,9 +158,9 @@ def _tags(node: Any) -> list[dict[str, Any]]:
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            if item.get("type") == "tag":
+            if item.get("type") == "tag" or ("begin" in item and "schema" in item):  # legacy too
                 found.append(item)
-            stack.extend(v for k, v in item.items() if k != "json_schema")
+            stack.extend(v for k, v in item.items() if k not in ("json_schema", "schema"))
         elif isinstance(item, list):
             stack.extend(item)
     return found

@@ -27,12 +27,16 @@ from exporter.lint.requests import (
     KINDS,
     SKIP_REASONS,
     InputError,
+    Record,
+    Request,
+    Skipped,
     ToolServer,
+    parse_file,
     read_inputs,
     spec_text,
     target_request,
 )
-from exporter.schema import backends, identity, routing, toolcalls
+from exporter.schema import backends, identity, routing, sglang_toolcalls, spec, toolcalls
 from exporter.schema.lint import RULES, SEVERITIES, Finding
 
 # The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
@@ -65,31 +69,73 @@ SHOWN_CHARS = 300  # of a counterexample in the text output (--format json has i
 
 def hash_main(args: argparse.Namespace) -> int:
     try:
+        sglang, rest = sglang_engine(args.engine or [])
+        router, rest = vllm_router(rest)
+        if rest:
+            raise FlagError(f"--engine {rest[0]}: gdx hash takes vllm[==VERSION] or sglang[==VERSION]")
+        tools = tool_server(args.tool_call_parser, args.tool_strict_level, router, sglang)
         for path in args.files:
             if path != "-" and targets.is_target(path):
-                spec_string = target_request(path, args.client).text
-            else:
-                text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
+                _print_hash(target_request(path, args.client).text, path)
+                continue
+            text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
+            name = "<stdin>" if path == "-" else path
+            records = _request_records(name, text, tools)
+            if records is None:  # one spec: the file is the string, as the engine gets it
                 spec_string = spec_text(text)
-            parsed = identity.parse_spec(spec_string)
-            schema_hash = identity.schema_hash(spec_string, parsed)
-            print(f"schema_hash={schema_hash} shape_hash={identity.shape_hash(spec_string, parsed)} {path}")
-    except (OSError, UnicodeDecodeError, InputError) as err:
+                _print_hash(spec_string, path, spec.kind_of_value(identity.parse_spec(spec_string)))
+                continue
+            for found in records:
+                if isinstance(found, Request):
+                    _print_hash(found.text, found.name, found.kind)
+                elif isinstance(found, Skipped):
+                    print(f"no grammar: {SKIP_REASONS.get(found.reason, found.reason)}  {found.name}")
+                else:
+                    print(f"rejected: {found.server} answers {found.error}: {found.message}  {found.name}")
+    except (FlagError, OSError, UnicodeDecodeError, InputError) as err:
         print(f"gdx hash: {err}", file=sys.stderr)
         return 2
     return 0
 
 
+def _request_records(name: str, text: str, tools: ToolServer) -> list[Record] | None:
+    """A request log's records (each request's spec, as the server derives it), or None when the file
+    is one spec of its own (a schema, a structural tag, a regex, a grammar)."""
+    try:
+        records = parse_file(name, text, "auto", tools)
+    except InputError:
+        return None  # not JSON: one regex or grammar, hashed as its text
+    if len(records) == 1 and isinstance(records[0], Request) and records[0].name == name:
+        only = records[0]
+        if only.body is None and only.text == text.strip():
+            return None
+    return records
+
+
+def _print_hash(spec_string: str, name: str, kind: str = "json") -> None:
+    """schema_hash and shape_hash as the probe labels the spec: a JSON Schema's canonical hashes, a
+    structural tag's (or any other kind's) exact string."""
+    parsed = identity.parse_spec(spec_string)
+    if kind == "structural_tag":
+        schema_hash, shape_hash = identity.spec_hashes(kind, spec_string, parsed)
+    else:
+        schema_hash = identity.schema_hash(spec_string, parsed)
+        shape_hash = identity.shape_hash(spec_string, parsed)
+    suffix = "" if kind == "json" else f" kind={kind}"
+    print(f"schema_hash={schema_hash} shape_hash={shape_hash}{suffix} {name}")
+
+
 def lint_main(args: argparse.Namespace) -> int:
     try:
         thresholds = config.lint_thresholds_from(vars(args))
-        router, asked = vllm_router(args.engine or [])
+        sglang, asked = sglang_engine(args.engine or [])
+        router, asked = vllm_router(asked)
         engines, versions = engine_versions(asked or ["all"], bool(args.tokenizer))
         if args.prove and not (args.tokenizer and "xgrammar" in engines):
             raise FlagError("--prove needs --tokenizer and the xgrammar engine")
         if not args.prove_seconds > 0:
             raise FlagError(f"--prove.seconds {args.prove_seconds:g}: must be above 0")
-        tools = tool_server(args.tool_call_parser, args.tool_strict_level, router)
+        tools = tool_server(args.tool_call_parser, args.tool_strict_level, router, sglang)
         server = None
         if router and args.api_server_validate:
             try:
@@ -158,9 +204,34 @@ def vllm_router(values: Sequence[str]) -> tuple[str, list[str]]:
     return router, rest
 
 
-def tool_server(parser: str | None, strict_level: str | None, router: str) -> ToolServer:
+def sglang_engine(values: Sequence[str]) -> tuple[str, list[str]]:
+    """The SGLang version `--engine sglang[==VERSION]` asks for ("" for none), and the rest."""
+    chosen, rest = "", []
+    for value in values:
+        name, _, version = value.partition("==")
+        if name.strip().lower() != "sglang":
+            rest.append(value)
+            continue
+        versions = sorted(sglang_toolcalls.PARSER_TABLES)
+        chosen = version.strip() or versions[-1]
+        if chosen not in sglang_toolcalls.PARSER_TABLES:
+            raise FlagError(f"--engine {value}: SGLang's tool calls are known for {', '.join(versions)}")
+    return chosen, rest
+
+
+def tool_server(parser: str | None, strict_level: str | None, router: str, sglang: str = "") -> ToolServer:
     """The server's tool-call settings, for the vLLM version `--engine vllm==VERSION` names (else the
-    newest verified): a parser that version does not register is a flag error."""
+    newest verified), or the SGLang one `--engine sglang==VERSION` names: a parser that version does
+    not register is a flag error."""
+    if sglang:
+        if router:
+            raise FlagError("--engine vllm and --engine sglang: one server's tool calls at a time")
+        if parser is not None and sglang_toolcalls.parser_family(parser, sglang) is None:
+            known = ", ".join(sorted(sglang_toolcalls.PARSER_TABLES[sglang]))
+            raise FlagError(
+                f"--tool-call-parser {parser}: SGLang {sglang} registers no such parser ({known})"
+            )
+        return ToolServer(parser, sglang, strict_level, "sglang")
     version = router or routing.ROUTER_VERSIONS[-1]
     if parser is not None and toolcalls.parser_info(parser, version) is None:
         known = ", ".join(sorted(toolcalls.PARSER_TABLES[version]))
@@ -223,7 +294,8 @@ def print_text(report: Report) -> None:
         _print_finding(rejected.finding, "  ")
     summary = report.summary()
     counts = ", ".join(f"{summary[severity]} {severity}" for severity in SEVERITIES)
-    refused = f"; {_count(len(report.rejected), 'request')} rejected by vLLM" if report.rejected else ""
+    servers = " or ".join(sorted({r.server for r in report.rejected}))
+    refused = f"; {_count(len(report.rejected), 'request')} rejected by {servers}" if report.rejected else ""
     skipped = f"; {_count(len(report.skipped), 'request')} without a grammar" if report.skipped else ""
     print(
         f"{_count(summary['families'], 'family', 'families')}, {_count(summary['schemas'], 'schema')}, "
@@ -316,9 +388,11 @@ def add_tool_flags(parser: argparse.ArgumentParser) -> None:
         "A request with `tools` and tool_choice required or a named function compiles a grammar vLLM "
         "derives from the tools, replacing the request's own structured outputs; which one depends on the "
         "server's tool parser. Give the server's flags to lint that grammar (the vLLM version is the one "
-        "--engine vllm==VERSION names, else the newest verified). A request that gets no grammar is counted "
-        "by reason in the summary; one vLLM answers with HTTP 400 (an unknown named tool, clashing `$defs`) "
-        "is a request_rejected error.",
+        "--engine vllm==VERSION names, else the newest verified; --engine sglang==VERSION: an SGLang "
+        "server's, which derives a JSON Schema without a parser too, its strict level being "
+        "SGLANG_TOOL_STRICT_LEVEL 0, 1, 2 for auto, function, parameter). A request that gets no grammar "
+        "is counted by reason in the summary; one the server answers with HTTP 400 (an unknown named tool, "
+        "clashing `$defs`) is a request_rejected error.",
     )
     tools.add_argument(
         "--tool-call-parser", metavar="NAME",
@@ -364,10 +438,20 @@ def add_parsers(commands: Any) -> None:
         help="print a schema's schema_hash and shape_hash (as the probe reports them)",
         description="Print schema_hash (SHA-256 of the canonical JSON, 12 hex digits) and shape_hash "
         "(literals removed) of each FILE ('-' for stdin), the values the dashboards show. A file that "
-        "is not JSON (a regex, a grammar) is hashed as its text without the trailing newline.",
+        "is not JSON (a regex, a grammar) is hashed as its text without the trailing newline; a structural "
+        "tag as its exact text, as the probe labels it. A request log (JSONL of request bodies or batch "
+        "lines, or one request body) prints one line per request: the spec the server compiles for it "
+        "(with --tool-call-parser, the grammar it derives from `tools`), or why it compiles none.",
     )
     hash_parser.add_argument("files", nargs="+", metavar="FILE")
     hash_parser.add_argument("--client", choices=targets.CLIENTS, default="pydantic", help=CLIENT_HELP)
+    hash_parser.add_argument(
+        "--engine", action="append", metavar="NAME[==VERSION]",
+        help="the server whose tool-call derivation a request log's requests get: vllm[==VERSION] "
+        f"({', '.join(routing.ROUTER_VERSIONS)}; default the newest) or sglang[==VERSION] "
+        f"({', '.join(sorted(sglang_toolcalls.PARSER_TABLES))})",
+    )  # fmt: skip
+    add_tool_flags(hash_parser)
     lint_parser = commands.add_parser(
         "lint",
         help="find what makes specs slow to compile or not enforced, by schema family",
@@ -412,7 +496,9 @@ def add_parsers(commands: Any) -> None:
         f"vllm[==VERSION] ({', '.join(routing.ROUTER_VERSIONS)}; default the newest): also resolve each JSON "
         "Schema as that vLLM's default backend `auto` would, report where it goes, and give backend_mismatch "
         "(an error) to each schema routed elsewhere than most of the requests, saying what that version "
-        "does with it (0.33: rejected, HTTP 400; 0.32: compiled by the other backend, the keyword dropped)",
+        "does with it (0.33: rejected, HTTP 400; 0.32: compiled by the other backend, the keyword dropped). "
+        f"sglang[==VERSION] ({', '.join(sorted(sglang_toolcalls.PARSER_TABLES))}): the server is SGLang: "
+        "the tool-call grammars (--tool-call-parser) are the ones that version derives",
     )  # fmt: skip
     server = lint_parser.add_argument_group(
         "the API server's validation (with --engine vllm)",

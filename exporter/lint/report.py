@@ -21,7 +21,17 @@ from exporter.lint import bounded
 from exporter.lint.engines import CompileResult, Engines, ProbeResult
 from exporter.lint.prove.search import Prover
 from exporter.lint.requests import Inputs, Rejected, Request, Skipped
-from exporter.schema import backends, family, identity, injection, routing, spec_report, toolcalls, variants
+from exporter.schema import (
+    backends,
+    family,
+    identity,
+    injection,
+    routing,
+    sglang_toolcalls,
+    spec_report,
+    toolcalls,
+    variants,
+)
 from exporter.schema.family import Fingerprint, Variation
 from exporter.schema.lint import SEVERITIES, Finding, Thresholds
 from exporter.schema.walk import Budget
@@ -136,16 +146,21 @@ class RejectedRequest:
 
     name: str
     finding: Finding
+    server: str = "vLLM"
 
     def doc(self) -> dict[str, Any]:
         return {"name": self.name, **self.finding.doc()}
 
 
 def rejected_request(rejected: Rejected) -> RejectedRequest:
-    fix = REJECTED_FIXES.get(rejected.error, "send what vLLM's request validation accepts")
-    status = toolcalls.ERROR_STATUS.get(rejected.error, 400)
-    message = f"vLLM answers HTTP {status} ({rejected.error}): {rejected.message}"
-    return RejectedRequest(rejected.name, Finding(REJECTED_RULE, "error", "", message, fix, rejected.error))
+    server = rejected.server
+    fix = REJECTED_FIXES.get(rejected.error, f"send what {server}'s request validation accepts")
+    statuses = sglang_toolcalls.ERROR_STATUS if server == "SGLang" else toolcalls.ERROR_STATUS
+    message = (
+        f"{server} answers HTTP {statuses.get(rejected.error, 400)} ({rejected.error}): {rejected.message}"
+    )
+    finding = Finding(REJECTED_RULE, "error", "", message, fix, rejected.error)
+    return RejectedRequest(rejected.name, finding, server)
 
 
 @dataclass(frozen=True)

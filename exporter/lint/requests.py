@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from exporter.lint import targets
-from exporter.schema import identity, spec, toolcalls
+from exporter.schema import identity, sglang_toolcalls, spec, toolcalls
 
 # What each file holds, as `gdx lint --kind` takes it (parse_file says how each is read).
 KINDS = ("auto", "json", "regex", "grammar", "structural_tag")
@@ -59,6 +59,11 @@ SKIP_REASONS = {
     "parser_grammar": "the tool parser's own grammar (Mistral's; not derived by gdx yet)",
     "response_template": "the hf parser's response template (no grammar)",
     "too_complex": "tools too deeply nested to derive",
+    "sglang_structural_tag": "SGLang's model-native structural tag (not derived by gdx)",
+    "sglang_ebnf": "SGLang's glm47 EBNF for the whole reply (not derived by gdx)",
+    "sglang_responses": "an SGLang Responses API request (its tool constraint not derived by gdx)",
+    "parsed_natively": "an SGLang parser that parses its own call format (no grammar)",
+    "constraint_error": "SGLang's constraint failed and it serves the request unconstrained",
 }
 # Tool-call outcomes where vLLM replaces the request's own structured outputs with a grammar gdx does
 # not derive: the request's own spec is not what compiles, so it is not linted in its place.
@@ -106,6 +111,7 @@ class Rejected:
     name: str
     error: str
     message: str
+    server: str = "vLLM"  # the server that answers it: vLLM or SGLang
 
 
 @dataclass(frozen=True)
@@ -116,6 +122,7 @@ class ToolServer:
     parser: str | None = None
     version: str = toolcalls.DEFAULT_VERSION
     strict_level: str | None = None
+    engine: str = "vllm"  # or "sglang" (exporter.schema.sglang_toolcalls; `version` is SGLang's then)
 
 
 NO_TOOL_SERVER = ToolServer()
@@ -305,6 +312,8 @@ def _text_format(body: dict[str, Any]) -> dict[str, Any]:
 def _tool_call(label: str, body: dict[str, Any], tools: ToolServer, api: str) -> Record | str:
     """The tool-call grammar vLLM derives, a Skipped or Rejected, or (a string) the reason there is no
     tool grammar and the request's own structured outputs are what compiles."""
+    if tools.engine == "sglang":
+        return _sglang_tool_call(label, body, tools, api)
     if tools.parser is None:
         choice = body.get("tool_choice")
         named = isinstance(choice, dict) and (api == "chat" or choice.get("type") in ("function", "custom"))
@@ -317,6 +326,31 @@ def _tool_call(label: str, body: dict[str, Any], tools: ToolServer, api: str) ->
         return Request(label, got.kind, got.spec_text, identity.parse_spec(got.spec_text), body, api)
     if got.reason in REPLACED:
         return Skipped(label, got.reason)
+    return got.reason
+
+
+# SGLang's --tool-strict-level has no flag: SGLANG_TOOL_STRICT_LEVEL, an integer (vLLM's names map onto it).
+SGLANG_LEVELS = {name: level for level, name in enumerate(toolcalls.STRICT_LEVELS)}
+SGLANG_KINDS = {"ebnf": "grammar"}  # SGLang's request kinds, as the probe names them
+
+
+def _sglang_tool_call(label: str, body: dict[str, Any], tools: ToolServer, api: str) -> Record | str:
+    """The tool-call constraint SGLang derives (SGLang derives one without a parser too); its Responses
+    API is not modelled."""
+    if api == "responses":
+        return Skipped(label, "sglang_responses")
+    level = SGLANG_LEVELS.get(tools.strict_level or "")
+    got = sglang_toolcalls.derive(body, tools.parser, tools.version, level)
+    if got.error is not None:
+        return Rejected(label, got.error, got.message, "SGLang")
+    if got.spec_text is not None:
+        kind = SGLANG_KINDS.get(got.kind, got.kind)
+        parsed = identity.parse_spec(got.spec_text) if kind in ("json", "structural_tag") else None
+        return Request(label, kind, got.spec_text, parsed, body, api)
+    if got.reason in sglang_toolcalls.NOT_DERIVED_REASONS:
+        return Skipped(label, f"sglang_{got.reason}")
+    if got.reason == sglang_toolcalls.USER_CONSTRAINT:
+        return ""  # the request's own constraint compiles
     return got.reason
 
 

@@ -50,19 +50,21 @@ FORMAT_TYPES = frozenset({
     "exclude_token", "any_tokens", "grammar", "regex", "sequence", "or", "tag", "triggered_tags",
     "token_triggered_tags", "tags_with_separator", "optional", "plus", "star", "repeat",
 })  # fmt: skip
+# A legacy tag (`{"type": "structural_tag", "structures": [{"begin", "schema", "end"}], "triggers"}`)
+# holds its calls in `structures`, each call's arguments under `schema`.
 FORMAT_CHILDREN = {
-    "format": "one",
-    "content": "one",
-    "json_schema": "one",
-    "elements": "list",
-    "tags": "list",
-}
-TAG_UNIONS = frozenset({"tags"})  # a tool-call list's tags: branches that come and go like anyOf's
+    "format": "one", "content": "one", "json_schema": "one", "schema": "one", "elements": "list",
+    "tags": "list", "structures": "list",
+}  # fmt: skip
+TAG_UNIONS = frozenset({"tags", "structures"})  # a tool-call list: branches that come and go like anyOf's
 
 
 def is_format(value: Any) -> bool:
-    """A structural-tag format node (its `type` names a format, never a JSON Schema type)."""
-    return isinstance(value, dict) and value.get("type") in FORMAT_TYPES
+    """A structural-tag format node (its `type` names a format, never a JSON Schema type), or a legacy
+    tag's structure (`begin`, `schema`, `end`)."""
+    if not isinstance(value, dict):
+        return False
+    return value.get("type") in FORMAT_TYPES or ("begin" in value and "end" in value and "schema" in value)
 
 
 class TooComplex(Exception):

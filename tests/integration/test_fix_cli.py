@@ -228,7 +228,7 @@ def test_bad_input_is_exit_2_and_nothing_written(tmp_path: Path, tokenizer_json:
         str(tmp_path / "broken.json"),
     )
     assert missing.returncode == 2 and not (tmp_path / "fix").exists()
-    for engine, said in [("outlines", "not xgrammar, llguidance, all or vllm==VERSION"),
+    for engine, said in [("outlines", "not xgrammar, llguidance, all, vllm==VERSION or sglang==VERSION"),
                          ("llguidance==0.0.1", "the proof compiles with the installed llguidance")]:  # fmt: skip
         flag = fix(str(tmp_path / "fix"), "--engine", engine, str(tmp_path / "broken.json"))
         assert flag.returncode == 2 and said in flag.stderr and not (tmp_path / "fix").exists()

@@ -538,7 +538,7 @@ def test_engine_version_picks_the_table_and_is_said(tmp_path: Path, tokenizer_js
     assert "xgrammar 0.2.12 is not a verified version" in later.stderr
     mismatch = gdx("lint", "--engine", "xgrammar==0.2.8", "--tokenizer", str(tokenizer_json), str(path))
     assert mismatch.returncode == 2 and "compiles with the installed xgrammar" in mismatch.stderr
-    assert gdx("lint", "--engine", "sglang", str(path)).returncode == 2
+    assert gdx("lint", "--engine", "tensorrt", str(path)).returncode == 2  # sglang names the tool-call server
     unknown_router = gdx("lint", "--engine", "vllm==0.31.0", str(path))
     assert unknown_router.returncode == 2 and "known for vLLM 0.32.0, 0.33.0" in unknown_router.stderr
     assert gdx("lint", "--prove", str(path)).returncode == 2  # --prove needs --tokenizer

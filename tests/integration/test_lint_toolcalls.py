@@ -198,3 +198,56 @@ def test_gdx_fix_unites_a_structural_tag_familys_tools_and_checks_the_enabled_on
         str(tokenizer_json), "--out", str(tmp_path / "fix2"), str(tmp_path / "clash.jsonl"),
     )  # fmt: skip
     assert out.returncode == 1 and "is sent with two definitions: one static list needs one" in out.stdout
+
+
+def test_gdx_hash_prints_each_requests_spec_as_gdx_lint_names_it(tmp_path: Path) -> None:
+    """A request log through `gdx hash`: one line per request, the hash `gdx lint` reports for it (a
+    structural tag's exact text, as the probe labels it), or why there is no grammar."""
+    agent_log(tmp_path / "agent.jsonl")
+    log = str(tmp_path / "agent.jsonl")
+    for flags in (
+        ["--tool-call-parser", "hermes"],
+        ["--tool-call-parser", "pythonic"],
+        ["--engine", "sglang"],
+    ):
+        hashed = gdx("hash", *flags, log)
+        assert hashed.returncode == 0, hashed.stderr
+        lines = hashed.stdout.splitlines()
+        assert len(lines) == 33
+        by_line = {line.rsplit(" ", 1)[1]: line for line in lines}
+        assert by_line[f"{log}:31"].startswith("rejected: ") and "unknown_named_tool" in by_line[f"{log}:31"]
+        assert by_line[f"{log}:32"] == f"no grammar: tool_choice auto  {log}:32"
+        linted = json.loads(gdx("lint", "--format", "json", *flags, log).stdout)
+        hashes = {
+            line.split()[0].removeprefix("schema_hash=") for line in lines if line.startswith("schema_hash=")
+        }
+        assert hashes == {
+            schema["schema_hash"] for family in linted["families"] for schema in family["schemas"]
+        }
+
+
+def test_an_sglang_server_derives_its_own_tool_grammars(tmp_path: Path) -> None:
+    """--engine sglang: SGLang 0.5.23 derives the JSON Schema of the tool union without a parser too,
+    and hermes's legacy structural tag (one family varying at `/structures`); its 400s are SGLang's."""
+    bodies = agent_log(tmp_path / "agent.jsonl")
+    log = str(tmp_path / "agent.jsonl")
+    plain = json.loads(gdx("lint", "--format", "json", "--engine", "sglang", log).stdout)
+    tools_family = next(f for f in plain["families"] if f["requests"] == 30)
+    assert tools_family["varies"][0].startswith("/items/anyOf: ")
+    (rejected,) = plain["rejected"]
+    assert rejected["message"].startswith("SGLang answers HTTP 400 (unknown_named_tool)")
+    hermes = json.loads(
+        gdx(
+            "lint", "--format", "json", "--engine", "sglang==0.5.23", "--tool-call-parser", "hermes", log
+        ).stdout
+    )
+    tags = next(f for f in hermes["families"] if f["requests"] == 30)
+    assert {s["kind"] for s in tags["schemas"]} == {"structural_tag"}
+    (finding,) = tags["findings"]
+    assert (finding["rule"], finding["pointer"]) == ("dynamic_schema", "/structures")
+    assert tags["varies"] == [f"/structures: {len(tags['schemas'])} distinct subsets of 6 branches"]
+    assert len(bodies) == 33
+    bad = gdx("lint", "--engine", "sglang", "--tool-call-parser", "pythonic_v9", log)
+    assert bad.returncode == 2 and "SGLang 0.5.23 registers no such parser" in bad.stderr
+    both = gdx("lint", "--engine", "sglang", "--engine", "vllm", log)
+    assert both.returncode == 2 and "one server's tool calls at a time" in both.stderr

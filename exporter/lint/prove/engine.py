@@ -122,8 +122,26 @@ class XgrammarEngine:
 
 def _compile(compiler: Any, text: str, kind: str) -> Any:
     if kind == "structural_tag":
-        return compiler.compile_structural_tag(text)
+        return compiler.compile_structural_tag(_legacy_tag(text) or text)
     return compiler.compile_json_schema(text, any_whitespace=True)
+
+
+def _legacy_tag(text: str) -> Any:
+    """A legacy tag (`structures`, `triggers`, SGLang's `at_least_one`) as SGLang's xgrammar backend
+    compiles it (sglang/srt/constrained/xgrammar_backend.py `dispatch_structural_tag`); None for the
+    `format` form, which xgrammar reads as it is."""
+    from xgrammar import StructuralTag, StructuralTagItem
+
+    value = json.loads(text)
+    if not isinstance(value, dict) or "structures" not in value or "format" in value:
+        return None
+    items = [
+        StructuralTagItem(begin=s["begin"], schema=json.dumps(s.get("schema") or {}), end=s["end"])
+        for s in value["structures"]
+    ]
+    tag = StructuralTag.from_legacy_structural_tag(items, value["triggers"])
+    tag.format.at_least_one = bool(value.get("at_least_one", False))  # type: ignore[union-attr]
+    return tag
 
 
 class LlguidanceEngine:
