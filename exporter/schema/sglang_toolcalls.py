@@ -179,7 +179,7 @@ _BOOL_WORDS = _TRUE | frozenset({"0", "off", "f", "false", "n", "no"})
 
 
 @dataclass(frozen=True, slots=True)
-class _Tool:
+class _SglangTool:
     name: str
     parameters: Any  # None when absent; any JSON value otherwise (normalized in place later)
     strict: bool
@@ -187,8 +187,8 @@ class _Tool:
 
 
 @dataclass(frozen=True, slots=True)
-class _Request:
-    tools: list[_Tool]  # the effective tools: the request's, then its system/developer/root messages'
+class _SglangRequest:
+    tools: list[_SglangTool]  # the effective tools: the request's, then its system/developer/root messages'
     message_tools: bool
     choice: str  # "none", "auto", "required", "named"
     named: str | None
@@ -198,7 +198,7 @@ class _Request:
     client_grammar: bool = False  # a non-empty regex or ebnf, or a structural_tag response_format
 
 
-class _Rejected(Exception):
+class _SglangRejected(Exception):
     def __init__(self, error: str, message: str) -> None:
         super().__init__(message)
         self.error = error
@@ -223,7 +223,7 @@ def derive(
     (0 off, 1 function, 2 parameter; None: unset, 0), or why it compiles none."""
     try:
         return _derive(body, parser, version, strict_level)
-    except _Rejected as err:
+    except _SglangRejected as err:
         return ToolCallGrammar(None, REJECTED, error=err.error, message=err.message)
     except (_TooComplex, RecursionError, MemoryError) as err:
         return ToolCallGrammar(None, TOO_COMPLEX, message=str(err) or type(err).__name__)
@@ -248,14 +248,14 @@ def _derive(body: Any, parser: Any, version: str, strict_level: Any) -> ToolCall
     request = _validate(body)
     _validate_tools(request)
     if request.schema_missing:
-        raise _Rejected("invalid_response_format", "a json_schema response_format without a schema")
+        raise _SglangRejected("invalid_response_format", "a json_schema response_format without a schema")
     grammar = _constraint(request, parser, row, level, version)
     constrained = grammar.spec_text is not None or grammar.reason in NOT_DERIVED_REASONS
     if not constrained and grammar.error != UNCONVERTIBLE:  # an unconvertible spec fails after this
         return grammar
     if request.user_constraint:  # to_sampling_params: the request's own constraint stays
         if request.choice in ("required", "named") and grammar.kind != KIND_EBNF:
-            raise _Rejected(
+            raise _SglangRejected(
                 "structured_outputs_conflict",
                 "required or named tool_choice beside response_format/regex/ebnf",
             )
@@ -263,7 +263,9 @@ def _derive(body: Any, parser: Any, version: str, strict_level: Any) -> ToolCall
     return grammar
 
 
-def _constraint(request: _Request, parser: str | None, row: Any, level: int, version: str) -> ToolCallGrammar:
+def _constraint(
+    request: _SglangRequest, parser: str | None, row: Any, level: int, version: str
+) -> ToolCallGrammar:
     """serving_chat._process_messages: the tool-call constraint, before to_sampling_params."""
     tools, choice = request.tools, request.choice
     family = row[1] if row is not None else None
@@ -287,9 +289,9 @@ def _constraint(request: _Request, parser: str | None, row: Any, level: int, ver
         if not asked and (parser not in EVERY_TURN or request.user_constraint):
             return ToolCallGrammar(None, TOOL_CHOICE_AUTO)
         if any(tool.parameters is True for tool in tools):
-            raise _Rejected("internal_error", f"{parser}: a `true` parameters schema ('bool'.get)")
+            raise _SglangRejected("internal_error", f"{parser}: a `true` parameters schema ('bool'.get)")
         if asked and choice == "auto" and request.client_grammar:  # _record_template_tool_call_grammar
-            raise _Rejected(
+            raise _SglangRejected(
                 "template_unsupported", f"{parser}: strict or single calls under the request's grammar"
             )
         return ToolCallGrammar(None, STRUCTURAL_TAG, kind=KIND_TAG, message=f"{parser}: response template")
@@ -324,7 +326,7 @@ def _constraint(request: _Request, parser: str | None, row: Any, level: int, ver
     return _json_constraint(tools, choice, request.named, request.parallel)
 
 
-def _native_tag_refused(request: _Request, parser: str | None, level: int) -> bool:
+def _native_tag_refused(request: _SglangRequest, parser: str | None, level: int) -> bool:
     """Whether the model-native tag raises (get_structure_constraint then logs it and returns None).
     xgrammar's get_model_structural_tag (builtin_structural_tag.py normalize_tool_choice) reads a tool
     as a function tool only when its type is "function" and its parameters an object or absent (else
@@ -338,7 +340,7 @@ def _native_tag_refused(request: _Request, parser: str | None, level: int) -> bo
     if not forced:
         return False
 
-    def function_tool(tool: _Tool) -> bool:
+    def function_tool(tool: _SglangTool) -> bool:
         if tool.type != "function":
             return False
         if parser == "kimi_k2" and not (tool.strict or level >= 2):
@@ -367,7 +369,7 @@ class _KimiRefusal(Exception):
     pass
 
 
-def _kimi_k3_refuses(tool: _Tool, strict: bool) -> bool:
+def _kimi_k3_refuses(tool: _SglangTool, strict: bool) -> bool:
     """Whether get_kimik3_structural_tag raises on the tool (`_tool_arguments_format`)."""
     parameters = tool.parameters
     if not strict or parameters is None:
@@ -538,7 +540,9 @@ def _k3_with_root(schema: Any, root: dict[str, Any]) -> Any:
     return result
 
 
-def _json_constraint(tools: list[_Tool], choice: str, named: str | None, parallel: bool) -> ToolCallGrammar:
+def _json_constraint(
+    tools: list[_SglangTool], choice: str, named: str | None, parallel: bool
+) -> ToolCallGrammar:
     """get_json_schema_constraint (function_call/utils.py)."""
     schema: dict[str, Any]
     if choice == "named":
@@ -560,7 +564,7 @@ def _json_constraint(tools: list[_Tool], choice: str, named: str | None, paralle
     return ToolCallGrammar(_dumps(schema), TOOL_CHOICE_REQUIRED)
 
 
-def _tool_schema(tool: _Tool) -> dict[str, Any]:
+def _tool_schema(tool: _SglangTool) -> dict[str, Any]:
     return {
         "properties": {
             "name": {"type": "string", "enum": [tool.name]},
@@ -570,29 +574,29 @@ def _tool_schema(tool: _Tool) -> dict[str, Any]:
     }
 
 
-def _tool_defs(tools: list[_Tool]) -> dict[str, Any]:
+def _tool_defs(tools: list[_SglangTool]) -> dict[str, Any]:
     """_get_tool_schema_defs: every tool's `$defs`, equal ones (Python `==`) merged, the later kept."""
     all_defs: dict[str, Any] = {}
     for tool in tools:
         if tool.parameters is None:
             continue
         if not isinstance(tool.parameters, dict):  # `.get` of a boolean schema: AttributeError
-            raise _Rejected("internal_error", f"parameters of {tool.name!r} are not an object")
+            raise _SglangRejected("internal_error", f"parameters of {tool.name!r} are not an object")
         defs = tool.parameters.get("$defs", {})
         if not isinstance(defs, dict):
-            raise _Rejected("internal_error", f"`$defs` of {tool.name!r} is not an object")
+            raise _SglangRejected("internal_error", f"`$defs` of {tool.name!r} is not an object")
         for def_name, def_schema in defs.items():
             if def_name in all_defs and all_defs[def_name] != def_schema:
-                raise _Rejected("defs_clash", f"definition {def_name!r} has multiple schemas")
+                raise _SglangRejected("defs_clash", f"definition {def_name!r} has multiple schemas")
             all_defs[def_name] = def_schema
     return all_defs
 
 
-def _legacy_tag(tools: list[_Tool], row: Any, forced: bool, level: int) -> ToolCallGrammar | None:
+def _legacy_tag(tools: list[_SglangTool], row: Any, forced: bool, level: int) -> ToolCallGrammar | None:
     """FunctionCallParser.get_legacy_structural_tag; None where it raises (and is logged)."""
     try:
         _tool_defs(tools)
-    except _Rejected:
+    except _SglangRejected:
         return None
     begin, end, trigger = row[3], row[4], row[5]
     structures = []
@@ -622,18 +626,18 @@ def _dumps(value: Any) -> str:
 # --- validation -----------------------------------------------------------------------------------
 
 
-def _validate(body: Any) -> _Request:
+def _validate(body: Any) -> _SglangRequest:
     """ChatCompletionRequest's fields that decide the tool grammar, as pydantic validates them."""
     if not isinstance(body, dict):
-        raise _Rejected("invalid_request", "the body is not a JSON object")
+        raise _SglangRejected("invalid_request", "the body is not a JSON object")
     messages = body.get("messages")
     if "messages" in body and not isinstance(messages, list):
-        raise _Rejected("invalid_request", "`messages` is not an array")
+        raise _SglangRejected("invalid_request", "`messages` is not an array")
     if messages == []:
-        raise _Rejected("invalid_request", "Messages cannot be empty.")
+        raise _SglangRejected("invalid_request", "Messages cannot be empty.")
     raw_tools = body.get("tools")
     tools = None if raw_tools is None else _tools(raw_tools)
-    message_tools: list[_Tool] = []
+    message_tools: list[_SglangTool] = []
     has_message_tools = False
     for message in messages or ():
         role = _message_role(message)
@@ -646,17 +650,17 @@ def _validate(body: Any) -> _Request:
     choice, named = _tool_choice(body, raw_tools, messages)
     parallel = _lax_bool(body.get("parallel_tool_calls", True), "parallel_tool_calls")
     if parallel is None:
-        raise _Rejected("invalid_request", "`parallel_tool_calls` is null")
+        raise _SglangRejected("invalid_request", "`parallel_tool_calls` is null")
     user_constraint, schema_missing = _response_format(body.get("response_format"))
     response_format = body.get("response_format")
     client_grammar = isinstance(response_format, dict) and response_format.get("type") == "structural_tag"
     for field in ("regex", "ebnf"):
         value = body.get(field)
         if value is not None and not isinstance(value, str):
-            raise _Rejected("invalid_request", f"`{field}` is not a string")
+            raise _SglangRejected("invalid_request", f"`{field}` is not a string")
         client_grammar = client_grammar or bool(value)
     tools_all = (tools or []) + message_tools
-    return _Request(
+    return _SglangRequest(
         tools_all,
         has_message_tools,
         choice,
@@ -677,17 +681,17 @@ def _tool_choice(body: dict[str, Any], raw_tools: Any, messages: Any) -> tuple[s
     if isinstance(raw, str):
         if raw in ("auto", "required", "none"):
             return raw, None
-        raise _Rejected("invalid_request", f"`tool_choice` {raw[:40]!r}")
+        raise _SglangRejected("invalid_request", f"`tool_choice` {raw[:40]!r}")
     if not isinstance(raw, dict):
-        raise _Rejected("invalid_request", "`tool_choice` is neither a string nor an object")
+        raise _SglangRejected("invalid_request", "`tool_choice` is neither a string nor an object")
     function = raw.get("function")
     if not isinstance(function, dict):
-        raise _Rejected("invalid_request", "`tool_choice.function` is not an object")
+        raise _SglangRejected("invalid_request", "`tool_choice.function` is not an object")
     name = function.get("name")
     if name is not None and not isinstance(name, str):
-        raise _Rejected("invalid_request", "`tool_choice.function.name` is not a string")
+        raise _SglangRejected("invalid_request", "`tool_choice.function.name` is not a string")
     if raw.get("type", "function") != "function":
-        raise _Rejected("invalid_request", "`tool_choice.type` is not 'function'")
+        raise _SglangRejected("invalid_request", "`tool_choice.type` is not 'function'")
     return "named", name
 
 
@@ -696,25 +700,27 @@ def _message_role(message: Any) -> str | None:
     return role.lower() if isinstance(role, str) else None
 
 
-def _tools(raw_tools: Any) -> list[_Tool]:
+def _tools(raw_tools: Any) -> list[_SglangTool]:
     """List[Tool]: `type` a string, `function.name` a string, `parameters` anything."""
     if not isinstance(raw_tools, list):
-        raise _Rejected("invalid_request", "`tools` is not an array")
+        raise _SglangRejected("invalid_request", "`tools` is not an array")
     tools = []
     for raw in raw_tools:
         if not isinstance(raw, dict) or not isinstance(raw.get("type", "function"), str):
-            raise _Rejected("invalid_request", "a tool is not an object with a string `type`")
+            raise _SglangRejected("invalid_request", "a tool is not an object with a string `type`")
         function = raw.get("function")
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise _Rejected("invalid_request", "a tool without a string `function.name`")
+            raise _SglangRejected("invalid_request", "a tool without a string `function.name`")
         description = function.get("description")
         if description is not None and not isinstance(description, str):
-            raise _Rejected("invalid_request", f"description of {function['name']!r} is not a string")
+            raise _SglangRejected("invalid_request", f"description of {function['name']!r} is not a string")
         strict = _lax_bool(function.get("strict"), "strict")
         _lax_bool(function.get("defer_loading"), "defer_loading")
         _lax_bool(raw.get("defer_loading"), "defer_loading")
         tools.append(
-            _Tool(function["name"], function.get("parameters"), bool(strict), raw.get("type", "function"))
+            _SglangTool(
+                function["name"], function.get("parameters"), bool(strict), raw.get("type", "function")
+            )
         )
     return tools
 
@@ -724,7 +730,7 @@ def _response_format(value: Any) -> tuple[bool, bool]:
     if value is None:
         return False, False
     if not isinstance(value, dict):  # set_json_schema reads `.get` of anything truthy: a 500
-        raise _Rejected(
+        raise _SglangRejected(
             "internal_error" if value else "invalid_request", "`response_format` is not an object"
         )
     kind = value.get("type")
@@ -737,24 +743,24 @@ def _response_format(value: Any) -> tuple[bool, bool]:
     if kind == "structural_tag":  # the legacy format or xgrammar's StructuralTag
         legacy = isinstance(value.get("structures"), list) and isinstance(value.get("triggers"), list)
         if not legacy and not isinstance(value.get("format"), dict):
-            raise _Rejected(
+            raise _SglangRejected(
                 "invalid_request", "a structural_tag response_format without structures or format"
             )
         return True, False
     if kind != "json_schema":
-        raise _Rejected("invalid_request", f"`response_format.type` {str(kind)[:40]!r}")
+        raise _SglangRejected("invalid_request", f"`response_format.type` {str(kind)[:40]!r}")
     json_schema = value.get("json_schema")
     if not json_schema and value.get("schema"):  # set_json_schema: a bare `schema` moves in
         return True, False
     if json_schema is None:
         return False, True
     if not isinstance(json_schema, dict) or not isinstance(json_schema.get("name"), str):
-        raise _Rejected("invalid_request", "`response_format.json_schema` without a string `name`")
+        raise _SglangRejected("invalid_request", "`response_format.json_schema` without a string `name`")
     schema = json_schema.get("schema")
     if schema is not None and not isinstance(schema, dict):
-        raise _Rejected("invalid_request", "`response_format.json_schema.schema` is not an object")
+        raise _SglangRejected("invalid_request", "`response_format.json_schema.schema` is not an object")
     if json_schema.get("strict") is not None and not isinstance(json_schema.get("strict"), bool):
-        raise _Rejected("invalid_request", "`response_format.json_schema.strict` is not a boolean")
+        raise _SglangRejected("invalid_request", "`response_format.json_schema.strict` is not a boolean")
     return schema is not None, schema is None
 
 
@@ -765,37 +771,39 @@ def _bare_schema(value: dict[str, Any]) -> None:
     if value.get("json_schema") or not schema:
         return
     if not isinstance(schema, dict):
-        raise _Rejected("internal_error", "`response_format.schema` is not an object")
+        raise _SglangRejected("internal_error", "`response_format.schema` is not an object")
     if "properties" in schema:
         properties = schema["properties"]
         if not isinstance(properties, dict | list | str):
-            raise _Rejected("internal_error", "`response_format.schema.properties` is not a container")
+            raise _SglangRejected("internal_error", "`response_format.schema.properties` is not a container")
         if "strict" in properties:
             item = properties["strict"] if isinstance(properties, dict) else None
             if not isinstance(properties, dict) or (item and not isinstance(item, dict)):
-                raise _Rejected(
+                raise _SglangRejected(
                     "internal_error", "`response_format.schema.properties.strict` is not a schema"
                 )
     if not isinstance(schema.get("title", "Schema"), str):
-        raise _Rejected("invalid_request", "`response_format.schema.title` is not a string")
+        raise _SglangRejected("invalid_request", "`response_format.schema.title` is not a string")
 
 
-def _validate_tools(request: _Request) -> None:
+def _validate_tools(request: _SglangRequest) -> None:
     """OpenAIServingChat._validate_request's tool checks, normalizing each tool's parameters (a copy)."""
     tools = request.tools
     if request.choice == "required" and not tools:
-        raise _Rejected(
+        raise _SglangRejected(
             "tool_choice_without_tools", "Tools cannot be empty if tool choice is set to required."
         )
     if request.choice == "named":
         if not tools:
-            raise _Rejected("tool_choice_without_tools", "a named tool_choice without tools")
+            raise _SglangRejected("tool_choice_without_tools", "a named tool_choice without tools")
         if not any(tool.name == request.named for tool in tools):
-            raise _Rejected(
+            raise _SglangRejected(
                 "unknown_named_tool", f"Tool {str(request.named)[:80]!r} not found in tools list."
             )
     if request.message_tools and len({tool.name for tool in tools}) != len(tools):
-        raise _Rejected("duplicate_tool_names", "Tool names must be unique across request and message tools.")
+        raise _SglangRejected(
+            "duplicate_tool_names", "Tool names must be unique across request and message tools."
+        )
     for i, tool in enumerate(tools):
         if tool.parameters is None:
             continue
@@ -805,10 +813,10 @@ def _validate_tools(request: _Request) -> None:
         normalize_json_schema_types(parameters)
         problem = metaschema_error(parameters)
         if problem:
-            raise _Rejected(
+            raise _SglangRejected(
                 "invalid_parameters_schema", f"Tool {i} function has invalid 'parameters' schema: {problem}"
             )
-        tools[i] = _Tool(tool.name, parameters, tool.strict, tool.type)
+        tools[i] = _SglangTool(tool.name, parameters, tool.strict, tool.type)
 
 
 def _too_deep(value: Any, limit: int) -> bool:
@@ -838,7 +846,7 @@ def _lax_bool(value: Any, field: str) -> bool | None:
         return bool(value)
     if isinstance(value, str) and value.lower() in _BOOL_WORDS:
         return value.lower() in _TRUE
-    raise _Rejected("invalid_request", f"`{field}` is not a boolean")
+    raise _SglangRejected("invalid_request", f"`{field}` is not a boolean")
 
 
 # --- normalize_json_schema_types (function_call/utils.py) ------------------------------------------
@@ -958,7 +966,7 @@ def metaschema_error(schema: Any) -> str:
     except _Invalid as err:
         return str(err)
     except OverflowError as err:
-        raise _Rejected("internal_error", f"OverflowError: {err}") from err
+        raise _SglangRejected("internal_error", f"OverflowError: {err}") from err
     except RecursionError as err:
         raise _TooComplex("a pattern nests too deep") from err
     return ""
