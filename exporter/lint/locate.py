@@ -1,0 +1,159 @@
+"""Where a finding is in the files `gdx lint` read: file, line and column of the node its pointer names.
+
+A spec is named by the request that sent it first (`FILE`, `FILE:LINE`, `FILE:ID` for a batch or
+JSONSchemaBench line that names itself, `module:Name` or `path.py:Name` for a Python target). A
+whole JSON file maps pointers through exporter/lint/positions.py; a line of a request log is its line,
+the column where the pointer's node starts inside the spec that line carries (found as the subtree of
+the line's JSON equal to the spec: `response_format.json_schema.schema`, a batch line's body...), or
+the line's start where the spec was derived (a tool call's grammar) rather than sent. A Python target
+points at the line that defines the model. Files are read once each; nothing here raises on
+hostile input: an unreadable file gives the name with no line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from exporter.lint.positions import Position, node_positions, position_of
+
+MAX_FILE_CHARS = 64 * 2**20  # past it a file is located by name only
+MAX_SEARCH_NODES = 200_000  # subtrees compared to find a spec inside a request line
+
+
+@dataclass(frozen=True)
+class Location:
+    """A finding's place: `path` relative as given; line and column from 1, or 0 when unknown."""
+
+    path: str
+    line: int = 0
+    column: int = 0
+
+
+class Locator:
+    """Resolves request names and pointers to locations, caching each file's text and positions."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str | None] = {}
+        self._positions: dict[tuple[str, int], dict[str, Position]] = {}
+
+    def locate(self, name: str, pointer: str = "", spec: Any = None) -> Location:
+        path, line = self._split(name)
+        if path is None:
+            return Location(name)
+        text = self._text(path)
+        if text is None:
+            return Location(path)
+        if path.endswith(".py") and line == 0:
+            return Location(path, _definition_line(text, name.rsplit(":", 1)[-1]), 1)
+        if line == 0:
+            found = position_of(self._positions_of(path, 0, text), pointer)
+            return Location(path, found.line, found.column) if found else Location(path, 1, 1)
+        line_text = _line(text, line)
+        positions = self._positions_of(path, line, line_text)
+        prefix = _prefix(line_text, spec)
+        if prefix is None:
+            return Location(path, line, 1)
+        found = position_of(positions, prefix + pointer)
+        return Location(path, line, found.column if found else 1)
+
+    def _split(self, name: str) -> tuple[str | None, int]:
+        """(the file, its line or 0 for the whole file); None when the name is no file here."""
+        if self._text(name) is not None:
+            return name, 0
+        head, sep, tail = name.rpartition(":")
+        if not sep:
+            return None, 0
+        if tail.isdigit() and self._text(head) is not None:
+            return head, int(tail)
+        if self._text(head) is not None:
+            if head.endswith(".py"):
+                return head, 0
+            return head, _id_line(self._text(head) or "", tail)
+        module_file = _module_file(head)
+        return (module_file, 0) if module_file and self._text(module_file) is not None else (None, 0)
+
+    def _text(self, path: str) -> str | None:
+        if path not in self._texts:
+            try:
+                file = Path(path)
+                if not file.is_file() or file.stat().st_size > MAX_FILE_CHARS:
+                    self._texts[path] = None
+                else:
+                    self._texts[path] = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError, ValueError):
+                self._texts[path] = None
+        return self._texts[path]
+
+    def _positions_of(self, path: str, line: int, text: str) -> dict[str, Position]:
+        key = (path, line)
+        if key not in self._positions:
+            self._positions[key] = node_positions(text)
+        return self._positions[key]
+
+
+def _line(text: str, number: int) -> str:
+    lines = text.split("\n")
+    return lines[number - 1] if 0 < number <= len(lines) else ""
+
+
+def _id_line(text: str, line_id: str) -> int:
+    """The line of a JSONL file whose `custom_id` or `id` is `line_id` (0 when none is)."""
+    for number, line in enumerate(text.split("\n"), 1):
+        if line_id not in line:
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and line_id in (str(value.get("custom_id")), str(value.get("id"))):
+            return number
+    return 0
+
+
+def _prefix(line_text: str, spec: Any) -> str | None:
+    """The pointer, inside the line's JSON, of the subtree equal to the spec (breadth first, bounded)."""
+    if spec is None:
+        return None
+    try:
+        root = json.loads(line_text)
+    except (ValueError, RecursionError):
+        return None
+    queue: deque[tuple[str, Any]] = deque([("", root)])
+    seen = 0
+    while queue and seen < MAX_SEARCH_NODES:
+        pointer, node = queue.popleft()
+        seen += 1
+        if type(node) is type(spec) and node == spec:
+            return pointer
+        if isinstance(node, dict):
+            queue.extend((f"{pointer}/{_escape(str(k))}", v) for k, v in node.items())
+        elif isinstance(node, list):
+            queue.extend((f"{pointer}/{i}", v) for i, v in enumerate(node))
+    return None
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _definition_line(text: str, name: str) -> int:
+    """The line of `class Name` or `Name = ...` in a Python file (1 when neither is found)."""
+    pattern = re.compile(rf"^\s*(?:class\s+{re.escape(name)}\b|{re.escape(name)}\s*[:=])", re.MULTILINE)
+    found = pattern.search(text)
+    return text.count("\n", 0, found.start()) + 1 if found else 1
+
+
+def _module_file(module: str) -> str | None:
+    """The source file of a dotted module name on the current path, without importing it."""
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", module):
+        return None
+    relative = Path(*module.split("."))
+    for candidate in (relative.with_suffix(".py"), relative / "__init__.py"):
+        if candidate.is_file():
+            return str(candidate)
+    return None
