@@ -130,8 +130,10 @@ def children(pointer: str, schema: dict[str, Any], tags: bool = False) -> Iterat
         value = schema[keyword]
         base = f"{pointer}/{escape(keyword)}"
         if how == "map" and isinstance(value, dict):
-            for name, child in value.items():
-                yield keyword, f"{base}/{escape(str(name))}", child
+            # by name, not as written: what the walk finds first (the path a depth or a cycle is
+            # reported at) must not change when a file's keys are reordered
+            for name in sorted(value, key=str):
+                yield keyword, f"{base}/{escape(str(name))}", value[name]
         elif how in ("list", "one_or_list") and isinstance(value, list):
             for i, child in enumerate(value):
                 yield keyword, f"{base}/{i}", child

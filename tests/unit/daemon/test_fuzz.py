@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (strategy tables)
 """Hostile input, generated: the probe-message decoder and the schema analysis never raise an
-unhandled exception and stay within their budget (hypothesis; 6,000 cases each, more with
+unhandled exception and stay within their budget (hypothesis; 4,000 cases each, more with
 GDX_FUZZ_EXAMPLES)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from exporter.schema.lint import Thresholds, lint, parse_and_lint
 from exporter.schema.variants import literals
 from exporter.schema.walk import Budget
 
-EXAMPLES = int(os.environ.get("GDX_FUZZ_EXAMPLES", "6000"))
+EXAMPLES = int(os.environ.get("GDX_FUZZ_EXAMPLES", "4000"))
 # 10,000 cases per target: minutes, so outside `make check` (make test runs it).
 pytestmark = pytest.mark.slow
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
