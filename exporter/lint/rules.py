@@ -134,3 +134,14 @@ HELP: dict[str, RuleHelp] = {
 }
 
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}  # severity -> SARIF level
+# Each rule's usual severity (docs/schema-analysis.md's table), for SARIF's defaultConfiguration; a
+# finding's own level says what it is (dynamic_schema and server_stall grow with what they measure).
+DEFAULT_SEVERITY = {
+    **{rule: "warning" for rule in HELP},
+    **dict.fromkeys(("union_width", "large_enum", "regex_alternation", "grammar_size"), "info"),
+    **dict.fromkeys(
+        ("llguidance_refused", "xgrammar_refused", "backend_mismatch", "server_crash", "too_complex",
+         "invalid_spec", "request_rejected"),
+        "error",
+    ),
+}  # fmt: skip

@@ -1,6 +1,6 @@
 """`gdx lint --format sarif` and `--format github`: the report as code scanning and CI annotations read it.
 
-SARIF 2.1.0, one run: every rule with its descriptions, help (the fix) and documentation link
+SARIF 2.1.0, one run: every rule (reported or not) with its descriptions, help (the fix) and link
 (exporter/lint/rules.py), each result at its file, line and column (columns in Unicode code points),
 a family's other members as related locations, `partialFingerprints` that survive reindenting and
 key reordering (exporter/lint/located.py), and the engine versions the findings hold for in the run's
@@ -18,14 +18,14 @@ from urllib.parse import quote
 from exporter import __version__
 from exporter.lint.locate import Location
 from exporter.lint.located import Located
-from exporter.lint.rules import DOCS, HELP, LEVELS, RULES_ANCHOR, RuleHelp
+from exporter.lint.rules import DEFAULT_SEVERITY, DOCS, HELP, LEVELS, RULES_ANCHOR, RuleHelp
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT_KEY = "gdxFinding/v1"
 GITHUB_COMMANDS = {"error": "error", "warning": "warning", "info": "notice"}
 
 
-def _rule(rule_id: str, severity: str) -> dict[str, Any]:
+def _rule(rule_id: str) -> dict[str, Any]:
     help_ = HELP.get(rule_id, RuleHelp(rule_id, rule_id, ""))
     uri = f"{DOCS}{RULES_ANCHOR}"
     return {
@@ -38,7 +38,7 @@ def _rule(rule_id: str, severity: str) -> dict[str, Any]:
             "markdown": f"{help_.full}\n\n**Fix:** {help_.fix}\n\n[Documentation]({uri})",
         },
         "helpUri": uri,
-        "defaultConfiguration": {"level": LEVELS.get(severity, "warning")},
+        "defaultConfiguration": {"level": LEVELS[DEFAULT_SEVERITY.get(rule_id, "warning")]},
         "properties": {"tags": ["structured-outputs", "grammar"]},
     }
 
@@ -59,13 +59,13 @@ def _physical(location: Location) -> dict[str, Any]:
 def sarif(found: Iterable[Located], engines: Mapping[str, str]) -> dict[str, Any]:
     """The SARIF log of these findings; `engines`: {engine: version the findings hold for}."""
     results = []
-    rules: dict[str, int] = {}
-    descriptors: list[dict[str, Any]] = []
+    descriptors = [_rule(rule_id) for rule_id in HELP]  # every rule, reported or not
+    rules = {rule_id: i for i, rule_id in enumerate(HELP)}
     for item in found:
         finding = item.finding
         if finding.rule not in rules:
             rules[finding.rule] = len(descriptors)
-            descriptors.append(_rule(finding.rule, finding.severity))
+            descriptors.append(_rule(finding.rule))
         result: dict[str, Any] = {
             "ruleId": finding.rule,
             "ruleIndex": rules[finding.rule],

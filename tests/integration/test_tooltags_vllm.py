@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from exporter.schema.tooltags.tools import Choice, FunctionTool
+from exporter.schema.tooltags.toolset import Choice, FunctionTool
 from exporter.schema.tooltags.vllm_models import BUILDERS
 from tools.harness import ROOT
 from tools.harness.vllm import VLLM_PYTHON

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from exporter.schema.tooltags.tools import BuiltinTool, Choice, FunctionTool
+from exporter.schema.tooltags.toolset import BuiltinTool, Choice, FunctionTool
 from exporter.schema.tooltags.xgrammar_models import BUILDERS
 from tools.harness import ROOT
 from tools.harness.vllm import VLLM_PYTHON

@@ -11,7 +11,7 @@ tests/integration/test_toolcalls_agreement.py compares every string with vLLM's 
 
 from __future__ import annotations
 
-from exporter.schema.tooltags.tools import Builder
+from exporter.schema.tooltags.toolset import Builder
 
 
 def builders() -> dict[str, Builder]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from exporter.schema.tooltags import builders, formats
 from exporter.schema.tooltags.formats import Node
-from exporter.schema.tooltags.tools import Choice, FunctionTool
+from exporter.schema.tooltags.toolset import Choice, FunctionTool
 
 PARAMETER_LEVEL = 2  # ToolStrictLevel.PARAMETER
 

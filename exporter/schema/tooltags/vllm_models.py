@@ -17,7 +17,7 @@ from typing import Any
 
 from exporter.schema.tooltags import formats as f
 from exporter.schema.tooltags.formats import Node
-from exporter.schema.tooltags.tools import Builder, BuiltinTool, Choice, FunctionTool, function_parameters
+from exporter.schema.tooltags.toolset import Builder, BuiltinTool, Choice, FunctionTool, function_parameters
 
 
 def _string(value: Any, where: str) -> str:

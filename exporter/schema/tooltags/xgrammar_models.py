@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from exporter.schema.tooltags import formats as f
 from exporter.schema.tooltags.formats import Node
-from exporter.schema.tooltags.tools import Builder, BuiltinTool, Choice, FunctionTool, function_parameters
+from exporter.schema.tooltags.toolset import Builder, BuiltinTool, Choice, FunctionTool, function_parameters
 
 THINK = ["<think>", "</think>"]
 FORCED_NO_TOOL = "Forced tool choice must resolve to exactly one tool."

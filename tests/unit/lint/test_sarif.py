@@ -45,7 +45,10 @@ def test_results_are_at_their_place_with_a_relative_or_file_uri() -> None:
     assert second["locations"][0]["physicalLocation"]["artifactLocation"] == {"uri": "file:///abs/x.json"}
     assert (first["level"], second["level"]) == ("note", "error")
     assert first["relatedLocations"][0]["physicalLocation"]["region"]["startLine"] == 9
-    assert len(run["tool"]["driver"]["rules"]) == 1 and first["ruleIndex"] == second["ruleIndex"] == 0
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == list(HELP) and first["ruleIndex"] == second["ruleIndex"]
+    assert rules[first["ruleIndex"]]["id"] == "large_enum"
+    assert rules[first["ruleIndex"]]["defaultConfiguration"] == {"level": "note"}
 
 
 def test_fingerprints_depend_on_the_finding_not_on_where_it_is() -> None:
