@@ -39,7 +39,10 @@ class Locator:
 
     def __init__(self) -> None:
         self._texts: dict[str, str | None] = {}
+        self._lines: dict[str, list[str]] = {}
+        self._ids: dict[str, dict[str, int]] = {}
         self._positions: dict[tuple[str, int], dict[str, Position]] = {}
+        self._prefixes: dict[tuple[str, int], tuple[Any, str | None]] = {}
 
     def locate(self, name: str, pointer: str = "", spec: Any = None) -> Location:
         path, line = self._split(name)
@@ -53,12 +56,11 @@ class Locator:
         if line == 0:
             found = position_of(self._positions_of(path, 0, text), pointer)
             return Location(path, found.line, found.column) if found else Location(path, 1, 1)
-        line_text = _line(text, line)
-        positions = self._positions_of(path, line, line_text)
-        prefix = _prefix(line_text, spec)
+        line_text = self._line(path, text, line)
+        prefix = self._prefix(path, line, line_text, spec)
         if prefix is None:
             return Location(path, line, 1)
-        found = position_of(positions, prefix + pointer)
+        found = position_of(self._positions_of(path, line, line_text), prefix + pointer)
         return Location(path, line, found.column if found else 1)
 
     def _split(self, name: str) -> tuple[str | None, int]:
@@ -73,7 +75,7 @@ class Locator:
         if self._text(head) is not None:
             if head.endswith(".py"):
                 return head, 0
-            return head, _id_line(self._text(head) or "", tail)
+            return head, self._id_line(head, tail)
         module_file = _module_file(head)
         return (module_file, 0) if module_file and self._text(module_file) is not None else (None, 0)
 
@@ -89,6 +91,28 @@ class Locator:
                 self._texts[path] = None
         return self._texts[path]
 
+    def _line(self, path: str, text: str, number: int) -> str:
+        if path not in self._lines:
+            self._lines[path] = text.split("\n")
+        lines = self._lines[path]
+        return lines[number - 1] if 0 < number <= len(lines) else ""
+
+    def _id_line(self, path: str, line_id: str) -> int:
+        """The first line of a JSONL file whose `custom_id` or `id` is `line_id` (0 when none is); the
+        file's ids are read once."""
+        if path not in self._ids:
+            self._ids[path] = _id_lines(self._text(path) or "")
+        return self._ids[path].get(line_id, 0)
+
+    def _prefix(self, path: str, line: int, line_text: str, spec: Any) -> str | None:
+        """`_prefix` once per line and spec: a schema's findings all sit in the same subtree."""
+        cached = self._prefixes.get((path, line))
+        if cached is not None and cached[0] is spec:
+            return cached[1]
+        found = _prefix(line_text, spec)
+        self._prefixes[(path, line)] = (spec, found)
+        return found
+
     def _positions_of(self, path: str, line: int, text: str) -> dict[str, Position]:
         key = (path, line)
         if key not in self._positions:
@@ -96,23 +120,21 @@ class Locator:
         return self._positions[key]
 
 
-def _line(text: str, number: int) -> str:
-    lines = text.split("\n")
-    return lines[number - 1] if 0 < number <= len(lines) else ""
-
-
-def _id_line(text: str, line_id: str) -> int:
-    """The line of a JSONL file whose `custom_id` or `id` is `line_id` (0 when none is)."""
+def _id_lines(text: str) -> dict[str, int]:
+    """Each `custom_id` and `id` of a JSONL file's lines, to the first line that carries it."""
+    found: dict[str, int] = {}
     for number, line in enumerate(text.split("\n"), 1):
-        if line_id not in line:
+        if '"id"' not in line and '"custom_id"' not in line:
             continue
         try:
             value = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
-        if isinstance(value, dict) and line_id in (str(value.get("custom_id")), str(value.get("id"))):
-            return number
-    return 0
+        if isinstance(value, dict):
+            for key in ("custom_id", "id"):
+                if key in value:
+                    found.setdefault(str(value[key]), number)
+    return found
 
 
 def _prefix(line_text: str, spec: Any) -> str | None:
