@@ -130,13 +130,17 @@ def test_sarif_of_the_benchmark_is_valid_and_at_the_line(tmp_path: Path) -> None
     rules = {rule["id"] for rule in log["runs"][0]["tool"]["driver"]["rules"]}
     assert {r["ruleId"] for r in results} <= rules and len(rules) == 21
     checked = 0
+    files: dict[str, tuple[list[str], Any]] = {}  # each file read once: its lines and its value
     for result in results:
         region = result["locations"][0]["physicalLocation"]["region"]
         uri = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
-        text = (tmp_path / uri).read_text(encoding="utf-8")
-        line = text.split("\n")[region["startLine"] - 1]
+        if uri not in files:
+            text = (tmp_path / uri).read_text(encoding="utf-8")
+            files[uri] = (text.split("\n"), json.loads(text))
+        lines, value = files[uri]
+        line = lines[region["startLine"] - 1]
         pointer = result["properties"]["pointer"]
-        parent, key = node_at(json.loads(text), pointer)
+        parent, key = node_at(value, pointer)
         if key is not None and isinstance(parent, dict):
             assert line[region["startColumn"] - 1 :].startswith(json.dumps(key) + ":"), (uri, pointer, line)
             checked += 1

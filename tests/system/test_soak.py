@@ -1,5 +1,5 @@
 """Soak: 8 simulated engines (the real probe code, real unix sockets) ship snapshots ten times a second
-for GDX_SOAK_SECONDS (default 180: three minutes, to keep `make test` inside its budget; the figures
+for GDX_SOAK_SECONDS (default 120: two minutes, to keep `make test` inside its budget; the figures
 in docs/faults.md are of 600) with a new schema in 2% of 200 compile calls/s each, while a
 Prometheus-style scraper reads /metrics every second. Asserted: no failed scrape, no rejected message,
 no counter that ever goes down, the daemon's resident memory flat after its caches fill, and at the
@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tools.harness.scraping import sample, scrape
 from tools.harness.simengines import ACCUMULATED, SimEngines, Watcher
 
-SECONDS = float(os.environ.get("GDX_SOAK_SECONDS", "180"))
+SECONDS = float(os.environ.get("GDX_SOAK_SECONDS", "120"))
 RSS_LIMIT = 200 * 2**20  # absolute ceiling for the daemon under this load
 RSS_GROWTH = 24 * 2**20  # from the end of the first third to the end of the run
 COUNTER_SUFFIXES = ("_total", "_count", "_bucket", "_sum")
