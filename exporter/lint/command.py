@@ -502,7 +502,8 @@ def add_parsers(commands: Any) -> None:
         "lint",
         help="find what makes specs slow to compile or not enforced, by schema family",
         description="Lint structured-output specs for grammar-compile cost and backend gaps. FILE ('-' "
-        "reads stdin) is one spec (a JSON Schema, a structural tag, a regex or a grammar) or a request "
+        "reads stdin) is one spec (a JSON Schema, a structural tag, a regex or a grammar; a .yaml/.yml "
+        "file is a schema as the JSON of its value) or a request "
         'log: JSONL, one request per line, each a schema, a {"id", "schema"} line, an OpenAI/vLLM '
         "request body (response_format json_schema or structural_tag; structured_outputs or "
         "guided_decoding json/regex/grammar/choice/structural_tag; guided_json, guided_regex, "

@@ -2,12 +2,13 @@
 
 A spec is named by the request that sent it first (`FILE`, `FILE:LINE`, `FILE:ID` for a batch or
 JSONSchemaBench line that names itself, `module:Name` or `path.py:Name` for a Python target). A
-whole JSON file maps pointers through exporter/lint/positions.py; a line of a request log is its line,
-the column where the pointer's node starts inside the spec that line carries (found as the subtree of
-the line's JSON equal to the spec: `response_format.json_schema.schema`, a batch line's body...), or
-the line's start where the spec was derived (a tool call's grammar) rather than sent. A Python target
-points at the line that defines the model. Files are read once each; nothing here raises on
-hostile input: an unreadable file gives the name with no line.
+whole JSON file maps pointers through exporter/lint/positions.py (a YAML file through yamlspec.py); a
+line of a request log is its line, the column where the pointer's node starts inside the spec that
+line carries (found as the subtree of the line's JSON equal to the spec:
+`response_format.json_schema.schema`, a batch line's body...), or the line's start where the spec was
+derived (a tool call's grammar) rather than sent. A Python target points at the line that defines the
+model. Files are read once each; nothing here raises on hostile input: an unreadable file gives the
+name with no line.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exporter.lint import yamlspec
 from exporter.lint.positions import Position, node_positions, position_of
 
 MAX_FILE_CHARS = 64 * 2**20  # past it a file is located by name only
@@ -54,7 +56,7 @@ class Locator:
         if path.endswith(".py") and line == 0:
             return Location(path, _definition_line(text, name.rsplit(":", 1)[-1]), 1)
         if line == 0:
-            found = position_of(self._positions_of(path, 0, text), pointer)
+            found = position_of(self._positions_of(path, 0, text, yamlspec.is_yaml(path)), pointer)
             return Location(path, found.line, found.column) if found else Location(path, 1, 1)
         line_text = self._line(path, text, line)
         prefix = self._prefix(path, line, line_text, spec)
@@ -113,10 +115,10 @@ class Locator:
         self._prefixes[(path, line)] = (spec, found)
         return found
 
-    def _positions_of(self, path: str, line: int, text: str) -> dict[str, Position]:
+    def _positions_of(self, path: str, line: int, text: str, is_yaml: bool = False) -> dict[str, Position]:
         key = (path, line)
         if key not in self._positions:
-            self._positions[key] = node_positions(text)
+            self._positions[key] = yamlspec.positions(text) if is_yaml else node_positions(text)
         return self._positions[key]
 
 

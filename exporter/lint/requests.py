@@ -1,6 +1,7 @@
 """Reading specs the way an engine receives them, into typed Requests for `gdx lint` and `gdx hash`.
 
-A file is one spec (a JSON Schema, a structural tag, a regex or a grammar) or a request log (JSONL, one
+A file is one spec (a JSON Schema, a structural tag, a regex or a grammar; a `.yaml`/`.yml` file is one
+schema or structural tag, sent as the JSON of its value) or a request log (JSONL, one
 request per line: a schema, a JSONSchemaBench `{"id", "schema"}` line, an OpenAI/vLLM request body, or
 a batch line `{"custom_id", "body"}`). Each Request keeps the exact string the engine would be sent:
 engines cache compiled grammars by that string, so two serialisations of one schema are two compiles.
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from exporter.lint import targets
+from exporter.lint import targets, yamlspec
 from exporter.schema import identity, sglang_toolcalls, spec, toolcalls
 
 # What each file holds, as `gdx lint --kind` takes it (parse_file says how each is read).
@@ -192,6 +193,12 @@ def parse_file(name: str, text: str, kind: str = "auto", tools: ToolServer = NO_
         return [Request(name, kind, text.rstrip("\n"), None)]
     if not text.strip():
         return []  # an empty request log (no requests today), not an empty regex
+    if yamlspec.is_yaml(name):
+        try:
+            value = yamlspec.load(text)
+        except yamlspec.YamlSpecError as err:
+            raise InputError(f"{name}: not a YAML schema: {err}") from err
+        return [record(Line(name, name, json.dumps(value), value), kind, tools)]
     try:
         return [record(Line(name, name, text.strip(), json.loads(text)), kind, tools)]
     except json.JSONDecodeError as err:

@@ -13,10 +13,11 @@ import os
 import random
 import subprocess
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "tests" / "support" / "data" / "jsonschemabench" / "schemas"
@@ -165,6 +166,47 @@ def test_reindenting_and_reordering_keeps_every_fingerprint(tmp_path: Path) -> N
         ))  # fmt: skip
     assert len(runs[0]) > 100
     assert runs[0] == runs[1]
+
+
+def test_yaml_schema_files_are_their_json_twins_with_findings_at_the_key(tmp_path: Path) -> None:
+    """A schema kept as YAML is the schema its JSON is (one schema_hash, one fingerprint per finding), and
+    each finding's line holds the key its pointer names."""
+    items = schemas()[::8]
+    json_paths = write(tmp_path / "json", items, 2)
+    (tmp_path / "yaml").mkdir()
+    for name, schema in items:
+        text = yaml.safe_dump(schema, sort_keys=False, allow_unicode=True, width=2**20)
+        (tmp_path / "yaml" / f"{name}.yaml").write_text(text, encoding="utf-8")
+    runs = []
+    for paths in (json_paths, [f"yaml/{name}.yaml" for name, _ in items]):
+        done = gdx("lint", "--format", "sarif", *paths, cwd=tmp_path)
+        assert done.returncode in (0, 1), done.stderr[-2000:]
+        runs.append(json.loads(done.stdout)["runs"][0]["results"])
+
+    def keyed(results: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        return sorted(
+            (PurePosixPath(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]).stem, r["ruleId"],
+             r["partialFingerprints"]["gdxFinding/v1"])
+            for r in results
+        )  # fmt: skip
+
+    assert len(runs[1]) > 100 and keyed(runs[0]) == keyed(runs[1])
+    checked = 0
+    files: dict[str, tuple[list[str], Any]] = {}  # each file read once: its lines and its value
+    for result in runs[1]:
+        where = result["locations"][0]["physicalLocation"]
+        uri = where["artifactLocation"]["uri"]
+        if uri not in files:
+            text = (tmp_path / uri).read_text(encoding="utf-8")
+            files[uri] = (text.split("\n"), yaml.load(text, Loader=yaml.CSafeLoader))
+        lines, value = files[uri]
+        line = lines[where["region"]["startLine"] - 1]
+        parent, key = node_at(value, result["properties"]["pointer"])
+        if key is not None and isinstance(parent, dict):
+            rest = line[where["region"]["startColumn"] - 1 :]
+            assert rest.startswith(key) or rest[:1] in "'\"", (where, result["properties"]["pointer"], line)
+            checked += 1
+    assert checked > 100
 
 
 def test_a_request_logs_findings_sit_at_their_lines_and_github_annotates_them(tmp_path: Path) -> None:
