@@ -629,3 +629,32 @@ def test_existing_service_account(helm: str) -> None:
     assert docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]["spec"]["serviceAccountName"] == "platform-sa"
     out = run(helm, "template", RELEASE, str(CHART), "--set", "serviceAccount.create=false")
     assert out.returncode != 0 and "serviceAccount.name is required" in out.stderr, out.stderr
+
+
+def test_the_daemon_judges_as_ci_from_the_same_gdx_yaml(helm: str, tmp_path: Path) -> None:
+    """`helm upgrade -f .gdx.yaml`: the lint thresholds `gdx lint` reads from the file are the daemon's;
+    CI's own keys pass the values schema; an explicit config.lint key wins; a typo is refused."""
+    from exporter.daemon import config as cfg
+    from exporter.lint import lintconfig
+
+    gdx_yaml = tmp_path / ".gdx.yaml"
+    settings = {
+        "engines": ["xgrammar"], "max-items": 30, "enum-size": 64, "budget": "2s", "dynamic-reuse": 3,
+        "ignore": ["union_width"], "per-path-ignores": {"schemas/legacy/*": ["depth"]},
+        "exceptions": [{"path": "s.json", "pointer": "/enum", "rule": "large_enum", "reason": "reviewed"}],
+    }  # fmt: skip
+    gdx_yaml.write_text(yaml.safe_dump({"lint": settings}))
+    ci = lintconfig.load(gdx_yaml)
+    rendered = run(helm, "template", RELEASE, str(CHART), "-f", str(gdx_yaml))
+    assert rendered.returncode == 0, rendered.stderr
+    (configmap,) = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "ConfigMap"]
+    (tmp_path / "config.yaml").write_text(configmap["data"]["config.yaml"])
+    daemon = cfg.load({"config_file": str(tmp_path / "config.yaml")}, {"NODE_NAME": "node-a"})
+    assert daemon.lint_thresholds() == cfg.lint_thresholds_from(ci.thresholds)
+    assert daemon.lint_thresholds() != cfg.load({}, {"NODE_NAME": "node-a"}).lint_thresholds()
+    assert (daemon.lint_max_items, daemon.lint_enum_size, daemon.lint_budget) == (30, 64, 2.0)
+    both = template(helm, {"lint": {"max-items": 30}, "config": {"lint": {"max_items": 40}}})
+    (configmap,) = [d for d in both if d["kind"] == "ConfigMap"]
+    assert yaml.safe_load(configmap["data"]["config.yaml"])["lint"] == {"max_items": 40}
+    typo = run(helm, "template", RELEASE, str(CHART), "--set", "lint.max_items=3")
+    assert typo.returncode != 0 and "max_items" in typo.stderr

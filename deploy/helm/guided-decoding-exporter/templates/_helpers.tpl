@@ -60,6 +60,16 @@ from rbac.namespaces (the namespaces the Roles allow it to list). */}}
 {{- $_ := set $probe "listen_address" (printf ":%d" (int .Values.probe.port)) }}
 {{- end }}
 {{- $_ := set $config "probe" $probe }}
+{{- $lint := get $config "lint" | default dict }}
+{{- range $key := list "depth" "max-items" "union-depth" "union-width" "enum-size" "quantifier" "budget" "budget-nodes" "dynamic-reuse" "dynamic-seconds" "dynamic-span" }}
+{{- $name := replace "-" "_" $key }}
+{{- if and (hasKey $.Values.lint $key) (not (hasKey $lint $name)) }}
+{{- $_ := set $lint $name (get $.Values.lint $key) }}
+{{- end }}
+{{- end }}
+{{- if $lint }}
+{{- $_ := set $config "lint" $lint }}
+{{- end }}
 {{- if .Values.rbac.namespaces }}
 {{- $kubernetes := get $config "kubernetes" | default dict }}
 {{- $_ := set $kubernetes "namespaces" .Values.rbac.namespaces }}
