@@ -56,6 +56,41 @@ if _cores:
         return [real[i % len(real)] for i in range(_cores)]
 
     psutil.cpu_times = cpu_times
+
+_profile_dir = os.environ.get("GDX_PROFILE_DIR")
+if _profile_dir:  # --profile: cProfile of the main thread and of each executor task, dumped on SIGUSR1
+    import cProfile
+    import concurrent.futures.thread as _pool
+    import pstats
+    import signal
+    import threading
+
+    _state = {"main": cProfile.Profile(), "workers": {}, "n": 0}
+    _state["main"].enable()
+    _task = _pool._WorkItem.run
+
+    def _run(self):
+        profile = _state["workers"].setdefault(threading.get_ident(), cProfile.Profile())
+        profile.enable()
+        try:
+            _task(self)
+        finally:
+            profile.disable()
+
+    _pool._WorkItem.run = _run
+
+    def _dump(_signum, _frame):
+        _state["main"].disable()
+        stats = pstats.Stats(_state["main"])
+        workers, _state["workers"] = _state["workers"], {}
+        for profile in workers.values():
+            stats.add(profile)
+        stats.dump_stats(os.path.join(_profile_dir, f"profile-{_state['n']}.prof"))
+        _state["n"] += 1
+        _state["main"] = cProfile.Profile()
+        _state["main"].enable()
+
+    signal.signal(signal.SIGUSR1, _dump)
 '''
 
 
@@ -103,12 +138,13 @@ def targets(count: int) -> Iterator[list[str]]:
 
 
 @contextmanager
-def daemon(size: Size, urls: list[str], work: Path) -> Iterator[tuple[int, str]]:
+def daemon(size: Size, urls: list[str], work: Path, profile: Path | None = None) -> Iterator[tuple[int, str]]:
     """`gdx serve` at `size`, with its simulated engines running; yields (pid, /metrics URL)."""
     sock = work / "probe.sock"
     env = {
         "PYTHONPATH": os.pathsep.join([str(fakes(work / "fakes", size.gpus)), str(ROOT)]),
         "GDX_FAKE_CORES": str(size.cores),
+        **({"GDX_PROFILE_DIR": str(profile)} if profile else {}),
     }
     flags = [f for u in urls[: size.targets] for f in ("--vllm.target", u)]
     proc = DaemonProcess(
@@ -210,6 +246,66 @@ def steady(procs: list[tuple[int, str]], seconds: float, every: float = 15.0) ->
     return [(cpu_seconds(pid) - c) / elapsed for (pid, _), c in zip(procs, cpu0, strict=True)]
 
 
+# Where the daemon (its event loop and its executor tasks: snapshots, scrapes) spends its time, by stage: the
+# entry point of each, cumulative (a stage's callees count in it; the scrape stages nest in `scrape`).
+STAGES = (
+    ("snapshot: decode and validate", "receiver/listener.py", "classify"),
+    ("snapshot: store (increments, ranking, rollup)", "receiver/store.py", "snapshot"),
+    ("schemas message: store and analysis queue", "receiver/store.py", "schemas"),
+    ("housekeeping: expire", "receiver/store.py", "expire"),
+    ("scrape: whole /metrics", "daemon/server.py", "render"),
+    ("scrape: settle families", "receiver/store.py", "settle"),
+    ("scrape: store view (copy, analysis and family views)", "receiver/store.py", "view"),
+    ("scrape: store families (metric objects)", "receiver/metric_families.py", "store_families"),
+    ("scrape: exposition (our families to bytes)", "daemon/exposition.py", "render"),
+    ("scrape: passthrough (parse vLLM pages)", "daemon/passthrough.py", "parse"),
+    ("scrape: passthrough (render)", "daemon/passthrough.py", "render_text"),
+    ("scrape: cpu collector", "collectors/cpu.py", "collect"),
+    ("scrape: nvml collector", "collectors/nvml.py", "collect"),
+)
+
+
+def stage_table(path: Path, per: int, what: str) -> list[str]:
+    """Markdown rows: each stage's cumulative ms per `what` (one of `per`), and the top functions."""
+    import pstats
+
+    stats = pstats.Stats(str(path))
+    table: dict[tuple[str, int, str], tuple[int, int, float, float, object]] = stats.stats  # type: ignore[attr-defined]
+    rows = [f"| stage | ms per {what} (under cProfile) |", "| --- | ---: |"]
+    for name, file, func in STAGES:
+        ct = sum(v[3] for (f, _, fn), v in table.items() if f.endswith(file) and fn == func)
+        rows.append(f"| {name} | {ct * 1000 / per:.2f} |")
+    own = sorted(((v[2], f, fn) for (f, _, fn), v in table.items()), reverse=True)[:12]
+    rows.append("")
+    rows.append(f"top functions by own time (ms per {what}):")
+    rows += [f"  {tt * 1000 / per:7.3f}  {fn} ({f.split('/exporter/')[-1]})" for tt, f, fn in own]
+    return rows
+
+
+def profile(pid: int, url: str, folder: Path, idle: float, rounds: int) -> None:
+    """cProfile of the daemon's main thread: `idle` seconds with no scrape, then `rounds` scrapes."""
+    import signal
+
+    def dump(n: int) -> Path:
+        os.kill(pid, signal.SIGUSR1)
+        path = folder / f"profile-{n}.prof"
+        deadline = time.monotonic() + 30
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return path
+
+    dump(0)  # start and warm-up, set aside
+    time.sleep(idle)
+    quiet = dump(1)
+    for _ in range(rounds):
+        fetch(url)
+    scraped = dump(2)
+    print(f"\n## Profile, no scrape ({idle:.0f} s: 8 engines at 1 snapshot/s; {quiet})")
+    print("\n".join(stage_table(quiet, int(idle), "second")))
+    print(f"\n## Profile, {rounds} scrapes back to back ({scraped})")
+    print("\n".join(stage_table(scraped, rounds, "scrape")))
+
+
 def node_exporter_version() -> str:
     binary = next((shutil.which(b) for b in NODE_EXPORTER if shutil.which(b)), None)
     if binary is None:
@@ -225,7 +321,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady", type=float, default=120.0, help="steady-state seconds (default 120)")
     parser.add_argument("--growth-rounds", type=int, default=15, help="scrapes per growth point (default 15)")
     parser.add_argument("--no-growth", action="store_true", help="skip the growth table")
+    parser.add_argument(
+        "--profile", metavar="DIR", type=Path,
+        help="only profile the daemon at the caps (cProfile of its main thread, no scrape and then scrapes);"
+        " the .prof files are written to DIR",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+        folder = args.profile.resolve()
+        with (
+            tempfile.TemporaryDirectory(prefix="gdx-capsbench-") as tmp,
+            targets(Size().targets) as urls,
+            daemon(Size(), urls, Path(tmp), profile=folder) as (pid, url),
+        ):
+            profile(pid, url, folder, idle=30.0, rounds=args.rounds)
+        return 0
     print(header("tools.bench.caps", argv))
     print(f"# node_exporter {node_exporter_version()}")
     caps = Size()

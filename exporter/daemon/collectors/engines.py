@@ -75,6 +75,12 @@ class VllmCollector(Collector):
         self._errors: dict[str, str | None] = {}
         # Per target (url, pod): the parser's line cache, kept between scrapes, dropped with the target.
         self._line_caches: dict[Target, dict[str, tuple[str, str]]] = {}
+        # Per target, the last page parsed and its families: an unchanged page (an idle engine) is not
+        # parsed again, and when no target's families changed the merge and its renders are kept.
+        self._pages: dict[Target, tuple[bytes, list[passthrough.Family]]] = {}
+        self._merged_from: list[list[passthrough.Family]] = []
+        self._last_conflicts: list[str] = []
+        self.reparsed_total = 0  # pages parsed (bench and tests: the others were re-served)
         # (merged families, renders of them by format), swapped whole so a render thread sees one refresh.
         self._passthrough: tuple[list[passthrough.Family], dict[str, str]] = ([], {})
 
@@ -105,6 +111,10 @@ class VllmCollector(Collector):
                 if resp.status != 200:
                     raise CollectorError(f"HTTP {resp.status}")
                 body = await read_capped(resp, self.settings.max_body_bytes)
+            last = self._pages.get(target)
+            if last is not None and last[0] == body:
+                result.families, result.up = last[1], True
+                return self._done(result, started)
             try:
                 text = body.decode("utf-8")
             except UnicodeDecodeError as err:
@@ -123,6 +133,8 @@ class VllmCollector(Collector):
                 raise CollectorError(f"not the Prometheus text format: {err}") from None
             except passthrough.TooManySamples as err:
                 raise CollectorError(f"{err} (vllm.max-series)") from None
+            self.reparsed_total += 1
+            self._pages[target] = (body, result.families)
             result.up = True
         except CollectorError as err:
             result.error = str(err)
@@ -132,6 +144,12 @@ class VllmCollector(Collector):
             result.error = f"{err} (vllm.max-body-bytes)"
         except (aiohttp.ClientError, OSError) as err:
             result.error = f"{type(err).__name__}: {err}"
+        if result.error:
+            self._pages.pop(target, None)
+        return self._done(result, started)
+
+    def _done(self, result: TargetResult, started: float) -> TargetResult:
+        target = result.target
         result.duration = time.perf_counter() - started
         if self._errors.get(target.url) != result.error:
             if result.error:
@@ -154,9 +172,15 @@ class VllmCollector(Collector):
             static = {t.url for t in targets}
             targets += [t for t in found if t.url not in static]
         results = list(await asyncio.gather(*(self._scrape(t) for t in targets)))
-        merged, conflicts = passthrough.merge(
-            r.families for r in results if self.settings.passes(r.target.engine)
+        pages = [r.families for r in results if self.settings.passes(r.target.engine)]
+        unchanged = len(pages) == len(self._merged_from) and all(
+            a is b for a, b in zip(pages, self._merged_from, strict=True)
         )
+        if unchanged:  # every page as at the last refresh: the same merge, its renders kept
+            merged, conflicts = self._passthrough[0], self._last_conflicts
+        else:
+            merged, conflicts = passthrough.merge(pages)
+        self._merged_from, self._last_conflicts = pages, conflicts
         self.type_conflicts += len(conflicts)
         if set(conflicts) - self._conflicting:  # logged when a family starts to conflict, not every scrape
             log.warning(
@@ -166,7 +190,10 @@ class VllmCollector(Collector):
         current = set(targets)  # forget the state of targets that went away (pods deleted)
         self._errors = {t.url: self._errors.get(t.url) for t in current}
         self._line_caches = {t: c for t, c in self._line_caches.items() if t in current}
-        self.results, self._passthrough = results, (merged, {})
+        self._pages = {t: page for t, page in self._pages.items() if t in current}
+        self.results = results
+        if not unchanged:
+            self._passthrough = (merged, {})
         down = [r for r in results if not r.up]
         problems = [discovery_error] if discovery_error else []
         if down:

@@ -261,3 +261,39 @@ def test_settings_from_the_configuration() -> None:
     assert vllm_settings(Config(vllm_max_series=5, vllm_passthrough=False)) == VllmSettings(
         max_series=5, passthrough=False
     )
+
+
+async def test_an_unchanged_page_is_served_as_parsed_and_a_changed_one_parsed_again(
+    serve: Callable[[Handler], Awaitable[str]], vllm_page: str
+) -> None:
+    """An idle engine's page costs a byte comparison, not a parse: the families and the rendered
+    passthrough are the last refresh's own objects; a page that moved is parsed and rendered anew."""
+    pages = [
+        vllm_page,
+        vllm_page,
+        vllm_page.replace("vllm:num_requests_running{", 'vllm:num_requests_running{x="1",', 1),
+    ]
+
+    async def page(_: web.Request) -> web.Response:
+        return web.Response(text=pages[0], content_type="text/plain")
+
+    url = await serve(page)
+    settings = VllmSettings(targets=(Target(url, "vllm-0"),), timeout=TIMEOUT)
+    source = VllmCollector(settings)
+    await source.start()
+    try:
+        await source.timed_refresh()
+        first = source.passthrough_text(False)
+        families = source.results[0].families
+        pages.pop(0)
+        await source.timed_refresh()
+        assert source.reparsed_total == 1 and source.results[0].families is families
+        assert source.passthrough_text(False) is first and _up(source) == {"vllm-0": 1.0}
+        pages.pop(0)
+        await source.timed_refresh()
+        assert source.reparsed_total == 2
+        moved = source.passthrough_text(False)
+        assert moved != first and 'x="1"' in moved
+        assert [f.name for f in parse_text(moved)] == [f.name for f in parse_text(first)]
+    finally:
+        await source.close()
