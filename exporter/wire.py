@@ -37,11 +37,11 @@ engine side imports the constants.
 
 from __future__ import annotations
 
-import math
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 VERSION = 1
 KINDS = ("hello", "schemas", "snapshot", "auth")
@@ -89,6 +89,9 @@ _REJECTIONS = frozenset(REJECTION_REASONS)
 _COUNTERS = frozenset(PROBE_COUNTERS)
 _OUTCOMES = frozenset(ROUTE_OUTCOMES)
 _NO_ERRORS: Mapping[str, int] = {}
+_INT_ONLY = frozenset({int})
+_NUMBER = (int, float)
+_FLOAT_MAX = sys.float_info.max  # NaN, infinities and ints too large for a float compare false
 
 
 class Invalid(ValueError):
@@ -156,11 +159,11 @@ class BackendTotals:
     rejections: Mapping[str, int] = field(default_factory=dict)  # REJECTION_REASONS -> count
 
 
-@dataclass(frozen=True, slots=True)
-class SpecTotals:
+class SpecTotals(NamedTuple):
     """Cumulative compile calls of one spec (or of a backend's `other`), over SCHEMA_BUCKETS.
 
-    Flat rather than holding a Histogram: it is built once per row of every snapshot."""
+    Flat, and a named tuple rather than a frozen dataclass: one is built for every changed row of
+    every snapshot, and a tuple is built about five times faster (immutable all the same)."""
 
     requests: int
     hits: int
@@ -173,6 +176,7 @@ class SpecTotals:
     stalls: int = 0  # API server validations of this spec that took STALL_SECONDS or more
     stall_seconds: float = 0.0  # their seconds: the API server answered nothing meanwhile
     deaths: int = 0  # API server processes that died while validating it (found by their successor)
+    id: int = 0  # a tracked spec's row: the `id` of its SchemaMeta (0 in a backend's `other`)
 
     @property
     def failed(self) -> int:
@@ -180,11 +184,7 @@ class SpecTotals:
         return sum(self.errors.values())
 
 
-@dataclass(frozen=True, slots=True)
-class SpecRow(SpecTotals):
-    """A tracked spec's totals, named by the `id` of its SchemaMeta."""
-
-    id: int = 0
+SpecRow = SpecTotals  # a row of `schemas`: its `id` names the spec
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +281,7 @@ def _count(value: Any, what: str) -> int:
 
 
 def _seconds(value: Any, what: str) -> float:
-    if type(value) in (int, float) and math.isfinite(value) and value >= 0:
+    if type(value) in _NUMBER and 0 <= value <= _FLOAT_MAX:
         return float(value)
     raise Invalid(f"{what}: bad number")
 
@@ -301,11 +301,18 @@ def _hash(value: Any, what: str) -> str:
     return str(value)
 
 
+def _counts(values: list[Any] | tuple[Any, ...]) -> bool:
+    """Every value a non-negative int below 2**63 (not a bool): three C-level passes, no Python loop."""
+    return not values or (
+        _INT_ONLY.issuperset(map(type, values)) and min(values) >= 0 and max(values) < _MAX_COUNT
+    )
+
+
 def _buckets(doc: dict[str, Any], bounds: tuple[float, ...], what: str) -> tuple[int, ...]:
     buckets = doc.get("buckets")
-    if not isinstance(buckets, list) or len(buckets) != len(bounds) + 1:
+    if type(buckets) is not list or len(buckets) != len(bounds) + 1:
         raise Invalid(f"{what}: bucket count")
-    if not all(type(n) is int and 0 <= n < _MAX_COUNT for n in buckets):
+    if not _counts(buckets):
         raise Invalid(f"{what}: not a non-negative integer")
     return tuple(buckets)
 
@@ -323,32 +330,45 @@ def _errors(doc: Any, what: str, reasons: frozenset[str] = _REASONS) -> Mapping[
     return {reason: _count(n, what) for reason, n in doc.items()}
 
 
-def _spec_fields(
-    doc: Any, what: str
-) -> tuple[int, int, Mapping[str, int], tuple[int, ...], float, int, int, int, int, float, int]:
-    """The fields SpecTotals and SpecRow share, checked."""
-    _require(isinstance(doc, dict), what, "not an object")
-    requests, hits = _count(doc.get("requests"), what), _count(doc.get("hits"), what)
-    _require(hits <= requests, what, "more hits than requests")
-    errors = _errors(doc.get("errors", _NO_ERRORS), what)
-    rejected = _count(doc.get("rejected", 0), what)
-    return (
+def _spec_totals(doc: Any, what: str, row: bool = False) -> SpecTotals:
+    """A row of `schemas` (`row`: with its id) or of `other`, checked. The hot path of every snapshot,
+    one call per changed row: the counts are checked together, a message built only on failure."""
+    if type(doc) is not dict:
+        raise Invalid(f"{what}: not an object")
+    get = doc.get
+    counts: tuple[Any, ...] = (
+        get("requests"), get("hits"), get("rejected", 0), get("refused", 0), get("misrouted", 0),
+        get("stalls", 0), get("deaths", 0), get("id") if row else 0,
+    )  # fmt: skip
+    if not _counts(counts):
+        raise Invalid(f"{what}: not a non-negative integer")
+    requests, hits, rejected, refused, misrouted, stalls, deaths, ident = counts
+    if hits > requests:
+        raise Invalid(f"{what}: more hits than requests")
+    errors = get("errors", _NO_ERRORS)
+    total: Any = get("sum")
+    stalled: Any = get("stall_seconds", 0)
+    if not (
+        type(total) in _NUMBER
+        and type(stalled) in _NUMBER
+        and 0 <= total <= _FLOAT_MAX
+        and 0 <= stalled <= _FLOAT_MAX
+    ):
+        raise Invalid(f"{what}: bad number")
+    return SpecTotals(
         requests,
         hits,
-        errors,
+        _NO_ERRORS if type(errors) is dict and not errors else _errors(errors, what),
         _buckets(doc, SCHEMA_BUCKETS, what),
-        _seconds(doc.get("sum"), what),
+        float(total),
         rejected,
-        _count(doc.get("refused", 0), what),
-        _count(doc.get("misrouted", 0), what),
-        _count(doc.get("stalls", 0), what),
-        _seconds(doc.get("stall_seconds", 0), what),
-        _count(doc.get("deaths", 0), what),
+        refused,
+        misrouted,
+        stalls,
+        float(stalled),
+        deaths,
+        ident,
     )
-
-
-def _spec_row(doc: Any, what: str) -> SpecRow:
-    return SpecRow(*_spec_fields(doc, what), _count(doc.get("id"), what))
 
 
 def _routes(doc: Any) -> tuple[RouteCount, ...]:
@@ -506,11 +526,8 @@ def _snapshot(doc: dict[str, Any]) -> Snapshot:
         seq=_count(doc.get("seq"), "snapshot.seq"),
         full=bool(doc.get("full", False)),
         backends=totals,
-        schemas=tuple([_spec_row(row, "snapshot.schemas") for row in rows]),
-        other={
-            _name(k, "snapshot.other"): SpecTotals(*_spec_fields(r, "snapshot.other"))
-            for k, r in other.items()
-        },
+        schemas=tuple([_spec_totals(row, "snapshot.schemas", True) for row in rows]),
+        other={_name(k, "snapshot.other"): _spec_totals(r, "snapshot.other") for k, r in other.items()},
         evicted=tuple([_count(i, "snapshot.evicted") for i in evicted]),
         cpu=CpuSeconds(
             _seconds(cpu.get("user", 0), "snapshot.cpu"),

@@ -117,6 +117,13 @@ def parse_duration(raw: Any) -> float:
     return seconds
 
 
+def parse_interval(raw: Any) -> float:
+    """A duration as parse_duration's, or 0 (off)."""
+    if not isinstance(raw, bool) and str(raw).strip() in ("0", "0s", "0ms", "0.0"):
+        return 0.0
+    return parse_duration(raw)
+
+
 def parse_size(raw: Any) -> int:
     """Bytes from `16MiB`, `1GB`, `512KiB` or a bare number; must be positive."""
     match = _SIZE.match(str(raw)) if not isinstance(raw, bool) else None
@@ -520,6 +527,15 @@ class Config:
         "probe.engine-ttl",
         parse_duration,
         "Drop an engine and its series when its probe has sent nothing for this long.",
+        metavar="DURATION",
+    )
+    probe_apply_interval: float = _option(
+        1.0,
+        "probe.apply-interval",
+        parse_interval,
+        "Snapshots that arrive between scrapes are held and applied together this often (and at every"
+        " scrape, so /metrics is never behind): one pass over warm caches instead of a cold wake-up per"
+        " engine. 0: each snapshot is applied as it arrives.",
         metavar="DURATION",
     )
     probe_titles: bool = _option(

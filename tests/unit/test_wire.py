@@ -75,6 +75,10 @@ def test_what_the_probe_sends_validates() -> None:
         (2, ("routes", 0, "requests"), -1),
         (2, ("routes",), [{}] * 65),
         (2, ("schemas", 0, "refused"), -2),
+        (2, ("schemas", 0, "sum"), 10**400),  # an integer no float holds
+        (2, ("schemas", 0, "stall_seconds"), float("inf")),
+        (2, ("schemas", 0, "buckets"), [0, 0, 0, 0, 0, 0, True]),
+        (2, ("backends", "xgrammar", "compile", "sum"), 10**400),
         (2, ("engine", "backend"), "x y"),
         (2, ("v",), 2),
     ],

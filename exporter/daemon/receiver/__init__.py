@@ -42,6 +42,7 @@ class ProbeSettings:
     max_schemas: int = DEFAULT_MAX_SCHEMAS
     max_families: int = DEFAULT_MAX_FAMILIES
     engine_ttl: float = DEFAULT_ENGINE_TTL
+    apply_interval: float = 1.0  # snapshots held and applied together this often (0: on arrival)
     titles: bool = True
     shape_window: float = DEFAULT_WINDOW
     thresholds: Thresholds = field(default_factory=Thresholds)
@@ -131,6 +132,7 @@ class ProbeCollector(Collector):
             self.store,
             listen_address=settings.listen_address,
             reviewer=reviewer,
+            apply_interval=settings.apply_interval,
         )
 
     async def start(self) -> None:
@@ -140,6 +142,7 @@ class ProbeCollector(Collector):
         await self.listener.close()
 
     async def refresh(self) -> None:
+        self.listener.apply_held()  # a scrape sees every snapshot that has arrived
         self.store.expire(time.monotonic())
         if self.analysis.pending:  # new schemas: lint them in a worker thread, within a time slice
             deadline = time.monotonic() + self.analysis_time

@@ -11,6 +11,11 @@ Over TCP (`--probe.listen-address`: a node-local Service or a hostPort, no hostP
 pod) a connection says nothing until its first line, `auth`, has passed a TokenReview
 (`tokenreview`): the pod's name and namespace are the review's, whatever its hello says. Every
 refusal is counted by reason in `guided_decoding_probe_connections_refused_total`.
+
+Snapshots are held as they arrive and applied together every `apply_interval` (and before every
+scrape): a daemon woken once a second per engine to apply one snapshot to cold caches spends about
+twice the CPU of one pass over all of them (docs/measurements/performance.md). Every other message
+is applied at once, after the snapshots its connection holds, so each connection's order is kept.
 """
 
 from __future__ import annotations
@@ -42,6 +47,22 @@ AUTH_TIMEOUT = 10.0  # a TCP peer that has not shown a token by then is dropped 
 WATCH_INTERVAL = 1.0  # how often the socket file is checked (removed or replaced: listen again)
 LOG_EVERY = 60.0  # at most one line per kind of probe trouble per minute
 MAX_REFUSED_UIDS_LOGGED = 64
+# How a snapshot from our probe starts (shipper.encode: compact JSON, `v` then `kind`); anything else,
+# however it is spelled, is applied on arrival.
+SNAPSHOT_PREFIX = b'{"v":%d,"kind":"snapshot"' % wire.VERSION
+MAX_HELD_BYTES = 1 << 20  # per connection: beyond this its held snapshots are applied at once
+
+
+class Connection:
+    """One probe connection: its engine (once hello named it), its TCP identity and its held snapshots."""
+
+    __slots__ = ("engine", "held", "held_bytes", "identity")
+
+    def __init__(self, identity: PodIdentity | None) -> None:
+        self.engine: EngineState | None = None
+        self.identity = identity
+        self.held: list[bytes] = []
+        self.held_bytes = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +117,7 @@ def classify(line: bytes) -> tuple[str, wire.Message | None]:
         return "malformed", None
     try:
         return "ok", wire.validate(doc)
-    except (wire.Invalid, TypeError, ValueError, RecursionError):
+    except (wire.Invalid, TypeError, ValueError, OverflowError, RecursionError):
         return "rejected", None
 
 
@@ -118,9 +139,13 @@ class ProbeListener:
         store: ProbeStore,
         listen_address: str = "",
         reviewer: TokenReviewer | None = None,
+        apply_interval: float = 0.0,
     ) -> None:
         """`path`: the unix socket ("" for none); `listen_address`: HOST:PORT for TCP ("" for none),
-        whose connections `reviewer` checks."""
+        whose connections `reviewer` checks; `apply_interval`: seconds snapshots are held (0: none)."""
+        self.apply_interval = apply_interval
+        self._holding: set[Connection] = set()
+        self._applier: asyncio.Task[None] | None = None
         self.path = path
         self.listen_address = listen_address
         self.reviewer = reviewer
@@ -159,6 +184,8 @@ class ProbeListener:
     # ---- the socket file ----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.apply_interval > 0:
+            self._applier = asyncio.ensure_future(self._apply_every())
         if self.listen_address:
             await self._listen_tcp()
         if self.path:
@@ -233,6 +260,12 @@ class ProbeListener:
                 log.exception("probe socket watcher")
 
     async def close(self) -> None:
+        if self._applier is not None:
+            self._applier.cancel()
+            with contextlib.suppress(BaseException):
+                await self._applier
+            self._applier = None
+        self.apply_held()
         if self._tcp_server is not None:
             self._tcp_server.close()
             with contextlib.suppress(Exception):
@@ -335,22 +368,57 @@ class ProbeListener:
     ) -> None:
         """Applies one connection's messages; `identity`, over TCP, names the pod instead of its hello.
         The caller counts the connection."""
-        engine: EngineState | None = None
+        conn = Connection(identity)
         try:
-            while (line := await self._read_message(reader, engine)) is not None:
-                engine = self._apply(line, engine, identity)
+            while (line := await self._read_message(reader, conn.engine)) is not None:
+                if self.apply_interval > 0 and line.startswith(SNAPSHOT_PREFIX):
+                    self._hold(conn, line)
+                else:
+                    self._apply_conn(conn)  # what it holds first: the connection's order is kept
+                    conn.engine = self._apply(line, conn.engine, conn.identity)
         except (ConnectionError, OSError):
             pass
         except asyncio.CancelledError:
             pass  # daemon shutting down: end quietly, the probe reconnects to the next daemon
         finally:
-            if engine is not None:
-                self.store.disconnected(engine)
+            self._apply_conn(conn)
+            if conn.engine is not None:
+                self.store.disconnected(conn.engine)
                 log.info(
                     "%s disconnected (its series stay for --probe.engine-ttl unless it reconnects)",
-                    describe(engine),
+                    describe(conn.engine),
                 )
             writer.close()
+
+    # ---- held snapshots -------------------------------------------------------------------------------
+
+    def _hold(self, conn: Connection, line: bytes) -> None:
+        conn.held.append(line)
+        conn.held_bytes += len(line)
+        self._holding.add(conn)
+        if conn.held_bytes > MAX_HELD_BYTES:
+            self._apply_conn(conn)
+
+    def _apply_conn(self, conn: Connection) -> None:
+        if not conn.held:
+            return
+        held, conn.held, conn.held_bytes = conn.held, [], 0
+        self._holding.discard(conn)
+        for line in held:
+            conn.engine = self._apply(line, conn.engine, conn.identity)
+
+    def apply_held(self) -> None:
+        """Applies every held snapshot now (each refresh does, so a scrape is never behind)."""
+        for conn in list(self._holding):
+            self._apply_conn(conn)
+
+    async def _apply_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.apply_interval)
+            try:
+                self.apply_held()
+            except Exception:  # never let the applier die: the store counts and logs what it refuses
+                log.exception("applying held probe snapshots")
 
     async def _read_message(self, reader: asyncio.StreamReader, engine: EngineState | None) -> bytes | None:
         """The next whole line, or None once the peer closed. Oversize messages are skipped and counted."""

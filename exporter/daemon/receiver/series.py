@@ -3,8 +3,9 @@ daemon derives from them, and the monotonic accumulators its schema- and family-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from operator import add as _plus
+from operator import sub as _minus
+from typing import NamedTuple, Protocol
 
 from exporter import wire
 
@@ -36,9 +37,9 @@ class Counts(Protocol):
     def deaths(self) -> int: ...
 
 
-@dataclass(frozen=True, slots=True)
-class SeriesTotals:
-    """A schema-level series' values (or an increment to them)."""
+class SeriesTotals(NamedTuple):
+    """A schema-level series' values (or an increment to them). A named tuple: one is built per
+    changed row of every snapshot (wire.SpecTotals says why)."""
 
     requests: int
     hits: int
@@ -89,8 +90,7 @@ class SeriesAccumulator:
     def add(self, increment: Counts) -> None:
         self.requests += increment.requests
         self.hits += increment.hits
-        for i, n in enumerate(increment.buckets):
-            self.buckets[i] += n
+        self.buckets = list(map(_plus, self.buckets, increment.buckets))  # equal lengths: validated
         self.sum += increment.sum
         self.failed += increment.failed
         self.rejected += increment.rejected
@@ -113,8 +113,8 @@ def delta(new: Counts, old: Counts) -> SeriesTotals | None:
     failed, rejected = new.failed - old.failed, new.rejected - old.rejected
     refused, misrouted = new.refused - old.refused, new.misrouted - old.misrouted
     stalls, deaths = new.stalls - old.stalls, new.deaths - old.deaths
-    buckets = tuple([a - b for a, b in zip(new.buckets, old.buckets, strict=True)])
-    if min(requests, hits, failed, rejected, refused, misrouted, stalls, deaths, *buckets) < 0:
+    buckets = tuple(map(_minus, new.buckets, old.buckets))  # equal lengths: validated on the wire
+    if min(requests, hits, failed, rejected, refused, misrouted, stalls, deaths) < 0 or min(buckets) < 0:
         return None
     return SeriesTotals(
         requests, hits, buckets, max(0.0, new.sum - old.sum), failed, rejected, refused, misrouted, stalls,
@@ -142,7 +142,7 @@ def add(a: Counts, b: Counts) -> SeriesTotals:
     return SeriesTotals(
         a.requests + b.requests,
         a.hits + b.hits,
-        tuple([x + y for x, y in zip(a.buckets, b.buckets, strict=True)]),
+        tuple(map(_plus, a.buckets, b.buckets)),
         a.sum + b.sum,
         a.failed + b.failed,
         a.rejected + b.rejected,

@@ -165,3 +165,84 @@ def test_settings_from_the_configuration() -> None:
     assert probe_settings(Config()) == ProbeSettings()
     settings = probe_settings(Config(probe_socket="/x.sock", probe_max_schemas=7, collector_timeout=2.0))
     assert (settings.socket, settings.max_schemas, settings.timeout) == ("/x.sock", 7, 2.0)
+
+
+def _snapshot(seq: int, requests: int) -> bytes:
+    totals = {"requests": requests, "hits": 0, "errors": {}, "in_progress": 0, "oldest_seconds": 0.0}
+    for name, bounds in (("compile", 19), ("wait", 19), ("mask", 14)):
+        totals[name] = {"buckets": [0] * bounds, "sum": 0.0}
+    return encode({"kind": "snapshot", "seq": seq, "backends": {"xgrammar": totals}})
+
+
+async def test_snapshots_are_held_and_applied_together_in_order(tmp_path: Path) -> None:
+    """Snapshots wait for the next tick or refresh; any other message applies what its connection holds
+    first; a closing connection applies what it holds."""
+    path = tmp_path / "probe.sock"
+    source = ProbeCollector(ProbeSettings(socket=str(path), apply_interval=0.3))
+    await source.start()
+    store = source.store
+
+    def requests() -> int | None:
+        engines = list(store.engines.values())
+        snap = engines[0].snapshot if engines else None
+        return snap.backends["xgrammar"].requests if snap else None
+
+    try:
+        _reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(encode({"kind": "hello", **HELLO}) + _snapshot(1, 5))
+        await writer.drain()
+        for _ in range(100):
+            if store.engines:
+                break
+            await asyncio.sleep(0.005)
+        assert store.engines and requests() is None  # hello at once, the snapshot held
+        assert len(source.listener._holding) == 1
+        for _ in range(100):  # the tick applies it
+            if requests() == 5:
+                break
+            await asyncio.sleep(0.01)
+        assert requests() == 5 and not source.listener._holding
+
+        writer.write(_snapshot(2, 7))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        assert requests() == 5
+        await source.refresh()  # a scrape is never behind
+        assert requests() == 7
+
+        writer.write(_snapshot(3, 9) + encode({"kind": "schemas", "schemas": []}))  # order kept
+        await writer.drain()
+        for _ in range(100):
+            if source.listener.counts["ok"] == 5:
+                break
+            await asyncio.sleep(0.005)
+        assert requests() == 9
+
+        writer.write(_snapshot(4, 11))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.close()
+        await writer.wait_closed()
+        await _settle(source, 6)
+        assert requests() == 11 and source.listener.counts["ok"] == 6
+    finally:
+        await source.close()
+
+
+async def test_snapshots_apply_on_arrival_with_no_interval(tmp_path: Path) -> None:
+    path = tmp_path / "probe.sock"
+    source = ProbeCollector(ProbeSettings(socket=str(path), apply_interval=0.0))
+    await source.start()
+    try:
+        _reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(encode({"kind": "hello", **HELLO}) + _snapshot(1, 3))
+        await writer.drain()
+        for _ in range(200):
+            if source.listener.counts["ok"] == 2:
+                break
+            await asyncio.sleep(0.005)
+        assert source.listener.counts["ok"] == 2 and source.listener._applier is None
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        await source.close()
