@@ -29,6 +29,31 @@ _TEXT_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram",
 _OPENMETRICS_TYPES = {"counter", "gauge", "histogram", "summary", "info", "unknown", "stateset"}
 
 
+# A sample's label set rendered once (`{a="x",b="y"}`), keyed by its items in insertion order: a page
+# repeats the same label sets at every scrape (and each histogram's within one). Bounded: cleared
+# when full, so memory never grows with label churn.
+_PAIRS: dict[tuple[tuple[str, str], ...], str] = {}
+MAX_CACHED_LABEL_SETS = 100_000
+
+
+def _value(value: float) -> str:
+    """floatToGoString's text; counts below a million (most samples) without a float round trip."""
+    if type(value) is int and -1_000_000 < value < 1_000_000:
+        return f"{value}.0"
+    return floatToGoString(value)  # type: ignore[no-any-return,no-untyped-call]
+
+
+def _pairs(labels: dict[str, str]) -> str:
+    key = tuple(labels.items())
+    found = _PAIRS.get(key)
+    if found is None:
+        found = ",".join([f'{label}="{_escape(text)}"' for label, text in sorted(key)])
+        if len(_PAIRS) >= MAX_CACHED_LABEL_SETS:
+            _PAIRS.clear()
+        _PAIRS[key] = found
+    return found
+
+
 def _escape(value: str) -> str:
     if '"' in value or "\\" in value or "\n" in value:
         return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
@@ -63,6 +88,8 @@ def _simple(metric: Metric, openmetrics: bool, labels_ok: set[str]) -> bool:
             return False
         if sample.name in created or not _LEGACY_NAME.match(sample.name):
             return False
+        if labels_ok.issuperset(sample.labels):
+            continue
         for label in sample.labels:
             if label not in labels_ok:
                 if not _LEGACY_LABEL.match(label):
@@ -98,13 +125,10 @@ def render(metrics: Iterable[Metric], openmetrics: bool = False) -> bytes:
             doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
             append(f"# HELP {name} {doc}\n# TYPE {name} {_TEXT_TYPES[metric.type]}\n")
         for sample in metric.samples:
-            value = floatToGoString(sample.value)  # type: ignore[no-untyped-call]
             if sample.labels:
-                labels = sorted(sample.labels.items())
-                pairs = ",".join([f'{label}="{_escape(text)}"' for label, text in labels])
-                append(f"{sample.name}{{{pairs}}} {value}\n")
+                append(f"{sample.name}{{{_pairs(sample.labels)}}} {_value(sample.value)}\n")
             else:
-                append(f"{sample.name} {value}\n")
+                append(f"{sample.name} {_value(sample.value)}\n")
     if openmetrics:
         append("# EOF\n")
     return "".join(out).encode("utf-8")

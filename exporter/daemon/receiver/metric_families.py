@@ -6,7 +6,9 @@ Names, help texts, label sets and the order families are yielded in are the metr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
+from itertools import accumulate
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -60,21 +62,23 @@ def histogram(
     total: float,
 ) -> None:
     """As prometheus-client's add_metric: the cumulative buckets, then _count and _sum."""
-    buckets = cumulative_buckets(bounds, counts)
-    for le, count in buckets:
-        family.samples.append(Sample(family.name + "_bucket", {**labels, "le": le}, count))
-    family.samples.append(Sample(family.name + "_count", labels, buckets[-1][1]))
-    family.samples.append(Sample(family.name + "_sum", labels, total))
+    running = list(accumulate(counts))
+    name, append = family.name + "_bucket", family.samples.append
+    for le, count in zip(_les(bounds), running, strict=True):
+        append(Sample(name, {**labels, "le": le}, count))
+    append(Sample(family.name + "_count", labels, running[-1]))
+    append(Sample(family.name + "_sum", labels, total))
+
+
+@functools.cache
+def _les(bounds: tuple[float, ...]) -> tuple[str, ...]:
+    """The `le` label values of a histogram's buckets, +Inf last (as the library writes them)."""
+    return (*[repr(float(b)) for b in bounds], "+Inf")
 
 
 def cumulative_buckets(bounds: tuple[float, ...], counts: Iterable[int]) -> list[tuple[str, float]]:
     """Cumulative (le, count) pairs from non-cumulative counts, +Inf last."""
-    out: list[tuple[str, float]] = []
-    running = 0
-    for bound, n in zip((*bounds, float("inf")), counts, strict=True):
-        running += n
-        out.append(("+Inf" if bound == float("inf") else repr(bound), running))
-    return out
+    return list(zip(_les(bounds), accumulate(counts), strict=True))
 
 
 def listener_families(view: ListenerView) -> Iterable[Metric]:

@@ -91,7 +91,11 @@ label_value = st.text(alphabet=st.characters(codec="utf-8"), max_size=12) | st.s
     ['a"b', "a\\b", "line\nbreak", "\\n", '"', ""]
 )
 label_name = st.sampled_from(["pod", "engine", "le_x", "schema_hash", "_x", "a:b", "a-b", "1x"])
-number = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**63), 2**63)
+number = (
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.integers(-(2**63), 2**63)
+    | st.sampled_from([0, 999_999, 1_000_000, -999_999, -1_000_000, 1_234_567, 2**53 + 1])  # _value edges
+)
 help_text = st.text(max_size=30) | st.sampled_from(["back\\slash", "new\nline", 'quo"te'])
 
 
