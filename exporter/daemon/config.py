@@ -124,6 +124,16 @@ def parse_interval(raw: Any) -> float:
     return parse_duration(raw)
 
 
+def parse_profile(raw: Any) -> str:
+    """A series profile's name (exporter.daemon.profiles)."""
+    from exporter.daemon.profiles import PROFILES
+
+    name = parse_text(raw)
+    if name not in PROFILES:
+        raise ValueError(f"{name!r} is not a profile ({' or '.join(PROFILES)})")
+    return name
+
+
 def parse_size(raw: Any) -> int:
     """Bytes from `16MiB`, `1GB`, `512KiB` or a bare number; must be positive."""
     match = _SIZE.match(str(raw)) if not isinstance(raw, bool) else None
@@ -379,6 +389,16 @@ class Config:
     )
     log_format: str = _option(
         "logfmt", "log.format", choice("logfmt", "json"), "Log line format: logfmt or json.", metavar="FORMAT"
+    )
+    metrics_profile: str = _option(
+        "full",
+        "metrics.profile",
+        parse_profile,
+        "Which series of the three large sources go on /metrics: full (all), or minimal: of the per-schema"
+        ' histograms only the le="0.005" and +Inf buckets, of each core only its idle seconds, of the'
+        " engines' own families only those the dashboard charts. The alerts and the dashboard work on both"
+        " (docs/metrics.md: the series budget).",
+        metavar="full|minimal",
     )
     collector_cpu: bool = _option(True, "collector.cpu", parse_bool, "Per-core CPU seconds (psutil).")
     collector_nvml: bool = _option(True, "collector.nvml", parse_bool, "GPU gauges from NVML.")

@@ -34,6 +34,7 @@ from exporter.daemon.collectors.engines import VllmCollector, VllmSettings
 from exporter.daemon.collectors.kubernetes import DiscoverySettings, PodDiscovery
 from exporter.daemon.collectors.nvml import NvmlCollector
 from exporter.daemon.config import Config, split_address
+from exporter.daemon.profiles import PROFILES
 
 if TYPE_CHECKING:  # imported when the probe collector is enabled: it brings the schema analysis
     from exporter.daemon.receiver import ExposedSchema, ProbeSettings, SchemasView
@@ -52,6 +53,7 @@ def vllm_settings(config: Config) -> VllmSettings:
         targets=config.scrape_targets(),
         sglang_passthrough=config.sglang_passthrough,
         trtllm_passthrough=config.trtllm_passthrough,
+        families=PROFILES[config.metrics_profile].passthrough,
     )
 
 
@@ -68,6 +70,7 @@ def probe_settings(config: Config) -> ProbeSettings:
         shape_window=config.shape_window,
         thresholds=config.lint_thresholds(),
         timeout=config.collector_timeout,
+        schema_les=PROFILES[config.metrics_profile].schema_les,
     )
 
 
@@ -91,7 +94,8 @@ def build_collectors(config: Config) -> list[Collector]:
     """The enabled collectors, in a stable order."""
     collectors: list[Collector] = []
     if config.collector_cpu:
-        collectors.append(CpuCollector(timeout=config.collector_timeout))
+        modes = PROFILES[config.metrics_profile].cpu_modes
+        collectors.append(CpuCollector(timeout=config.collector_timeout, modes=modes))
     if config.collector_nvml:
         collectors.append(
             NvmlCollector(retry_interval=config.nvml_retry_interval, timeout=config.collector_timeout)

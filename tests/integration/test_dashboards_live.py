@@ -1,8 +1,9 @@
 """Every panel query of the dashboard, executed by a real Prometheus against the real stack: the
 daemon fed by the probe over real xgrammar compiles, scraping the real vLLM page, NVML faked at the
 pynvml boundary (no GPU here), the project's recording rules loaded. Each query must parse and
-return at least one series: no panel shows "No data". Then the schema queries on two synthetic
-nodes: the unenforced-keywords join and the top-50 bound, evaluated by a real Prometheus."""
+return at least one series: no panel shows "No data". The daemon runs the `minimal` series profile:
+it only drops series, so a query with data there has it on `full` too. Then the schema queries on
+two synthetic nodes: the unenforced-keywords join and the top-50 bound, evaluated by a real Prometheus."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import re
 import time
 import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +42,10 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
     try:
         env = {"PYTHONPATH": os.pathsep.join([str(fake), str(ROOT)])}
         daemon = Daemon(
-            ["--probe.socket", str(sock), "--vllm.target", page.url, "--sglang.target", sglang.url], env=env
-        )
+            ["--probe.socket", str(sock), "--vllm.target", page.url, "--sglang.target", sglang.url,
+             "--metrics.profile", "minimal"],
+            env=env,
+        )  # fmt: skip
         started.append(daemon)
         prom = Prometheus(
             tmp_path, [daemon.url.removeprefix("http://")], job="guided-decoding-exporter", rule_files=[rules]
@@ -94,6 +98,12 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
             if not prom.query(expr):
                 empty.append((title, expr))
         assert not empty, "panels without data:\n" + "\n".join(f"{t}: {e}" for t, e in empty)
+        with urllib.request.urlopen(daemon.url + "/metrics", timeout=10) as resp:  # the minimal page
+            shown = resp.read().decode()
+        assert 'mode="idle"' in shown and 'mode="user"' not in shown
+        assert "vllm:time_to_first_token_seconds_bucket" in shown and "vllm:num_requests_running" not in shown
+        assert 'le="0.005"' in shown and "schema_compile_seconds_bucket{" in shown
+        assert not re.search(r'guided_decoding_schema_compile_seconds_bucket\{[^}]*le="0.025"', shown)
     finally:
         probe.uninstall()
         for name in ("GDX_PROBE_SOCKET", "GDX_PROBE_INTERVAL", "GDX_POD_NAME"):

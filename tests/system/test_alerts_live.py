@@ -154,7 +154,17 @@ def stack(tmp_path: Path, tokenizer_json: Path) -> Iterator[Stack]:
     started: list[Any] = []
     pods: list[Pod] = []
     try:
-        daemon = Daemon(["--probe.socket", str(sock), "--no-collector.nvml", "--no-collector.vllm"])
+        # the minimal series profile: the alerts must work on it (it only drops series full has)
+        daemon = Daemon(
+            [
+                "--probe.socket",
+                str(sock),
+                "--no-collector.nvml",
+                "--no-collector.vllm",
+                "--metrics.profile",
+                "minimal",
+            ]
+        )
         started.append(daemon)
         # the pods load the tokenizer while the servers start
         for i, name in enumerate(PODS):

@@ -5,7 +5,7 @@ Compile storms show as every core busy in `user`; the ratio is derived in PromQL
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 import psutil
@@ -25,16 +25,21 @@ class CpuCollector(Collector):
     name = "cpu"
 
     def __init__(
-        self, cpu_times: Callable[[], Sequence[Any]] = _per_core_times, timeout: float = 5.0
+        self,
+        cpu_times: Callable[[], Sequence[Any]] = _per_core_times,
+        timeout: float = 5.0,
+        modes: Collection[str] | None = None,
     ) -> None:
+        """`modes`: the modes exposed (the series profile's; None: every one in MODES)."""
         super().__init__(timeout)
         self._cpu_times = cpu_times
+        self._modes = MODES if modes is None else tuple(m for m in MODES if m in modes)
         self._rows: list[tuple[str, str, float]] = []
 
     async def refresh(self) -> None:
         rows = []
         for index, times in enumerate(self._cpu_times()):
-            for mode in MODES:
+            for mode in self._modes:
                 value = getattr(times, mode, None)
                 if value is not None:
                     rows.append((str(index), mode, float(value)))

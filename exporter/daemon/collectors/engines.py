@@ -41,6 +41,7 @@ class VllmSettings:
     passthrough: bool = True  # re-export vLLM's vllm:* families with a pod label
     sglang_passthrough: bool = True  # SGLang's sglang:*
     trtllm_passthrough: bool = True  # TensorRT-LLM's trtllm_*
+    families: frozenset[str] | None = None  # the series profile's: the families passed through (None: all)
 
     def passes(self, engine: str) -> bool:
         """Whether the families of this engine's targets are re-exported."""
@@ -133,6 +134,9 @@ class VllmCollector(Collector):
                 raise CollectorError(f"not the Prometheus text format: {err}") from None
             except passthrough.TooManySamples as err:
                 raise CollectorError(f"{err} (vllm.max-series)") from None
+            keep = self.settings.families  # the series profile's (the whole page is still validated)
+            if keep is not None:
+                result.families = [f for f in result.families if f.name in keep]
             self.reparsed_total += 1
             self._pages[target] = (body, result.families)
             result.up = True

@@ -47,6 +47,7 @@ class ProbeSettings:
     shape_window: float = DEFAULT_WINDOW
     thresholds: Thresholds = field(default_factory=Thresholds)
     timeout: float = 5.0
+    schema_les: frozenset[str] | None = None  # the series profile's per-schema buckets (None: all)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +115,7 @@ class ProbeCollector(Collector):
         `reviewer`: checks the tokens of probes over TCP (settings.listen_address); `injected_pods`:
         the pods on this node `gdx inject` gave the probe, from discovery (which have not connected)."""
         self.injected_pods = injected_pods
+        self.schema_les = settings.schema_les
         super().__init__(settings.timeout)
         self.pod_namespaces = pod_namespaces
         self.analysis = SchemaAnalysis(settings.thresholds, settings.shape_window)
@@ -159,7 +161,7 @@ class ProbeCollector(Collector):
         view = self.store.view()
         if self.pod_namespaces is not None:
             view = with_namespaces(view, self.pod_namespaces())
-        yield from store_families(view)
+        yield from store_families(view, self.schema_les)
         if self.injected_pods is not None:
             yield absent_family(self.injected_pods(), view)
 

@@ -60,12 +60,15 @@ def histogram(
     bounds: tuple[float, ...],
     counts: Iterable[int],
     total: float,
+    keep: frozenset[str] | None = None,
 ) -> None:
-    """As prometheus-client's add_metric: the cumulative buckets, then _count and _sum."""
+    """As prometheus-client's add_metric: the cumulative buckets, then _count and _sum. `keep`: the
+    buckets written (by `le`; +Inf among them), for the series profile; None: all."""
     running = list(accumulate(counts))
     name, append = family.name + "_bucket", family.samples.append
     for le, count in zip(_les(bounds), running, strict=True):
-        append(Sample(name, {**labels, "le": le}, count))
+        if keep is None or le in keep:
+            append(Sample(name, {**labels, "le": le}, count))
     append(Sample(family.name + "_count", labels, running[-1]))
     append(Sample(family.name + "_sum", labels, total))
 
@@ -126,10 +129,11 @@ def absent_family(pods: Iterable[NodePod], view: StoreView) -> Metric:
     return family
 
 
-def store_families(view: StoreView) -> Iterable[Metric]:
-    """The probe families of the metric contract (docs/metrics.md) from one consistent view of the store."""
+def store_families(view: StoreView, schema_les: frozenset[str] | None = None) -> Iterable[Metric]:
+    """The probe families of the metric contract (docs/metrics.md) from one consistent view of the store;
+    `schema_les`: the per-schema histogram's buckets the series profile keeps (None: all)."""
     yield from engine_families(view.engines)
-    yield from schema_families(view)
+    yield from schema_families(view, schema_les)
     yield from analysis_families(view.analysis, view.serialisations)
     yield from family_families(view.families, view.family_analysis)
     yield CounterMetricFamily(
@@ -462,7 +466,7 @@ class ValidationFamilies:
         return self.seconds, self.deaths
 
 
-def schema_families(view: StoreView) -> Iterable[Metric]:
+def schema_families(view: StoreView, les: frozenset[str] | None = None) -> Iterable[Metric]:
     """The exposed schemas' series (and `other`), what each hash is, and the daemon's ranking."""
     compile_seconds = HistogramMetricFamily(
         PREFIX + "schema_compile_seconds", "Compile call wall time per schema hash.", labels=SCHEMA_LABELS
@@ -513,7 +517,7 @@ def schema_families(view: StoreView) -> Iterable[Metric]:
     for key, totals in sorted(view.series.items()):
         labels = {**engine_identity(key.namespace, key.pod, key.engine), "backend": key.backend,
                   "schema_hash": key.schema_hash}  # fmt: skip
-        histogram(compile_seconds, labels, wire.SCHEMA_BUCKETS, totals.buckets, totals.sum)
+        histogram(compile_seconds, labels, wire.SCHEMA_BUCKETS, totals.buckets, totals.sum, les)
         counter(requests, labels, totals.requests)
         counter(hits, labels, totals.hits)
         if totals.failed:

@@ -297,3 +297,18 @@ async def test_an_unchanged_page_is_served_as_parsed_and_a_changed_one_parsed_ag
         assert [f.name for f in parse_text(moved)] == [f.name for f in parse_text(first)]
     finally:
         await source.close()
+
+
+async def test_the_minimal_profile_passes_through_only_the_families_it_names(
+    good_url: str, vllm_page: str
+) -> None:
+    from exporter.daemon.profiles import MINIMAL
+
+    source, _ = await _scrape(Target(good_url, "vllm-0"), families=MINIMAL.passthrough)
+    assert source.success and _up(source) == {"vllm-0": 1.0}
+    kept = list(parse_text(source.passthrough_text(False)))
+    original = {f.name: len(f.samples) for f in parse_text(vllm_page) if f.name.startswith("vllm:")}
+    vllm = {n for n in MINIMAL.passthrough if n.startswith("vllm:")}
+    assert {f.name for f in kept} == vllm  # the real page has each of them
+    assert {f.name: len(f.samples) for f in kept} == {n: original[n] for n in vllm}
+    assert sum(len(f.samples) for f in kept) < sum(original.values()) / 5
