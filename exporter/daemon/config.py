@@ -553,9 +553,10 @@ class Config:
         1.0,
         "probe.apply-interval",
         parse_interval,
-        "Snapshots that arrive between scrapes are held and applied together this often (and at every"
-        " scrape, so /metrics is never behind): one pass over warm caches instead of a cold wake-up per"
-        " engine. 0: each snapshot is applied as it arrives.",
+        "Probe connections are read, and their snapshots applied, in one pass this often (and before"
+        " every scrape, so /metrics is never behind); between passes a connection is parked and the kernel"
+        " holds what its probe sends: one wake-up of the daemon instead of one per engine. 0: each message"
+        " is read and applied as it arrives.",
         metavar="DURATION",
     )
     probe_titles: bool = _option(

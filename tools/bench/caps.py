@@ -30,7 +30,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -318,6 +318,34 @@ def profile(pid: int, url: str, folder: Path, idle: float, rounds: int) -> None:
     print("\n".join(stage_table(scraped, rounds, "scrape")))
 
 
+def compare_apply(windows: int, seconds: float) -> None:
+    """Two daemons at the caps in the same windows, no scrape: --probe.apply-interval 0 and 1s."""
+    print(header("tools.bench.caps", None))
+    modes = (("on arrival (0)", "0"), ("one pass a second (1s)", "1s"))
+    with (
+        tempfile.TemporaryDirectory(prefix="gdx-capsbench-") as tmp,
+        targets(8) as urls,
+        ExitStack() as stack,
+    ):
+        pids = []
+        for i, (_, interval) in enumerate(modes):
+            os.environ["GDX_PROBE_APPLY_INTERVAL"] = interval  # the daemon reads GDX_* options
+            (Path(tmp) / str(i)).mkdir()
+            pids.append(stack.enter_context(daemon(Size(), urls, Path(tmp) / str(i)))[0])
+        os.environ.pop("GDX_PROBE_APPLY_INTERVAL")
+        print(f"| window ({seconds:.0f} s, no scrape) | " + " | ".join(name for name, _ in modes) + " |")
+        print("| --- | ---: | ---: |")
+        shares: list[list[float]] = [[] for _ in modes]
+        for w in range(windows):
+            before = [cpu_seconds(pid) for pid in pids]
+            time.sleep(seconds)
+            for i, pid in enumerate(pids):
+                shares[i].append((cpu_seconds(pid) - before[i]) / seconds)
+            print(f"| {w + 1} | " + " | ".join(f"{s[-1] * 100:.3f} %" for s in shares) + " |")
+        means = [statistics.mean(s) for s in shares]
+        print(f"| mean | {means[0] * 100:.3f} % | {means[1] * 100:.3f} % ({means[1] / means[0]:.2f}x) |")
+
+
 def node_exporter_version() -> str:
     binary = next((shutil.which(b) for b in NODE_EXPORTER if shutil.which(b)), None)
     if binary is None:
@@ -338,7 +366,15 @@ def main(argv: list[str] | None = None) -> int:
         help="only profile the daemon at the caps (cProfile of its main thread, no scrape and then scrapes);"
         " the .prof files are written to DIR",
     )  # fmt: skip
+    parser.add_argument(
+        "--compare-apply", action="store_true",
+        help="only compare, side by side at the caps with no scrape, a daemon that applies each snapshot on"
+        " arrival (--probe.apply-interval 0) with one that reads and applies in one pass a second",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.compare_apply:
+        compare_apply(windows=3, seconds=60.0)
+        return 0
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
         folder = args.profile.resolve()

@@ -144,7 +144,7 @@ class ProbeCollector(Collector):
         await self.listener.close()
 
     async def refresh(self) -> None:
-        self.listener.apply_held()  # a scrape sees every snapshot that has arrived
+        await self.listener.read_pass()  # a scrape sees every snapshot the probes have sent
         self.store.expire(time.monotonic())
         if self.analysis.pending:  # new schemas: lint them in a worker thread, within a time slice
             deadline = time.monotonic() + self.analysis_time

@@ -12,10 +12,14 @@ pod) a connection says nothing until its first line, `auth`, has passed a TokenR
 (`tokenreview`): the pod's name and namespace are the review's, whatever its hello says. Every
 refusal is counted by reason in `guided_decoding_probe_connections_refused_total`.
 
-Snapshots are held as they arrive and applied together every `apply_interval` (and before every
-scrape): a daemon woken once a second per engine to apply one snapshot to cold caches spends about
-twice the CPU of one pass over all of them (docs/measurements/performance.md). Every other message
-is applied at once, after the snapshots its connection holds, so each connection's order is kept.
+With `apply_interval` set (`--probe.apply-interval`, 1 s), the probes' connections are read in one
+pass per interval: after a snapshot, a connection at a message boundary is parked (its transport stops
+reading; the kernel keeps what the probe sends), and each pass resumes them all, reads what they
+sent, applies it in order and parks them again. A scrape runs a pass first, so /metrics is never
+behind. Why: on these machines each wake-up of the daemon's event loop costs about 200 us of CPU
+whatever it does, and 8 engines at one snapshot a second woke it 8 times a second for 2 of its 4 ms
+(docs/measurements/performance.md). A connection mid-message (a large `schemas` chunk) is never
+parked, nor one before its first snapshot, so a probe never waits on a parked daemon for long.
 """
 
 from __future__ import annotations
@@ -51,18 +55,44 @@ MAX_REFUSED_UIDS_LOGGED = 64
 # however it is spelled, is applied on arrival.
 SNAPSHOT_PREFIX = b'{"v":%d,"kind":"snapshot"' % wire.VERSION
 MAX_HELD_BYTES = 1 << 20  # per connection: beyond this its held snapshots are applied at once
+READ_PASSES = 4  # event-loop turns a pass gives resumed connections to deliver what the kernel holds
 
 
 class Connection:
-    """One probe connection: its engine (once hello named it), its TCP identity and its held snapshots."""
+    """One probe connection: its engine (once hello named it), its TCP identity, its held snapshots and
+    whether it is parked (its transport not reading until the next pass)."""
 
-    __slots__ = ("engine", "held", "held_bytes", "identity")
+    __slots__ = ("engine", "held", "held_bytes", "identity", "parked", "reader", "transport")
 
-    def __init__(self, identity: PodIdentity | None) -> None:
+    def __init__(
+        self, identity: PodIdentity | None, reader: asyncio.StreamReader, transport: asyncio.BaseTransport
+    ) -> None:
         self.engine: EngineState | None = None
         self.identity = identity
         self.held: list[bytes] = []
         self.held_bytes = 0
+        self.reader = reader
+        self.transport = transport
+        self.parked = False
+
+    def at_boundary(self) -> bool:
+        """Nothing of a next message read yet (the stream's buffer; unknown counts as not)."""
+        return not getattr(self.reader, "_buffer", b"x")
+
+    def park(self) -> None:
+        if (
+            not self.parked
+            and isinstance(self.transport, asyncio.ReadTransport)
+            and not self.transport.is_closing()
+        ):
+            self.transport.pause_reading()
+            self.parked = True
+
+    def unpark(self) -> None:
+        if self.parked:
+            self.parked = False
+            if isinstance(self.transport, asyncio.ReadTransport) and not self.transport.is_closing():
+                self.transport.resume_reading()
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +175,7 @@ class ProbeListener:
         whose connections `reviewer` checks; `apply_interval`: seconds snapshots are held (0: none)."""
         self.apply_interval = apply_interval
         self._holding: set[Connection] = set()
+        self._open: set[Connection] = set()  # connections that have held a snapshot: parked between passes
         self._applier: asyncio.Task[None] | None = None
         self.path = path
         self.listen_address = listen_address
@@ -265,6 +296,8 @@ class ProbeListener:
             with contextlib.suppress(BaseException):
                 await self._applier
             self._applier = None
+        for conn in list(self._open):
+            conn.unpark()
         self.apply_held()
         if self._tcp_server is not None:
             self._tcp_server.close()
@@ -368,11 +401,14 @@ class ProbeListener:
     ) -> None:
         """Applies one connection's messages; `identity`, over TCP, names the pod instead of its hello.
         The caller counts the connection."""
-        conn = Connection(identity)
+        conn = Connection(identity, reader, writer.transport)
         try:
             while (line := await self._read_message(reader, conn.engine)) is not None:
                 if self.apply_interval > 0 and line.startswith(SNAPSHOT_PREFIX):
                     self._hold(conn, line)
+                    self._open.add(conn)  # from its first snapshot on, read once per pass
+                    if conn.at_boundary():
+                        conn.park()
                 else:
                     self._apply_conn(conn)  # what it holds first: the connection's order is kept
                     conn.engine = self._apply(line, conn.engine, conn.identity)
@@ -381,6 +417,7 @@ class ProbeListener:
         except asyncio.CancelledError:
             pass  # daemon shutting down: end quietly, the probe reconnects to the next daemon
         finally:
+            self._open.discard(conn)
             self._apply_conn(conn)
             if conn.engine is not None:
                 self.store.disconnected(conn.engine)
@@ -408,15 +445,28 @@ class ProbeListener:
             conn.engine = self._apply(line, conn.engine, conn.identity)
 
     def apply_held(self) -> None:
-        """Applies every held snapshot now (each refresh does, so a scrape is never behind)."""
+        """Applies every held snapshot now."""
         for conn in list(self._holding):
             self._apply_conn(conn)
+
+    async def read_pass(self) -> None:
+        """One pass: the parked connections resume and deliver what their probes sent meanwhile, every
+        held snapshot is applied, and each connection at a message boundary is parked again. Each
+        refresh runs one, so a scrape sees every snapshot sent before it."""
+        for conn in list(self._open):
+            conn.unpark()
+        for _ in range(READ_PASSES):
+            await asyncio.sleep(0)
+        self.apply_held()
+        for conn in list(self._open):
+            if conn.at_boundary():
+                conn.park()
 
     async def _apply_every(self) -> None:
         while True:
             await asyncio.sleep(self.apply_interval)
             try:
-                self.apply_held()
+                await self.read_pass()
             except Exception:  # never let the applier die: the store counts and logs what it refuses
                 log.exception("applying held probe snapshots")
 

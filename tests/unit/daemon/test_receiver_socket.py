@@ -175,8 +175,8 @@ def _snapshot(seq: int, requests: int) -> bytes:
 
 
 async def test_snapshots_are_held_and_applied_together_in_order(tmp_path: Path) -> None:
-    """Snapshots wait for the next tick or refresh; any other message applies what its connection holds
-    first; a closing connection applies what it holds."""
+    """Snapshots wait for the next pass (a tick or a refresh), the connection parked meanwhile; any other
+    message applies what its connection holds first; a closing connection applies what it holds."""
     path = tmp_path / "probe.sock"
     source = ProbeCollector(ProbeSettings(socket=str(path), apply_interval=0.3))
     await source.start()
@@ -206,7 +206,8 @@ async def test_snapshots_are_held_and_applied_together_in_order(tmp_path: Path) 
         writer.write(_snapshot(2, 7))
         await writer.drain()
         await asyncio.sleep(0.05)
-        assert requests() == 5
+        assert requests() == 5  # parked: the kernel holds it until the next pass
+        assert [c.parked for c in source.listener._open] == [True]
         await source.refresh()  # a scrape is never behind
         assert requests() == 7
 
