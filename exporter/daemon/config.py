@@ -117,11 +117,18 @@ def parse_duration(raw: Any) -> float:
     return seconds
 
 
-def parse_interval(raw: Any) -> float:
-    """A duration as parse_duration's, or 0 (off)."""
+MAX_APPLY_INTERVAL = 1.5  # under the probe's 2 s send timeout: a probe blocked on a parked connection
+
+
+def parse_apply_interval(raw: Any) -> float:
+    """A duration up to MAX_APPLY_INTERVAL, or 0 (off). Longer, a probe whose round fills the socket
+    buffer of its parked connection would give up sending (shipper.SEND_TIMEOUT) and reconnect."""
     if not isinstance(raw, bool) and str(raw).strip() in ("0", "0s", "0ms", "0.0"):
         return 0.0
-    return parse_duration(raw)
+    seconds = parse_duration(raw)
+    if seconds > MAX_APPLY_INTERVAL:
+        raise ValueError(f"{raw!r} is over {MAX_APPLY_INTERVAL:g}s (a probe gives up a send after 2s)")
+    return seconds
 
 
 def parse_profile(raw: Any) -> str:
@@ -552,7 +559,7 @@ class Config:
     probe_apply_interval: float = _option(
         1.0,
         "probe.apply-interval",
-        parse_interval,
+        parse_apply_interval,
         "Probe connections are read, and their snapshots applied, in one pass this often (and before"
         " every scrape, so /metrics is never behind); between passes a connection is parked and the kernel"
         " holds what its probe sends: one wake-up of the daemon instead of one per engine. 0: each message"

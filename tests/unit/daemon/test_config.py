@@ -102,7 +102,7 @@ INVALID: dict[str, str] = {
     "probe_allowed_uids": "root",
     "probe_listen_address": "9478",
     "probe_engine_ttl": "never",
-    "probe_apply_interval": "-1s",
+    "probe_apply_interval": "3s",  # over the probe's send timeout
     "metrics_profile": "tiny",
     "lint_depth": "0",
     "lint_budget": "-1s",
