@@ -345,27 +345,17 @@ def _spec_totals(doc: Any, what: str, row: bool = False) -> SpecTotals:
     requests, hits, rejected, refused, misrouted, stalls, deaths, ident = counts
     if hits > requests:
         raise Invalid(f"{what}: more hits than requests")
-    errors = get("errors", _NO_ERRORS)
-    total: Any = get("sum")
-    stalled: Any = get("stall_seconds", 0)
-    if not (
-        type(total) in _NUMBER
-        and type(stalled) in _NUMBER
-        and 0 <= total <= _FLOAT_MAX
-        and 0 <= stalled <= _FLOAT_MAX
-    ):
-        raise Invalid(f"{what}: bad number")
     return SpecTotals(
         requests,
         hits,
-        _NO_ERRORS if type(errors) is dict and not errors else _errors(errors, what),
+        _errors(get("errors", _NO_ERRORS), what),
         _buckets(doc, SCHEMA_BUCKETS, what),
-        float(total),
+        _seconds(get("sum"), what),
         rejected,
         refused,
         misrouted,
         stalls,
-        float(stalled),
+        _seconds(get("stall_seconds", 0), what),
         deaths,
         ident,
     )

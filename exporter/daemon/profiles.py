@@ -22,10 +22,6 @@ class Profile:
     schema_les: frozenset[str] | None  # `le` buckets of the per-schema histogram; None: every bucket
     passthrough: frozenset[str] | None  # engine families passed through, by declared name; None: every one
 
-    def keeps_family(self, name: str) -> bool:
-        """Whether an engine's family (`vllm:...`, `sglang:...`) is passed through."""
-        return self.passthrough is None or name in self.passthrough
-
 
 FULL = Profile("full", None, None, None)
 MINIMAL = Profile(

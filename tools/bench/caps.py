@@ -104,6 +104,7 @@ class Size:
     gpus: int = 8
     targets: int = 8
     profile: str = "full"  # --metrics.profile
+    apply_interval: str = "1s"  # --probe.apply-interval
 
 
 def fakes(where: Path, gpus: int) -> Path:
@@ -158,6 +159,8 @@ def daemon(size: Size, urls: list[str], work: Path, profile: Path | None = None)
             str(size.schemas),
             "--metrics.profile",
             size.profile,
+            "--probe.apply-interval",
+            size.apply_interval,
             *flags,
         ],
         env=env,
@@ -329,10 +332,10 @@ def compare_apply(windows: int, seconds: float) -> None:
     ):
         pids = []
         for i, (_, interval) in enumerate(modes):
-            os.environ["GDX_PROBE_APPLY_INTERVAL"] = interval  # the daemon reads GDX_* options
             (Path(tmp) / str(i)).mkdir()
-            pids.append(stack.enter_context(daemon(Size(), urls, Path(tmp) / str(i)))[0])
-        os.environ.pop("GDX_PROBE_APPLY_INTERVAL")
+            pids.append(
+                stack.enter_context(daemon(Size(apply_interval=interval), urls, Path(tmp) / str(i)))[0]
+            )
         print(f"| window ({seconds:.0f} s, no scrape) | " + " | ".join(name for name, _ in modes) + " |")
         print("| --- | ---: | ---: |")
         shares: list[list[float]] = [[] for _ in modes]

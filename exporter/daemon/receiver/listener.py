@@ -174,7 +174,6 @@ class ProbeListener:
         """`path`: the unix socket ("" for none); `listen_address`: HOST:PORT for TCP ("" for none),
         whose connections `reviewer` checks; `apply_interval`: seconds snapshots are held (0: none)."""
         self.apply_interval = apply_interval
-        self._holding: set[Connection] = set()
         self._open: set[Connection] = set()  # connections that have held a snapshot: parked between passes
         self._applier: asyncio.Task[None] | None = None
         self.path = path
@@ -405,8 +404,8 @@ class ProbeListener:
         try:
             while (line := await self._read_message(reader, conn.engine)) is not None:
                 if self.apply_interval > 0 and line.startswith(SNAPSHOT_PREFIX):
-                    self._hold(conn, line)
                     self._open.add(conn)  # from its first snapshot on, read once per pass
+                    self._hold(conn, line)
                     if conn.at_boundary():
                         conn.park()
                 else:
@@ -432,7 +431,6 @@ class ProbeListener:
     def _hold(self, conn: Connection, line: bytes) -> None:
         conn.held.append(line)
         conn.held_bytes += len(line)
-        self._holding.add(conn)
         if conn.held_bytes > MAX_HELD_BYTES:
             self._apply_conn(conn)
 
@@ -440,13 +438,17 @@ class ProbeListener:
         if not conn.held:
             return
         held, conn.held, conn.held_bytes = conn.held, [], 0
-        self._holding.discard(conn)
         for line in held:
             conn.engine = self._apply(line, conn.engine, conn.identity)
 
+    @property
+    def _holding(self) -> set[Connection]:
+        """The connections holding snapshots not applied yet."""
+        return {conn for conn in self._open if conn.held}
+
     def apply_held(self) -> None:
         """Applies every held snapshot now."""
-        for conn in list(self._holding):
+        for conn in list(self._open):
             self._apply_conn(conn)
 
     async def read_pass(self) -> None:

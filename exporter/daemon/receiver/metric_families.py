@@ -79,11 +79,6 @@ def _les(bounds: tuple[float, ...]) -> tuple[str, ...]:
     return (*[repr(float(b)) for b in bounds], "+Inf")
 
 
-def cumulative_buckets(bounds: tuple[float, ...], counts: Iterable[int]) -> list[tuple[str, float]]:
-    """Cumulative (le, count) pairs from non-cumulative counts, +Inf last."""
-    return list(zip(_les(bounds), accumulate(counts), strict=True))
-
-
 def listener_families(view: ListenerView) -> Iterable[Metric]:
     snapshots = CounterMetricFamily(
         PREFIX + "probe_snapshots",
