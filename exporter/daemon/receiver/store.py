@@ -12,6 +12,12 @@ back. At most `max_schemas` hashes are active and `max_schemas` lingering: a dem
 When a daemon starts (or restarts) the first snapshot of each engine is an increment from zero, so
 every counter is back at the engine's cumulative value. Thread-safe: the event loop applies messages,
 the scrape reads.
+
+A snapshot's rows are cumulative, so a snapshot only records each changed row as the engine's latest
+(a dictionary update); the increments, the series, the families and the ranking take them once per
+read of the store (each scrape, /schemas, expiry), one increment per changed spec, however many
+snapshots moved it (at one snapshot a second and a scrape every 15 s, 15 rows become one). Evicted
+rows are folded out of `other` at the same time, so the totals stay exact.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -45,6 +51,7 @@ DEFAULT_MAX_SCHEMAS = 50
 DEFAULT_MAX_FAMILIES = 50
 DEFAULT_ENGINE_TTL = 120.0
 MAX_SPECS_PER_ENGINE = 20_000
+MAX_PENDING = 4_096  # rows and evictions an engine holds unattributed before they are taken at once
 SEEN_LIMIT = 100_000  # hashes remembered for schemas_first_seen_total (about 10 MB at most)
 
 
@@ -132,6 +139,11 @@ class EngineState:
     last_rows: dict[int, tuple[str, wire.SpecTotals]] = field(default_factory=dict)  # id -> (backend, row)
     last_other: dict[str, wire.SpecTotals] = field(default_factory=dict)  # backend -> its `other` row
     snapshot: wire.Snapshot | None = None
+    # since the last attribution: each changed spec's latest row, the latest `other`, the ids evicted
+    pending: dict[int, tuple[SchemaInfo, wire.SpecTotals]] = field(default_factory=dict)
+    pending_other: dict[str, wire.SpecTotals] = field(default_factory=dict)
+    pending_evicted: list[int] = field(default_factory=list)
+    pending_at: float = 0.0  # when the latest of them arrived
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -165,17 +177,23 @@ class ProbeStore:
 
     @property
     def exposed(self) -> set[str]:
-        """Schema hashes whose increments go to their own series."""
-        return self.ranking.exposed
+        """Schema hashes whose increments go to their own series (pending rows taken first)."""
+        with self._lock:
+            self._attribute_pending()
+            return self.ranking.exposed
 
     @property
     def evicted_total(self) -> int:
-        return self.ranking.evicted_total
+        with self._lock:
+            self._attribute_pending()
+            return self.ranking.evicted_total
 
     @property
     def lingering(self) -> dict[str, float]:
-        """Demoted schema hashes still on /metrics (frozen), until when."""
-        return self.ranking.lingering
+        """Demoted schema hashes still on /metrics (frozen), until when (pending rows taken first)."""
+        with self._lock:
+            self._attribute_pending()
+            return self.ranking.lingering
 
     # ---- messages -------------------------------------------------------------------------------
 
@@ -230,45 +248,99 @@ class ProbeStore:
 
     def snapshot(self, engine: EngineState, msg: wire.Snapshot, now: float) -> None:
         with self._lock:
-            self._end_lingering(now)
             engine.last_seen = now
             engine.snapshot = msg
-            namespace, pod, eng = engine.key
-            increments = self._spec_increments(engine, msg)
-            for schema_hash, backend, increment in sorted(increments, key=lambda item: -item[2].sum):
-                self._attribute(SeriesKey(namespace, pod, eng, backend, schema_hash), increment, now)
+            if msg.full:  # a new connection's first: it names every tracked spec, missing ones vanished
+                self._attribute_engine(engine)
+                self._end_lingering(now)
+                self._attribute_increments(engine, self._spec_increments(engine, msg), now)
+                for i in msg.evicted:
+                    engine.specs.pop(i, None)
+                return
+            if self.ranking.lingering or self.ranking.pinned:  # they end on time, scraped or not
+                self._end_lingering(now)
+            pending = engine.pending
+            specs = engine.specs
+            for row in msg.schemas:
+                info = specs.get(row.id)
+                if info is not None:  # metadata not here yet: counted once it is (from zero), or via `other`
+                    pending[row.id] = (info, row)
+            if msg.evicted:
+                engine.pending_evicted.extend(msg.evicted)
+                for i in msg.evicted:
+                    specs.pop(i, None)
+            if msg.other:
+                engine.pending_other.update(msg.other)
+            engine.pending_at = now
+            if len(pending) + len(engine.pending_evicted) > MAX_PENDING:
+                self._attribute_engine(engine)
+
+    def _attribute_pending(self) -> None:
+        """Every engine's pending rows into the series, families and ranking, oldest first."""
+        waiting = [e for e in self.engines.values() if e.pending or e.pending_other or e.pending_evicted]
+        for engine in sorted(waiting, key=lambda e: e.pending_at):
+            self._attribute_engine(engine)
+
+    def _attribute_engine(self, engine: EngineState) -> None:
+        if not (engine.pending or engine.pending_other or engine.pending_evicted):
+            return
+        now = engine.pending_at
+        self._end_lingering(now)
+        increments = self._increments(
+            engine, engine.pending.values(), engine.pending_evicted, engine.pending_other
+        )
+        engine.pending, engine.pending_other, engine.pending_evicted = {}, {}, []
+        self._attribute_increments(engine, increments, now)
+
+    def _attribute_increments(
+        self, engine: EngineState, increments: list[tuple[str, str, SeriesTotals]], now: float
+    ) -> None:
+        """Exposed hashes first (what they compiled while exposed stays theirs if one is demoted in this
+        pass), then the biggest first."""
+        namespace, pod, eng = engine.key
+        exposed = self.ranking.exposed
+        for schema_hash, backend, increment in sorted(
+            increments, key=lambda item: (item[0] not in exposed, -item[2].sum)
+        ):
+            self._attribute(SeriesKey(namespace, pod, eng, backend, schema_hash), increment, now)
 
     def _spec_increments(
         self, engine: EngineState, msg: wire.Snapshot
     ) -> list[tuple[str, str, SeriesTotals]]:
-        """(schema hash or OTHER, backend, increment) of every row that grew since the last snapshot.
+        """The increments of a full snapshot: a known id it does not list vanished."""
+        listed = {row.id for row in msg.schemas}
+        vanished = [i for i in engine.last_rows if i not in listed]
+        rows = [(info, row) for row in msg.schemas if (info := engine.specs.get(row.id)) is not None]
+        return self._increments(engine, rows, vanished, msg.other)
+
+    @staticmethod
+    def _increments(
+        engine: EngineState,
+        rows: Iterable[tuple[SchemaInfo, wire.SpecTotals]],
+        vanished: Iterable[int],
+        other: Mapping[str, wire.SpecTotals],
+    ) -> list[tuple[str, str, SeriesTotals]]:
+        """(schema hash or OTHER, backend, increment) of every row that grew since it was last taken.
         A row the probe evicted moves into its `other`: its last value is taken off `other`'s growth,
         so that nothing is counted twice."""
-        if msg.full:
-            listed = {row.id for row in msg.schemas}
-            vanished = [i for i in engine.last_rows if i not in listed]
-        else:
-            vanished = [i for i in msg.evicted if i in engine.last_rows]
         increments: list[tuple[str, str, SeriesTotals]] = []
-        for row in msg.schemas:
-            info = engine.specs.get(row.id)
-            if info is None:
-                continue  # metadata not here yet: counted once it is (from zero), or via `other`
-            last = engine.last_rows.get(row.id)
+        last_rows = engine.last_rows
+        for info, row in rows:
+            last = last_rows.get(row.id)
             increment = delta(row, last[1] if last is not None else NO_CALLS)
             if increment is None:
                 continue
-            engine.last_rows[row.id] = (info.backend, row)
+            last_rows[row.id] = (info.backend, row)
             increments.append((info.schema_hash, info.backend, increment))
         folded: dict[str, SeriesTotals] = {}
         for i in vanished:
-            backend, last_row = engine.last_rows.pop(i)
-            folded[backend] = add(folded.get(backend, NO_CALLS), last_row)
-        for i in msg.evicted:
-            engine.specs.pop(i, None)
-        for backend, other in msg.other.items():
-            increment = delta(other, engine.last_other.get(backend, NO_CALLS))
-            engine.last_other[backend] = other
+            gone = last_rows.pop(i, None)
+            if gone is not None:
+                backend, last_row = gone
+                folded[backend] = add(folded.get(backend, NO_CALLS), last_row)
+        for backend, totals in other.items():
+            increment = delta(totals, engine.last_other.get(backend, NO_CALLS))
+            engine.last_other[backend] = totals
             if increment is not None:
                 increment = subtract(increment, folded.get(backend, NO_CALLS))
                 if increment.requests or increment.sum or increment.off_compile:
@@ -320,6 +392,7 @@ class ProbeStore:
     def settle(self, now: float) -> None:
         """After the analysis ran: held increments join their families (called by each refresh)."""
         with self._lock:
+            self._attribute_pending()
             self.families.settle(self.analysis.family_of, self.analysis.take_merges(), now)
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -327,6 +400,7 @@ class ProbeStore:
     def expire(self, now: float) -> None:
         """Drops engines whose probe has been silent for longer than the TTL, and ends lingering."""
         with self._lock:
+            self._attribute_pending()
             self._end_lingering(now)
             for engine in list(self.engines.values()):
                 if now - engine.last_seen > self.engine_ttl:
@@ -335,6 +409,7 @@ class ProbeStore:
                     self._drop(engine)
 
     def _drop(self, engine: EngineState) -> None:
+        self._attribute_engine(engine)  # what it sent counts in the families and the ranking
         self.engines.pop(engine.instance, None)
         self.dropped_engines_total += 1
         ident = engine.key
@@ -347,6 +422,7 @@ class ProbeStore:
     def view(self, now: float | None = None) -> StoreView:
         """A consistent copy for one scrape (at `now`, monotonic; tests pass their own clock)."""
         with self._lock:
+            self._attribute_pending()
             live_hashes = {m.schema_hash for e in self.engines.values() for m in e.specs.values()}
             exposed = self.ranking.shown()  # every hash with a series on /metrics
             now = time.monotonic() if now is None else now

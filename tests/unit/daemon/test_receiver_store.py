@@ -69,6 +69,67 @@ def test_counters_never_go_backwards_while_the_top_set_churns() -> None:
     assert store.evicted_total > 0 and link.rec.counters["evicted"] > 0
 
 
+def test_snapshots_between_two_reads_are_one_increment_per_spec_and_exact() -> None:
+    """Snapshots only record each changed row; a read takes them, one increment per changed spec
+    however many snapshots moved it, and the probe's evictions in between (rows folded into `other`)
+    are taken off `other` once: the totals are the engine's, and the same as reading after each."""
+    coalesced, each = ProbeStore(max_schemas=5), ProbeStore(max_schemas=5)
+    links = [Link(coalesced, max_schemas=8), Link(each, max_schemas=8)]
+    rng = random.Random(3)
+    for rnd in range(12):
+        work = [
+            (rng.randrange(30), rng.choice((0.00001, 0.002, 0.05)), rng.random() < 0.3) for _ in range(25)
+        ]
+        for link in links:
+            for n, seconds, hit in work:
+                link.compile(f'{{"n":{n}}}', seconds, hit=hit)
+            link.ship(fresh=rnd == 0)
+        each.view()
+        (engine,) = coalesced.engines.values()
+        assert len(engine.last_rows) <= 8 or rnd == 0  # nothing attributed yet: the rows wait
+    (engine,) = coalesced.engines.values()
+    assert engine.pending and engine.pending_evicted  # 11 snapshots' rows and evictions not taken yet
+    specs = len(engine.pending)
+    attributed = []
+    real = coalesced._attribute
+    coalesced._attribute = lambda key, increment, now: attributed.append(key) or real(key, increment, now)  # type: ignore[method-assign]
+    assert series_totals(coalesced) == series_totals(each)
+    assert (series_totals(coalesced)[0], series_totals(coalesced)[1]) == engine_totals(links[0])
+    assert specs <= len(attributed) <= specs + 1  # one increment per changed spec (and `other`)
+    assert not engine.pending and not engine.pending_evicted
+    assert links[0].rec.counters["evicted"] > 0
+
+
+def test_rows_nobody_reads_are_bounded_and_still_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no scrape at all, an engine churning through new schemas holds at most MAX_PENDING rows and
+    evictions: beyond that they are attributed at once."""
+    from exporter.daemon.receiver import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_PENDING", 20)
+    store = ProbeStore(max_schemas=5)
+    link = Link(store, max_schemas=6)
+    most = 0
+    for i in range(40):
+        for j in range(3):
+            link.compile(f'{{"n":{i * 3 + j}}}', 0.001)
+        link.ship(fresh=i == 0)
+        (engine,) = store.engines.values()
+        most = max(most, len(engine.pending) + len(engine.pending_evicted))
+    assert 0 < most <= 20
+    assert (series_totals(store)[0], series_totals(store)[1]) == engine_totals(link) == (120, 0)
+
+
+def test_a_reconnect_with_rows_pending_counts_them_once() -> None:
+    store = ProbeStore()
+    link = Link(store, max_schemas=4)
+    for i in range(6):
+        link.compile(f'{{"n":{i}}}', 0.001)
+        link.ship(fresh=i == 0)  # the later ones evict: rows and evictions pending
+    link.compile('{"n":5}', 0.001)
+    link.ship(fresh=True)  # the probe reconnected: its full snapshot comes after what is pending
+    assert (series_totals(store)[0], series_totals(store)[1]) == engine_totals(link) == (7, 0)
+
+
 def test_a_schema_demoted_and_back_between_two_scrapes_loses_nothing() -> None:
     """The scraper sees the series before and after only: it must not look continuous while hiding
     the increments of the series that was dropped in between."""
@@ -80,6 +141,7 @@ def test_a_schema_demoted_and_back_between_two_scrapes_loses_nothing() -> None:
     assert store.view().series[key].requests == 1
     link.compile("B", 1.0)  # B outscores A: A is demoted
     link.ship()
+    assert store.evicted_total == 1  # read between the scrapes (rows are attributed on each read)
     link.compile("A", 10.0)
     link.compile("A", 10.0)  # A outscores B again: it resumes at 1, not restarts at 0
     link.ship()
