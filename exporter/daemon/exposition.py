@@ -27,6 +27,7 @@ _LEGACY_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _TEXT_TYPES = {"counter": "counter", "gauge": "gauge", "histogram": "histogram", "summary": "summary",
                "info": "gauge", "unknown": "untyped", "untyped": "untyped"}  # fmt: skip
 _OPENMETRICS_TYPES = {"counter", "gauge", "histogram", "summary", "info", "unknown", "stateset"}
+_PLAIN = (None, None, None)  # a sample's timestamp, exemplar and native histogram: none
 
 
 # A sample's label set rendered once (`{a="x",b="y"}`), keyed by its items in insertion order: a page
@@ -70,32 +71,40 @@ class _Single:
         return [self.metric]
 
 
-def _simple(metric: Metric, openmetrics: bool, labels_ok: set[str]) -> bool:
-    """True when this module writes the family exactly as the library would."""
+def _simple_family(metric: Metric, openmetrics: bool) -> bool:
+    """True when this module writes the family's head exactly as the library would."""
     types = _OPENMETRICS_TYPES if openmetrics else _TEXT_TYPES
     if metric.type not in types or not _LEGACY_NAME.match(metric.name):
         return False
-    if openmetrics and metric.unit:
-        return False
+    return not (openmetrics and metric.unit)
+
+
+def _samples(metric: Metric, labels_ok: set[str]) -> list[str] | None:
+    """The family's sample lines, or None when one of them is not written as the library would (then
+    the library renders the whole family). Checked while written: one walk over the samples."""
     created = (metric.name + "_created", metric.name + "_gsum", metric.name + "_gcount")
+    names_ok: set[str] = set()  # per family: whether a name is `_created` depends on the family
+    lines: list[str] = []
+    append = lines.append
     for sample in metric.samples:
-        if (
-            sample.value is None
-            or sample.timestamp is not None
-            or sample.exemplar is not None
-            or sample.native_histogram
-        ):
-            return False
-        if sample.name in created or not _LEGACY_NAME.match(sample.name):
-            return False
-        if labels_ok.issuperset(sample.labels):
+        name, labels, value = sample[0], sample[1], sample[2]
+        if value is None or sample[3:] != _PLAIN:  # a timestamp, an exemplar or a native histogram
+            return None
+        if name not in names_ok:
+            if name in created or not _LEGACY_NAME.match(name):
+                return None
+            names_ok.add(name)
+        if not labels:
+            append(f"{name} {_value(value)}\n")
             continue
-        for label in sample.labels:
-            if label not in labels_ok:
-                if not _LEGACY_LABEL.match(label):
-                    return False
-                labels_ok.add(label)
-    return True
+        if not labels_ok.issuperset(labels):
+            for label in labels:
+                if label not in labels_ok:
+                    if not _LEGACY_LABEL.match(label):
+                        return None
+                    labels_ok.add(label)
+        append(f"{name}{{{_pairs(labels)}}} {_value(value)}\n")
+    return lines
 
 
 def _library(metric: Metric, openmetrics: bool) -> str:
@@ -111,7 +120,8 @@ def render(metrics: Iterable[Metric], openmetrics: bool = False) -> bytes:
     append = out.append
     labels_ok: set[str] = set()
     for metric in metrics:
-        if not _simple(metric, openmetrics, labels_ok):
+        lines = _samples(metric, labels_ok) if _simple_family(metric, openmetrics) else None
+        if lines is None:
             append(_library(metric, openmetrics))
             continue
         name = metric.name
@@ -124,11 +134,7 @@ def render(metrics: Iterable[Metric], openmetrics: bool = False) -> bytes:
                 name += "_info"
             doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
             append(f"# HELP {name} {doc}\n# TYPE {name} {_TEXT_TYPES[metric.type]}\n")
-        for sample in metric.samples:
-            if sample.labels:
-                append(f"{sample.name}{{{_pairs(sample.labels)}}} {_value(sample.value)}\n")
-            else:
-                append(f"{sample.name} {_value(sample.value)}\n")
+        out.extend(lines)
     if openmetrics:
         append("# EOF\n")
     return "".join(out).encode("utf-8")

@@ -22,6 +22,7 @@ from prometheus_client.core import (
     SummaryMetricFamily,
 )
 from prometheus_client.openmetrics import exposition as om_exposition
+from prometheus_client.samples import Exemplar
 
 from exporter.daemon import exposition, logs
 from exporter.daemon.collectors.base import SelfCollector
@@ -101,7 +102,9 @@ help_text = st.text(max_size=30) | st.sampled_from(["back\\slash", "new\nline", 
 
 @st.composite
 def family(draw: st.DrawFn) -> Metric:
-    kind = draw(st.sampled_from(["counter", "gauge", "histogram", "summary", "info", "unit", "created"]))
+    kind = draw(st.sampled_from(
+        ["counter", "gauge", "histogram", "summary", "info", "unit", "created", "timestamp", "exemplar"]
+    ))  # fmt: skip
     names = draw(st.lists(label_name, max_size=3, unique=True))
     name = f"fam_{kind}"
     doc = draw(help_text)
@@ -115,6 +118,15 @@ def family(draw: st.DrawFn) -> Metric:
         for vals, v in rows:
             metric.add_metric(vals, abs(float(v)) if not math.isnan(float(v)) else 0.0,
                               created=1700000000.5 if kind == "created" else None)  # fmt: skip
+    elif kind in ("timestamp", "exemplar"):  # samples this module leaves to the library
+        metric = Metric(name, doc, "counter" if kind == "exemplar" else "gauge")
+        for vals, v in rows:
+            value = abs(float(v)) if not math.isnan(float(v)) else 0.0
+            if kind == "exemplar":
+                metric.add_sample(name + "_total", dict(zip(names, vals, strict=True)), value,
+                                  exemplar=Exemplar({"trace_id": "abc"}, 1.0))  # fmt: skip
+            else:
+                metric.add_sample(name, dict(zip(names, vals, strict=True)), value, timestamp=1700000000.5)
     elif kind in ("gauge", "unit"):
         metric = GaugeMetricFamily(name + ("_seconds" if kind == "unit" else ""), doc, labels=names,
                                    unit="seconds" if kind == "unit" else "")  # fmt: skip
