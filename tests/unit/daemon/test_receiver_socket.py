@@ -242,7 +242,7 @@ async def test_snapshots_apply_on_arrival_with_no_interval(tmp_path: Path) -> No
             if source.listener.counts["ok"] == 2:
                 break
             await asyncio.sleep(0.005)
-        assert source.listener.counts["ok"] == 2 and source.listener._applier is None
+        assert source.listener.counts["ok"] == 2 and not source.listener._holding  # applied on arrival
         writer.close()
         await writer.wait_closed()
     finally:
