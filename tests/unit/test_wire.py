@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -92,7 +93,9 @@ def test_invalid_fields_are_rejected(index: int, path: tuple[Any, ...], value: A
     with pytest.raises(Invalid):
         validate(message)
     line = json.dumps(message).encode() + b"\n"
-    assert classify(line) == ("rejected", None)
+    # NaN, infinities and numbers no double holds are not JSON the daemon decodes: malformed
+    unreadable = isinstance(value, (int, float)) and not abs(value) <= sys.float_info.max  # NaN too
+    assert classify(line) == ("malformed" if unreadable else "rejected", None)
 
 
 def test_schema_warnings_are_checked() -> None:

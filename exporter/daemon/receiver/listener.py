@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import dataclasses
 import grp
-import json
 import logging
 import os
 import socket
@@ -37,6 +36,8 @@ import struct
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+
+import orjson
 
 from exporter import wire
 from exporter.daemon.receiver.store import EngineState, ProbeStore, who
@@ -135,13 +136,16 @@ def split_listen_address(text: str) -> tuple[str | None, int]:
 def classify(line: bytes) -> tuple[str, wire.Message | None]:
     """Pure: the result label for one framed message and, when it is ok, the validated message.
 
-    malformed: not a JSON object with a known kind; rejected: another protocol version, or a field
-    of the wrong type or out of range; oversize: over MAX_MESSAGE_BYTES."""
+    malformed: not a JSON object with a known kind (NaN and numbers no double holds are not JSON here);
+    rejected: another protocol version, or a field of the wrong type or out of range; oversize: over
+    MAX_MESSAGE_BYTES."""
     if len(line) > MAX_MESSAGE_BYTES:
         return "oversize", None
     try:
-        doc = json.loads(line)
-    except (ValueError, UnicodeDecodeError, RecursionError):
+        doc = orjson.loads(
+            line
+        )  # a quarter of the stdlib's time; NaN, a number no double holds, bad UTF-8: malformed
+    except (ValueError, RecursionError):
         return "malformed", None
     if not isinstance(doc, dict) or doc.get("kind") not in wire.KINDS:
         return "malformed", None
