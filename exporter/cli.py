@@ -110,7 +110,7 @@ def _serve(flags: dict[str, object]) -> int:
 
     logs.setup(cfg.log_level, cfg.log_format)
     try:
-        asyncio.run(server.serve(cfg))
+        asyncio.run(server.serve(cfg, freeze=True))
     except SystemExit as err:
         if isinstance(err.code, str):
             print(f"gdx serve: {err.code}", file=sys.stderr)
