@@ -37,6 +37,17 @@ _PAIRS: dict[tuple[tuple[str, str], ...], str] = {}
 MAX_CACHED_LABEL_SETS = 100_000
 
 
+class SharedLabels(dict[str, str]):
+    """A label set a family builder keeps and hands out again at every scrape (never changed once
+    made): it carries its own rendered text, so no key is built from its items."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, *args: object, **kwargs: str) -> None:
+        super().__init__(*args, **kwargs)
+        self.text: str | None = None
+
+
 def _value(value: float) -> str:
     """floatToGoString's text; counts below a million (most samples) without a float round trip."""
     if type(value) is int and -1_000_000 < value < 1_000_000:
@@ -45,6 +56,11 @@ def _value(value: float) -> str:
 
 
 def _pairs(labels: dict[str, str]) -> str:
+    if type(labels) is SharedLabels:
+        text = getattr(labels, "text", None)  # a copy is made without __init__
+        if text is None:
+            text = labels.text = _pairs(dict(labels))
+        return text
     key = tuple(labels.items())
     found = _PAIRS.get(key)
     if found is None:

@@ -22,6 +22,7 @@ from prometheus_client.samples import Sample
 from exporter import wire
 from exporter.daemon.collectors.base import pod_labels
 from exporter.daemon.collectors.kubernetes import NodePod
+from exporter.daemon.exposition import SharedLabels
 from exporter.daemon.receiver.analysis import AnalysisView, FamilyView
 from exporter.daemon.receiver.listener import RESULTS, ListenerView
 from exporter.daemon.receiver.rollup import RollupView
@@ -65,12 +66,39 @@ def histogram(
     """As prometheus-client's add_metric: the cumulative buckets, then _count and _sum. `keep`: the
     buckets written (by `le`; +Inf among them), for the series profile; None: all."""
     running = list(accumulate(counts))
+    if len(running) != len(bounds) + 1:
+        raise ValueError(f"{family.name}: {len(running)} buckets for {len(bounds)} bounds")
     name, append = family.name + "_bucket", family.samples.append
-    for le, count in zip(_les(bounds), running, strict=True):
-        if keep is None or le in keep:
-            append(Sample(name, {**labels, "le": le}, count))
-    append(Sample(family.name + "_count", labels, running[-1]))
-    append(Sample(family.name + "_sum", labels, total))
+    series, buckets = _histogram_labels(tuple(labels.items()), bounds, keep)
+    for i, bucket in buckets:
+        append(Sample(name, bucket, running[i]))
+    append(Sample(family.name + "_count", series, running[-1]))
+    append(Sample(family.name + "_sum", series, total))
+
+
+# A histogram's label sets, made once per series and handed out at every scrape (bounded: cleared when
+# full). Shared, so the renderer finds their text by identity.
+_HISTOGRAM_LABELS: dict[tuple[object, ...], tuple[SharedLabels, tuple[tuple[int, SharedLabels], ...]]] = {}
+MAX_HISTOGRAM_LABELS = 2_048  # at the caps about 600 series; about 7 KB each
+
+
+def _histogram_labels(
+    items: tuple[tuple[str, str], ...], bounds: tuple[float, ...], keep: frozenset[str] | None
+) -> tuple[SharedLabels, tuple[tuple[int, SharedLabels], ...]]:
+    """The series' labels and, per bucket written, its index and labels (with `le`)."""
+    key = (items, bounds, keep)
+    found = _HISTOGRAM_LABELS.get(key)
+    if found is None:
+        series = SharedLabels(items)
+        buckets = tuple(
+            (i, SharedLabels({**series, "le": le}))
+            for i, le in enumerate(_les(bounds))
+            if keep is None or le in keep
+        )
+        if len(_HISTOGRAM_LABELS) >= MAX_HISTOGRAM_LABELS:
+            _HISTOGRAM_LABELS.clear()
+        found = _HISTOGRAM_LABELS[key] = (series, buckets)
+    return found
 
 
 @functools.cache

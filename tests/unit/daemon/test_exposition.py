@@ -9,6 +9,7 @@ import json
 import math
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -162,3 +163,26 @@ def test_generated_families_render_exactly_as_the_library(metrics: list[Metric])
                 continue
             raise AssertionError(f"the library raised {err!r}, the renderer did not") from None
         assert exposition.render(metrics, openmetrics) == want
+
+
+def test_histogram_label_sets_are_made_once_per_series_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A histogram's label sets are the same objects at every scrape (their text kept on them), the
+    page the library would write each time, and the sets kept are bounded under series churn."""
+    from exporter.daemon.receiver import metric_families
+
+    def page(schema: str) -> tuple[HistogramMetricFamily, bytes]:
+        family = HistogramMetricFamily("h", "help", labels=["schema_hash", "le"])
+        metric_families.histogram(family, {"schema_hash": schema}, (0.5, 1.0), [1, 2, 3], 4.5)
+        return family, exposition.render([family])
+
+    first, text = page("a")
+    again, text_again = page("a")
+    assert text == text_again == library([first], False)
+    assert all(x.labels is y.labels for x, y in zip(first.samples, again.samples, strict=True))
+    assert [s.labels["le"] for s in first.samples[:3]] == ["0.5", "1.0", "+Inf"]
+    monkeypatch.setattr(metric_families, "MAX_HISTOGRAM_LABELS", 10)
+    for n in range(50):
+        page(str(n))
+        assert len(metric_families._HISTOGRAM_LABELS) <= 10
+    with pytest.raises(ValueError, match="buckets"):
+        metric_families.histogram(HistogramMetricFamily("h", "h"), {}, (0.5,), [1, 2, 3], 1.0)
