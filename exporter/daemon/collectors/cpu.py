@@ -10,8 +10,10 @@ from typing import Any
 
 import psutil
 from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.samples import Sample
 
 from exporter.daemon.collectors.base import Collector
+from exporter.daemon.exposition import SharedLabels
 
 # psutil's Linux fields that node_exporter reports as modes; guest time is already inside user.
 MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -34,15 +36,20 @@ class CpuCollector(Collector):
         super().__init__(timeout)
         self._cpu_times = cpu_times
         self._modes = MODES if modes is None else tuple(m for m in MODES if m in modes)
-        self._rows: list[tuple[str, str, float]] = []
+        self._rows: list[tuple[SharedLabels, float]] = []
+        self._labels: dict[tuple[int, str], SharedLabels] = {}  # one set per core and mode, made once
 
     async def refresh(self) -> None:
         rows = []
+        labels = self._labels
         for index, times in enumerate(self._cpu_times()):
             for mode in self._modes:
                 value = getattr(times, mode, None)
                 if value is not None:
-                    rows.append((str(index), mode, float(value)))
+                    pair = labels.get((index, mode))
+                    if pair is None:
+                        pair = labels[index, mode] = SharedLabels(cpu=str(index), mode=mode)
+                    rows.append((pair, float(value)))
         self._rows = rows
 
     def collect(self) -> Iterable[Metric]:
@@ -51,6 +58,7 @@ class CpuCollector(Collector):
             "Seconds each CPU spent in each mode (as node_cpu_seconds_total).",
             labels=["cpu", "mode"],
         )
-        for cpu, mode, value in self._rows:
-            family.add_metric([cpu, mode], value)
+        name, append = family.name + "_total", family.samples.append
+        for pair, value in self._rows:
+            append(Sample(name, pair, value))
         yield family
