@@ -145,9 +145,29 @@ class EngineState:
     pending_evicted: list[int] = field(default_factory=list)
     pending_at: float = 0.0  # when the latest of them arrived
 
+    per_hash: dict[str, int] = field(default_factory=dict)  # schema hash -> its specs among `specs`
+
     @property
     def key(self) -> tuple[str, str, str]:
         return self.hello.namespace, self.hello.pod, self.hello.engine
+
+    def add_spec(self, spec_id: int, info: SchemaInfo) -> None:
+        self.drop_spec(spec_id)
+        self.specs[spec_id] = info
+        self.per_hash[info.schema_hash] = self.per_hash.get(info.schema_hash, 0) + 1
+
+    def drop_spec(self, spec_id: int) -> None:
+        info = self.specs.pop(spec_id, None)
+        if info is not None:
+            left = self.per_hash[info.schema_hash] - 1
+            if left:
+                self.per_hash[info.schema_hash] = left
+            else:
+                del self.per_hash[info.schema_hash]
+
+    def clear_specs(self) -> None:
+        self.specs.clear()
+        self.per_hash.clear()
 
 
 class ProbeStore:
@@ -202,7 +222,7 @@ class ProbeStore:
             engine = self.engines.get(msg.instance)
             if engine is not None:  # the same process reconnecting: keep its totals, it resends metadata
                 engine.hello, engine.last_seen, engine.connected = msg, now, True
-                engine.specs.clear()
+                engine.clear_specs()
                 return engine
             for other in list(self.engines.values()):
                 if other.key == (msg.namespace, msg.pod, msg.engine):  # restarted: its counters reset
@@ -227,9 +247,9 @@ class ProbeStore:
             for item in msg.schemas:
                 title = identity.mask_title(item.title) if self.titles else ""
                 info = SchemaInfo(item.hash, item.shape, item.kind, item.backend, title)
-                engine.specs[item.id] = info
+                engine.add_spec(item.id, info)
                 if len(engine.specs) > MAX_SPECS_PER_ENGINE:  # a probe tracks at most a few hundred
-                    del engine.specs[next(iter(engine.specs))]
+                    engine.drop_spec(next(iter(engine.specs)))
                 if info.schema_hash not in self.seen:
                     self.first_seen_total += 1
                     self.seen[info.schema_hash] = None
@@ -255,7 +275,7 @@ class ProbeStore:
                 self._end_lingering(now)
                 self._attribute_increments(engine, self._spec_increments(engine, msg), now)
                 for i in msg.evicted:
-                    engine.specs.pop(i, None)
+                    engine.drop_spec(i)
                 return
             if self.ranking.lingering or self.ranking.pinned:  # they end on time, scraped or not
                 self._end_lingering(now)
@@ -268,7 +288,7 @@ class ProbeStore:
             if msg.evicted:
                 engine.pending_evicted.extend(msg.evicted)
                 for i in msg.evicted:
-                    specs.pop(i, None)
+                    engine.drop_spec(i)
             if msg.other:
                 engine.pending_other.update(msg.other)
             engine.pending_at = now
@@ -386,7 +406,7 @@ class ProbeStore:
     def _prune_scores(self, now: float) -> None:
         keep_set = self.ranking.prune(now)
         self.retired = {k: a for k, a in self.retired.items() if k.schema_hash in keep_set}
-        live = {m.schema_hash for e in self.engines.values() for m in e.specs.values()}
+        live = {h for e in self.engines.values() for h in e.per_hash}
         self.info = {h: m for h, m in self.info.items() if h in keep_set or h in live}
 
     def settle(self, now: float) -> None:
@@ -423,7 +443,7 @@ class ProbeStore:
         """A consistent copy for one scrape (at `now`, monotonic; tests pass their own clock)."""
         with self._lock:
             self._attribute_pending()
-            live_hashes = {m.schema_hash for e in self.engines.values() for m in e.specs.values()}
+            live_hashes = set().union(*(e.per_hash.keys() for e in self.engines.values()))
             exposed = self.ranking.shown()  # every hash with a series on /metrics
             now = time.monotonic() if now is None else now
             families = self.families.view(now)
@@ -447,11 +467,8 @@ class ProbeStore:
     def _serialisations(self, schema_hashes: set[str]) -> dict[str, int]:
         """Per hash, the most specs of it one engine tracks: each is another exact string that compiles."""
         most: dict[str, int] = {}
-        for engine in self.engines.values():
-            per_engine: dict[str, int] = {}
-            for info in engine.specs.values():
-                if info.schema_hash in schema_hashes:
-                    per_engine[info.schema_hash] = per_engine.get(info.schema_hash, 0) + 1
-            for h, n in per_engine.items():
-                most[h] = max(most.get(h, 0), n)
+        for h in schema_hashes:
+            n = max((e.per_hash.get(h, 0) for e in self.engines.values()), default=0)
+            if n:
+                most[h] = n
         return most

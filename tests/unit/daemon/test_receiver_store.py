@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -22,6 +23,12 @@ from tests.support.probelink import IDENTITY, Link
 def series_totals(store: ProbeStore) -> tuple[int, int, int]:
     series = store.view().series.values()
     return sum(a.requests for a in series), sum(a.hits for a in series), sum(sum(a.buckets) for a in series)
+
+
+def assert_spec_index(store: ProbeStore) -> None:
+    """The per-engine count of specs by hash that the scrape reads instead of walking every spec."""
+    for engine in store.engines.values():
+        assert engine.per_hash == dict(Counter(info.schema_hash for info in engine.specs.values()))
 
 
 def engine_totals(link: Link) -> tuple[int, int]:
@@ -85,6 +92,7 @@ def test_snapshots_between_two_reads_are_one_increment_per_spec_and_exact() -> N
                 link.compile(f'{{"n":{n}}}', seconds, hit=hit)
             link.ship(fresh=rnd == 0)
         each.view()
+        assert_spec_index(coalesced)
         (engine,) = coalesced.engines.values()
         assert len(engine.last_rows) <= 8 or rnd == 0  # nothing attributed yet: the rows wait
     (engine,) = coalesced.engines.values()
@@ -127,6 +135,7 @@ def test_a_reconnect_with_rows_pending_counts_them_once() -> None:
         link.ship(fresh=i == 0)  # the later ones evict: rows and evictions pending
     link.compile('{"n":5}', 0.001)
     link.ship(fresh=True)  # the probe reconnected: its full snapshot comes after what is pending
+    assert_spec_index(store)
     assert (series_totals(store)[0], series_totals(store)[1]) == engine_totals(link) == (7, 0)
 
 
