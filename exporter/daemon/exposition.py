@@ -59,16 +59,20 @@ def _pairs(labels: dict[str, str]) -> str:
     if type(labels) is SharedLabels:
         text = getattr(labels, "text", None)  # a copy is made without __init__
         if text is None:
-            text = labels.text = _pairs(dict(labels))
+            text = labels.text = _join(labels.items())
         return text
     key = tuple(labels.items())
     found = _PAIRS.get(key)
     if found is None:
-        found = ",".join([f'{label}="{_escape(text)}"' for label, text in sorted(key)])
+        found = _join(key)
         if len(_PAIRS) >= MAX_CACHED_LABEL_SETS:
             _PAIRS.clear()
         _PAIRS[key] = found
     return found
+
+
+def _join(items: Iterable[tuple[str, str]]) -> str:
+    return ",".join([f'{label}="{_escape(text)}"' for label, text in sorted(items)])
 
 
 def _escape(value: str) -> str:

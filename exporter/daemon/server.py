@@ -344,7 +344,7 @@ async def serve(
     `freeze` (the daemon's own process, not a test's): once started, everything built so far (the
     modules, the analysis tables, the collectors) is moved out of the garbage collector's sight. None
     of it is ever garbage, and the full collections a scrape's allocations set off (about one every
-    seven scrapes at the caps) no longer walk it: 40 ms each became 15 ms
+    seven scrapes at the caps) no longer walk it: 40 ms each became 4 to 15 ms
     (docs/measurements/performance.md)."""
     from exporter.daemon import webconfig
 

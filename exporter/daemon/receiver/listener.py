@@ -49,7 +49,7 @@ MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connect
 RESULTS = ("ok", "malformed", "oversize", "rejected")
 REFUSALS = ("limit", "credentials", *REFUSAL_REASONS)
 AUTH_TIMEOUT = 10.0  # a TCP peer that has not shown a token by then is dropped (counted as no_token)
-WATCH_INTERVAL = 1.0  # the socket file checked (removed or replaced: listen again) with no read passes
+WATCH_INTERVAL = 1.0  # socket file checks (removed or replaced: listen again) when there are no read passes
 LOG_EVERY = 60.0  # at most one line per kind of probe trouble per minute
 MAX_REFUSED_UIDS_LOGGED = 64
 # How a snapshot from our probe starts (shipper.encode: compact JSON, `v` then `kind`); anything else,
@@ -142,9 +142,8 @@ def classify(line: bytes) -> tuple[str, wire.Message | None]:
     if len(line) > MAX_MESSAGE_BYTES:
         return "oversize", None
     try:
-        doc = orjson.loads(
-            line
-        )  # a quarter of the stdlib's time; NaN, a number no double holds, bad UTF-8: malformed
+        # orjson: a quarter of json's time; NaN, a number no double holds, bad UTF-8 are malformed
+        doc = orjson.loads(line)
     except (ValueError, RecursionError):
         return "malformed", None
     if not isinstance(doc, dict) or doc.get("kind") not in wire.KINDS:

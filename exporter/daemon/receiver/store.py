@@ -151,6 +151,10 @@ class EngineState:
     def key(self) -> tuple[str, str, str]:
         return self.hello.namespace, self.hello.pod, self.hello.engine
 
+    @property
+    def has_pending(self) -> bool:
+        return bool(self.pending or self.pending_other or self.pending_evicted)
+
     def add_spec(self, spec_id: int, info: SchemaInfo) -> None:
         self.drop_spec(spec_id)
         self.specs[spec_id] = info
@@ -273,7 +277,7 @@ class ProbeStore:
             if msg.full:  # a new connection's first: it names every tracked spec, missing ones vanished
                 self._attribute_engine(engine)
                 self._end_lingering(now)
-                self._attribute_increments(engine, self._spec_increments(engine, msg), now)
+                self._attribute_increments(engine, self._full_increments(engine, msg), now)
                 for i in msg.evicted:
                     engine.drop_spec(i)
                 return
@@ -297,12 +301,11 @@ class ProbeStore:
 
     def _attribute_pending(self) -> None:
         """Every engine's pending rows into the series, families and ranking, oldest first."""
-        waiting = [e for e in self.engines.values() if e.pending or e.pending_other or e.pending_evicted]
-        for engine in sorted(waiting, key=lambda e: e.pending_at):
+        for engine in sorted(self.engines.values(), key=lambda e: e.pending_at):
             self._attribute_engine(engine)
 
     def _attribute_engine(self, engine: EngineState) -> None:
-        if not (engine.pending or engine.pending_other or engine.pending_evicted):
+        if not engine.has_pending:
             return
         now = engine.pending_at
         self._end_lingering(now)
@@ -324,7 +327,7 @@ class ProbeStore:
         ):
             self._attribute(SeriesKey(namespace, pod, eng, backend, schema_hash), increment, now)
 
-    def _spec_increments(
+    def _full_increments(
         self, engine: EngineState, msg: wire.Snapshot
     ) -> list[tuple[str, str, SeriesTotals]]:
         """The increments of a full snapshot: a known id it does not list vanished."""
