@@ -534,7 +534,7 @@ def _snapshot(doc: dict[str, Any]) -> Snapshot:
 
 def validate(doc: dict[str, Any]) -> Message:
     """The typed message a decoded JSON object carries; raises Invalid naming the first problem."""
-    _require(doc.get("v") == VERSION, "unsupported protocol version")
+    _require(type(doc.get("v")) is int and doc["v"] == VERSION, "unsupported protocol version")  # not True
     kind = doc.get("kind")
     if kind == "hello":
         return _hello(doc)
