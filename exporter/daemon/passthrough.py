@@ -12,11 +12,21 @@ against prometheus-client's parsers in the tests, in both formats.
 Input is the Prometheus text format 0.0.4 (what vLLM, SGLang and TensorRT-LLM serve: the latter two
 from prometheus-client's multiprocess mode, whose counters keep `_total` in the family name) and,
 leniently, OpenMetrics text. Timestamps and exemplars are dropped (the engines emit neither).
+
+Any pod may put any page here, and one bad sample on the daemon's page makes Prometheus refuse the
+whole page (every series of the node). So what goes out is valid whatever comes in: a value must be
+a float in the syntax both Go's `ParseFloat` and OpenMetrics read (Python's `float()` also takes
+`1_0`, `\u0661` and trailing whitespace; Prometheus does not), else the target is down; a sample whose
+label names repeat or are reserved (`__*`), or that lacks the label its family's type needs (`le`,
+`quantile`), is dropped and counted by reason (`dropped`); an added label's clash is renamed the way
+Prometheus does, `exported_` prepended until the name is free; types that engines never use (info,
+stateset, gaugehistogram, unknown) are read as untyped samples.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,8 +36,14 @@ _SAMPLE = re.compile(
     r'(?:\{\s*((?:[a-zA-Z_][a-zA-Z0-9_]*\s*=\s*"(?:[^"\\\n]|\\.)*"\s*,?\s*)*)\})?'
     r"[ \t]+([^ \t#]+)(?:[ \t]+-?[0-9.eE+-]+)?(?:[ \t]+#[ \t].*)?[ \t]*$"
 )
-_POD_LABEL = re.compile(r"(^|,)\s*pod\s*=")
-_NAMESPACE_LABEL = re.compile(r"(^|,)\s*namespace\s*=")
+_LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*("(?:[^"\\\n]|\\.)*")')
+# A float as Go's strconv.ParseFloat and OpenMetrics both read it (no `_`, no hex, no whitespace,
+# ASCII digits only; NaN unsigned, as Go takes a sign only before Inf).
+_VALUE = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[Ii][Nn][Ff](?:[Ii][Nn][Ii][Tt][Yy])?)"
+    r"|[Nn][Aa][Nn]",
+    re.ASCII,
+)
 _TYPES = {
     "counter",
     "gauge",
@@ -49,7 +65,28 @@ _SUFFIXES = {
 
 
 MAX_CACHED_LINES = 50_000
-_SKIP = ("", "")  # cached verdict for a valid line of a family that is not passed through
+# Why a sample was dropped (the `reason` label of guided_decoding_passthrough_samples_dropped_total).
+DUPLICATE_LABEL = "duplicate_label"
+RESERVED_LABEL = "reserved_label"
+MISSING_LABEL = "missing_label"  # a histogram bucket without `le`, a summary quantile without `quantile`
+DROP_REASONS = (DUPLICATE_LABEL, RESERVED_LABEL, MISSING_LABEL)
+# Types read as untyped samples: no engine declares them, and their sample-name rules are OpenMetrics'.
+_UNTYPED = {"untyped", "unknown", "info", "stateset", "gaugehistogram"}
+
+
+@dataclass(frozen=True)
+class _Line:
+    """A checked `name{labels}`: the sample name, its labels with pod (and namespace) added, and the
+    names of its own labels; or the reason it is dropped."""
+
+    sample: str
+    labels: str
+    names: frozenset[str] = frozenset()
+    drop: str = ""
+
+
+_SKIP = _Line("", "")  # cached verdict for a valid line of a family that is not passed through
+LineCache = dict[str, _Line]  # a target's checked lines, kept between its scrapes
 
 
 class ParseError(ValueError):
@@ -75,37 +112,59 @@ def escape_label_value(value: str) -> str:
 
 
 def _check_value(value: str, lineno: int) -> None:
-    try:
-        float(value)
-    except ValueError:
-        raise ParseError(f"line {lineno}: {value[:40]!r} is not a number") from None
+    if _VALUE.fullmatch(value) is None:
+        raise ParseError(f"line {lineno}: {value[:40]!r} is not a number")
 
 
-def _with_pod(labels: str | None, pod_pair: str, namespaced: bool = False) -> str:
-    labels = (labels or "").strip().rstrip(",").strip()
-    if not labels:
-        return pod_pair
-    if _POD_LABEL.search(labels):
-        labels = _POD_LABEL.sub(r"\1exported_pod=", labels)
-    if namespaced and _NAMESPACE_LABEL.search(labels):
-        labels = _NAMESPACE_LABEL.sub(r"\1exported_namespace=", labels)
-    return pod_pair + "," + labels
+def _exported(name: str, taken: set[str]) -> str:
+    """The name a clashing label gets: `exported_` prepended until it is free (as Prometheus does)."""
+    while name in taken:
+        name = "exported_" + name
+    return name
+
+
+def _checked(sample: str, labels: str | None, pod_pair: str, added: tuple[str, ...]) -> _Line:
+    """The sample's labels with ours (`added`, already rendered in `pod_pair`) in front, or why it
+    is dropped. Values are kept as their original escaped text."""
+    pairs = _LABEL_PAIR.findall(labels) if labels else []
+    names = [name for name, _ in pairs]
+    own = set(names)
+    if len(own) != len(names):
+        return _Line(sample, "", drop=DUPLICATE_LABEL)
+    if any(name.startswith("__") for name in names):
+        return _Line(sample, "", drop=RESERVED_LABEL)
+    if not pairs:
+        return _Line(sample, pod_pair)
+    taken = own | set(added)
+    renamed = [(_exported(name, taken) if name in added else name, value) for name, value in pairs]
+    return _Line(sample, pod_pair + "," + ",".join(f"{n}={v}" for n, v in renamed), frozenset(own))
+
+
+def _missing_label(family: Family, line: _Line) -> bool:
+    """A sample that lacks the label its family's type requires (Prometheus' own types)."""
+    if family.type == "histogram":
+        return line.sample == family.name + "_bucket" and "le" not in line.names
+    if family.type == "summary":
+        return line.sample == family.name and "quantile" not in line.names
+    return False
 
 
 def parse(
     text: str,
     pod: str,
     prefix: str = "vllm:",
-    cache: dict[str, tuple[str, str]] | None = None,
+    cache: LineCache | None = None,
     max_samples: int | None = None,
     namespace: str = "",
+    dropped: Counter[str] | None = None,
 ) -> list[Family]:
     """Families whose name starts with `prefix`, each sample's labels prefixed with `pod="..."` (and
     `namespace="..."` first when the target's namespace is known).
 
     The whole page is validated, not only the kept families: a page with a broken line anywhere is
     garbage and the target is down. A `pod` label already on a sample is renamed `exported_pod` (and
-    `namespace`, when one is added, `exported_namespace`), as Prometheus does on a conflict.
+    `namespace`, when one is added, `exported_namespace`), as Prometheus does on a conflict. Samples
+    dropped for their labels are counted by reason in `dropped`.
     `cache` (one per target and pod, kept between scrapes) maps a line's `name{labels}` part to its
     checked result, so a series seen before costs a dict lookup and a float() of its value: this cuts
     parsing of the real vLLM page about fourfold. It is cleared when it reaches MAX_CACHED_LINES.
@@ -113,8 +172,10 @@ def parse(
     put an unbounded number of series on the daemon's page.
     """
     pod_pair = f'pod="{escape_label_value(pod)}"'
+    added: tuple[str, ...] = ("pod",)
     if namespace:
         pod_pair = f'namespace="{escape_label_value(namespace)}",' + pod_pair
+        added = ("namespace", "pod")
     families: dict[str, Family] = {}
     helps: dict[str, str] = {}
     current: Family | None = None
@@ -141,7 +202,7 @@ def parse(
             kind = parts[3].strip() if len(parts) > 3 else ""
             if kind not in _TYPES:
                 raise ParseError(f"line {lineno}: unknown metric type {kind[:20]!r}")
-            if not name.startswith(prefix):
+            if not name.startswith(prefix) or kind in _UNTYPED:
                 current, accepted = None, ()
                 continue
             current = families.get(name)
@@ -159,9 +220,7 @@ def parse(
                 raise ParseError(f"line {lineno}: not a sample: {line[:60]!r}")
             sample, labels, value = match.group(1), match.group(2), match.group(3)
             _check_value(value, lineno)
-            known = (
-                (sample, _with_pod(labels, pod_pair, bool(namespace))) if sample.startswith(prefix) else _SKIP
-            )
+            known = _checked(sample, labels, pod_pair, added) if sample.startswith(prefix) else _SKIP
             # Cache only plain `key value` lines, so a hit means: same series, only the value to check.
             if cache is not None and match.end(3) == len(line) and line == f"{key} {value}":
                 if len(cache) >= MAX_CACHED_LINES:
@@ -171,7 +230,11 @@ def parse(
             _check_value(value, lineno)
         if known is _SKIP:
             continue
-        sample, labels = known
+        if known.drop:
+            if dropped is not None:
+                dropped[known.drop] += 1
+            continue
+        sample = known.sample
         kept += 1
         if max_samples is not None and kept > max_samples:
             raise TooManySamples(f"more than {max_samples} {prefix}* samples")
@@ -181,7 +244,11 @@ def parse(
             if current is None:
                 current = families[sample] = Family(sample, "untyped", helps.get(sample, ""))
             accepted = (sample,)
-        current.samples.append((sample, labels, value))
+        elif current.type in ("histogram", "summary") and _missing_label(current, known):
+            if dropped is not None:
+                dropped[MISSING_LABEL] += 1
+            continue
+        current.samples.append((sample, known.labels, value))
     return list(families.values())
 
 
@@ -237,6 +304,7 @@ def render_openmetrics(families: Sequence[Family]) -> str:
                 folded.add(gauge.name)
                 owners[fam.name] = gauge.name
     out: list[str] = []
+    written: set[str] = set()
     for fam in families:
         if fam.name in folded or not fam.samples:
             continue
@@ -249,6 +317,9 @@ def render_openmetrics(families: Sequence[Family]) -> str:
                 kind = "unknown"
         elif kind == "untyped":
             kind = "unknown"
+        if name in written:  # a counter `x_total` and a family `x`: one name in OpenMetrics, first kept
+            continue
+        written.add(name)
         help_text = fam.help.replace('"', '\\"')
         out.append(f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n")
         owner = owners.get(fam.name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -59,6 +60,7 @@ class TargetResult:
     duration: float = 0.0
     error: str | None = None
     families: list[passthrough.Family] = field(default_factory=list)
+    dropped: Counter[str] = field(default_factory=Counter)  # samples of its page dropped, by reason
 
 
 class VllmCollector(Collector):
@@ -75,10 +77,14 @@ class VllmCollector(Collector):
         self._session: aiohttp.ClientSession | None = None
         self._errors: dict[str, str | None] = {}
         # Per target (url, pod): the parser's line cache, kept between scrapes, dropped with the target.
-        self._line_caches: dict[Target, dict[str, tuple[str, str]]] = {}
-        # Per target, the last page parsed and its families: an unchanged page (an idle engine) is not
-        # parsed again, and when no target's families changed the merge and its renders are kept.
-        self._pages: dict[Target, tuple[bytes, list[passthrough.Family]]] = {}
+        self._line_caches: dict[Target, passthrough.LineCache] = {}
+        # Per target, the last page parsed, its families and what it dropped: an unchanged page (an idle
+        # engine) is not parsed again, and when no target's families changed the merge and its renders
+        # are kept.
+        self._pages: dict[Target, tuple[bytes, list[passthrough.Family], Counter[str]]] = {}
+        # Samples dropped from pages for their labels, by reason, counted at every scrape of the page.
+        self.dropped_total: Counter[str] = Counter()
+        self._dropping: dict[str, frozenset[str]] = {}  # per target url, the reasons at its last scrape
         self._merged_from: list[list[passthrough.Family]] = []
         self._last_conflicts: list[str] = []
         self.reparsed_total = 0  # pages parsed (bench and tests: the others were re-served)
@@ -114,7 +120,7 @@ class VllmCollector(Collector):
                 body = await read_capped(resp, self.settings.max_body_bytes)
             last = self._pages.get(target)
             if last is not None and last[0] == body:
-                result.families, result.up = last[1], True
+                result.families, result.dropped, result.up = last[1], last[2], True
                 return self._done(result, started)
             try:
                 text = body.decode("utf-8")
@@ -129,6 +135,7 @@ class VllmCollector(Collector):
                     cache=cache,
                     max_samples=self.settings.max_series,
                     namespace=target.namespace,
+                    dropped=result.dropped,
                 )
             except passthrough.ParseError as err:
                 raise CollectorError(f"not the Prometheus text format: {err}") from None
@@ -138,7 +145,7 @@ class VllmCollector(Collector):
             if keep is not None:
                 result.families = [f for f in result.families if f.name in keep]
             self.reparsed_total += 1
-            self._pages[target] = (body, result.families)
+            self._pages[target] = (body, result.families, result.dropped)
             result.up = True
         except CollectorError as err:
             result.error = str(err)
@@ -161,6 +168,16 @@ class VllmCollector(Collector):
             elif target.url in self._errors:
                 log.info("target %s (pod %s) up", target.url, target.pod)
         self._errors[target.url] = result.error
+        self.dropped_total.update(result.dropped)
+        reasons = frozenset(result.dropped)
+        if reasons - self._dropping.get(target.url, frozenset()):  # logged as a target starts dropping
+            log.warning(
+                "target %s (pod %s): dropped %s",
+                target.url,
+                target.pod,
+                ", ".join(f"{n} samples ({r})" for r, n in sorted(result.dropped.items())),
+            )
+        self._dropping[target.url] = reasons
         return result
 
     async def refresh(self) -> None:
@@ -193,6 +210,7 @@ class VllmCollector(Collector):
         self._conflicting = set(conflicts)
         current = set(targets)  # forget the state of targets that went away (pods deleted)
         self._errors = {t.url: self._errors.get(t.url) for t in current}
+        self._dropping = {t.url: self._dropping.get(t.url, frozenset()) for t in current}
         self._line_caches = {t: c for t, c in self._line_caches.items() if t in current}
         self._pages = {t: page for t, page in self._pages.items() if t in current}
         self.results = results
@@ -252,3 +270,12 @@ class VllmCollector(Collector):
             "Families dropped from the passthrough because targets declared them with different types.",
             value=self.type_conflicts,
         )
+        dropped = CounterMetricFamily(
+            "guided_decoding_passthrough_samples_dropped",
+            "Samples of engines' pages dropped at scrapes for labels Prometheus would refuse the whole page "
+            "for (duplicate_label, reserved_label) or that their type requires (missing_label).",
+            labels=["reason"],
+        )
+        for reason in passthrough.DROP_REASONS:
+            dropped.add_metric([reason], self.dropped_total[reason])
+        yield dropped

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from exporter.daemon import passthrough
+from tests.support import hostile_pages
 
 
 def _samples(families: object) -> set[tuple[str, tuple[tuple[str, str], ...], float]]:
@@ -159,3 +163,63 @@ def test_namespace_goes_first_and_an_engine_namespace_label_is_renamed() -> None
     pages = [passthrough.parse("vllm:y 1\n", "vllm-0", namespace=ns) for ns in ("a", "b")]
     merged, _ = passthrough.merge(pages)
     assert len(_samples(parse_text(passthrough.render_text(merged)))) == 2
+
+
+# --- Hostile pages (issue 47): whatever a pod serves, what the daemon writes is valid exposition. ---
+
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\\n]|\\.)*"')
+_GO_FLOAT = re.compile(
+    r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|(?i:inf(?:inity)?))|(?i:nan)"
+)
+
+
+def _valid_lines(text: str) -> None:
+    """What Prometheus checks that prometheus-client's parsers do not: each sample's label names are
+    unique and none is reserved, and its value is in Go's float syntax."""
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        names = _LABEL.findall(head[head.index("{") :]) if "{" in head else []
+        assert len(names) == len(set(names)), line
+        assert not any(n.startswith("__") for n in names), line
+        assert _GO_FLOAT.fullmatch(value), line
+
+
+@pytest.mark.parametrize("name", sorted(hostile_pages.DROPPED) + sorted(hostile_pages.KEPT))
+def test_a_hostile_page_renders_valid_exposition(name: str, vllm_page: str) -> None:
+    page = hostile_pages.every_page()[name]
+    dropped: Counter[str] = Counter()
+    families = passthrough.parse(page, "p", namespace="ns", dropped=dropped)
+    assert dict(dropped) == (hostile_pages.DROPPED[name][1] if name in hostile_pages.DROPPED else {})
+    merged, _ = passthrough.merge([families, passthrough.parse(vllm_page, "good")])
+    text = passthrough.render_text(merged)
+    om = passthrough.render_openmetrics(merged) + "# EOF\n"
+    _valid_lines(text)
+    _valid_lines(om)
+    assert len(_samples(parse_text(text))) >= 364  # the good target's samples all there
+    assert len(_samples(parse_openmetrics(om))) >= 364  # raises on OpenMetrics' stricter rules
+
+
+@pytest.mark.parametrize("name", sorted(hostile_pages.DOWN))
+def test_a_value_prometheus_cannot_read_marks_the_page_broken(name: str) -> None:
+    with pytest.raises(passthrough.ParseError, match="is not a number"):
+        passthrough.parse(hostile_pages.DOWN[name], "p")
+
+
+def test_a_clashing_label_is_renamed_until_free() -> None:
+    page = 'vllm:a{pod="p",exported_pod="q",namespace="n"} 1\n'
+    (family,) = passthrough.parse(page, "mine", namespace="ns")
+    ((_, labels, _),) = family.samples
+    assert labels == (
+        'namespace="ns",pod="mine",exported_exported_pod="p",exported_pod="q",exported_namespace="n"'
+    )
+
+
+def test_drops_are_counted_from_the_line_cache_too() -> None:
+    cache: passthrough.LineCache = {}
+    page = 'vllm:a{x="1",x="2"} 1\nvllm:a{x="3"} 1\n'
+    for _ in range(2):
+        dropped: Counter[str] = Counter()
+        (family,) = passthrough.parse(page, "p", cache=cache, dropped=dropped)
+        assert dropped == {"duplicate_label": 1} and len(family.samples) == 1
