@@ -11,8 +11,11 @@ Prometheus' exporter-toolkit (`--web.config.file`): one file serves node_exporte
       prometheus: $2y$10$...                         # bcrypt hashes (htpasswd -nBC 10 "" | tr -d ':')
 
 Unknown keys are errors, as in exporter-toolkit. Passwords are checked with bcrypt off the event
-loop; a successful check is remembered (by a SHA-256 of the credentials) so that each scrape does
-not pay bcrypt's cost again.
+loop, one check at a time (exporter-toolkit's mutex: a flood of guesses takes one core, not all); a
+successful check is remembered (by a SHA-256 of the credentials) so that each scrape does not pay
+bcrypt's cost again. An unknown user name is checked against a dummy hash of the users' cost, as
+exporter-toolkit does, and the name is looked up in constant time: the answer's timing does not say
+which user names exist.
 """
 
 from __future__ import annotations
@@ -21,9 +24,12 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import hmac
+import re
 import ssl
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +46,10 @@ CLIENT_AUTH = {
     "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
 }
 VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
+# A bcrypt hash as htpasswd -B writes it: $2a$/$2b$/$2y$, a two-digit cost of 4 to 31, 53 characters of
+# salt and digest. Anything else would make bcrypt raise on every request instead of refusing at start.
+BCRYPT_HASH = re.compile(r"\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}")
+BCRYPT_MAX_BYTES = 72  # bcrypt reads no further (htpasswd and Go's bcrypt compare only these)
 
 
 @dataclass
@@ -91,10 +101,15 @@ def load(path: str) -> WebConfig:
     if not isinstance(users, dict):
         raise ValueError(f"{path}: basic_auth_users must map user names to bcrypt hashes")
     for user, hashed in users.items():
-        if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")):
+        if not isinstance(hashed, str) or not BCRYPT_HASH.fullmatch(hashed):
             raise ValueError(f"{path}: basic_auth_users.{user}: not a bcrypt hash")
         config.users[str(user)] = hashed.replace("$2y$", "$2b$", 1).encode()
     return config
+
+
+def cost_of(hashed: bytes) -> int:
+    """A bcrypt hash's cost (log2 of its rounds): `$2b$10$...` is 10."""
+    return int(hashed[4:6])
 
 
 def basic_auth(users: dict[str, bytes], open_paths: frozenset[str] = frozenset()) -> Callable[..., Any]:
@@ -102,10 +117,19 @@ def basic_auth(users: dict[str, bytes], open_paths: frozenset[str] = frozenset()
     import bcrypt
 
     remembered: OrderedDict[bytes, None] = OrderedDict()
+    known = [(name.encode(), hashed) for name, hashed in users.items()]
+    # What an unknown user is checked against: a hash of the users' highest cost, so that a name that
+    # does not exist costs what one that does costs (exporter-toolkit's fixed hash, at this file's cost).
+    dummy = bcrypt.hashpw(b"no such user", bcrypt.gensalt(max((cost_of(h) for _, h in known), default=10)))
+    checks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gdx-bcrypt")
 
     def check(user: str, password: str) -> bool:
-        hashed = users.get(user)
-        return hashed is not None and bcrypt.checkpw(password.encode(), hashed)
+        wanted, hashed, found = user.encode(), dummy, False
+        for name, candidate in known:  # every name compared, each in constant time: no early answer
+            if hmac.compare_digest(name, wanted):
+                hashed, found = candidate, True
+        matched = bcrypt.checkpw(password.encode()[:BCRYPT_MAX_BYTES], hashed)
+        return matched and found
 
     @web.middleware
     async def middleware(
@@ -123,7 +147,7 @@ def basic_auth(users: dict[str, bytes], open_paths: frozenset[str] = frozenset()
             if key in remembered:
                 return await handler(request)
             loop = asyncio.get_running_loop()
-            ok: bool = bool(user) and await loop.run_in_executor(None, check, user, password)
+            ok: bool = await loop.run_in_executor(checks, check, user, password)
             if ok:
                 remembered[key] = None
                 if len(remembered) > 64:

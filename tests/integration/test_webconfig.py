@@ -6,8 +6,10 @@ from __future__ import annotations
 import base64
 import shutil
 import ssl
+import statistics
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -69,6 +71,32 @@ def test_tls_and_basic_auth(tmp_path: Path, daemon_factory: object) -> None:
         get(daemon.url + "/metrics", ssl.create_default_context(), (USER, PASSWORD))
     with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP to the TLS port
         get(daemon.url.replace("https://", "http://") + "/metrics", None, (USER, PASSWORD))
+
+
+def test_an_unknown_user_name_answers_as_slowly_as_a_known_one(
+    tmp_path: Path, daemon_factory: object
+) -> None:
+    """User enumeration by timing: a wrong password for a known user pays bcrypt (about 60 ms at cost
+    10); an unknown name paid nothing (under 1 ms), 70x apart. Measured side by side, interleaved, so a
+    busy machine slows both alike: the medians must agree within 3x."""
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=10)).decode()
+    config = tmp_path / "web.yml"
+    config.write_text(yaml.safe_dump({"basic_auth_users": {USER: hashed}}))
+    daemon = daemon_factory("--web.config.file", str(config), "--no-collector.nvml")  # type: ignore[operator]
+    url = daemon.url + "/metrics"
+    assert get(url, None, (USER, PASSWORD))[0] == 200  # warm: connections, the first scrape
+
+    def took(user: str) -> float:
+        start = time.perf_counter()
+        assert get(url, None, (user, "wrong"))[0] == 401
+        return time.perf_counter() - start
+
+    known, unknown = [], []
+    for attempt in range(9):
+        known.append(took(USER))
+        unknown.append(took(f"mallory{attempt}"))
+    ratio = statistics.median(known) / statistics.median(unknown)
+    assert 1 / 3 < ratio < 3, (known, unknown)
 
 
 @pytest.mark.parametrize(
