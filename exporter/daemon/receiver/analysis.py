@@ -19,6 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from exporter.daemon.receiver import redaction
 from exporter.daemon.receiver.rollup import FamilyUsage
 from exporter.schema import backends, family, identity, injection, lint, routing, spec_report, variants
 from exporter.schema.identity import JSON_KINDS
@@ -422,14 +423,15 @@ class SchemaAnalysis:
 
 
 def redact(kind: str, parsed: Any) -> str:
-    """The schema's structure with every literal (enum, const, default, examples, title, description)
-    replaced by "*": what /schemas may show. Non-JSON specs (regex, grammar) are not shown at all."""
+    """The schema's structure with every literal replaced by "*", by an allow-list of JSON Schema
+    keywords (exporter/daemon/receiver/redaction.py): what /schemas may show. Non-JSON specs (regex,
+    grammar) are not shown at all."""
     if kind not in JSON_KINDS:
         return "<not JSON: not shown>"
     if parsed is None:
         return "<unparsable>"
     try:
-        shape = identity.canonical_json(identity.shape_of(parsed))
+        shape = identity.canonical_json(redaction.redact_schema(parsed))
     except (ValueError, RecursionError):
         return "<unparsable>"
     return shape if len(shape) <= REDACTED_CHARS else shape[:REDACTED_CHARS] + "...<truncated>"
