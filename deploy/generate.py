@@ -61,6 +61,7 @@ VARIANTS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
             "configmap.yaml": "configmap.yaml",
             "probe-service.yaml": "probe-service.yaml",
             "daemonset.yaml": "daemonset.yaml",
+            "networkpolicy.yaml": "networkpolicy.yaml",
         },
     ),
     "components/monitors": (
@@ -95,9 +96,9 @@ TRANSPORTS: dict[str, tuple[dict[str, str], str, str]] = {
         "privileged",
         "# The probe's Unix socket transport (the chart's probe.transport=socket), as before the TCP ones:\n"
         "# the socket directory /run/guided-decoding-exporter is a hostPath shared with the engine pods,\n"
-        "# handed to 65532 by a root init step (CHOWN, FOWNER); no TCP listener, Service or TokenReview\n"
-        "# binding. A hostPath is admitted by Pod Security `privileged` alone: the exporter's namespace\n"
-        "# and the engines' become privileged.\n",
+        "# handed to 65532 by a root init step (CHOWN, FOWNER); no TCP listener, Service, TokenReview\n"
+        "# rule or probe port in the NetworkPolicy. A hostPath is admitted by Pod Security `privileged`\n"
+        "# alone: the exporter's namespace and the engines' become privileged.\n",
     ),
 }
 # the optional objects a transport changes, on in both renders so their patches exist

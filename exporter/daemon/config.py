@@ -549,6 +549,22 @@ class Config:
         'family="other".',
         metavar="N",
     )
+    probe_max_engines: int = _option(
+        64,
+        "probe.max-engines",
+        parse_positive_int,
+        "Engines the daemon keeps per node: a hello beyond it is refused and counted, unless a"
+        " disconnected engine can make room.",
+        metavar="N",
+    )
+    probe_max_engines_per_pod: int = _option(
+        16,
+        "probe.max-engines-per-pod",
+        parse_positive_int,
+        "Engines the daemon keeps per pod (over TCP the pod its token's TokenReview names): a hello beyond"
+        " it is refused and counted, unless a disconnected engine of the pod can make room.",
+        metavar="N",
+    )
     probe_engine_ttl: float = _option(
         120.0,
         "probe.engine-ttl",

@@ -122,7 +122,9 @@ def test_every_manifest_is_valid(tmp_path: Path) -> None:
     kinds = (
         "Namespace ServiceAccount ClusterRole ClusterRoleBinding RoleBinding ConfigMap DaemonSet Deployment"
     )
-    kinds += " Service PodMonitor ServiceMonitor PrometheusRule Secret SecurityContextConstraints"
+    kinds += (
+        " Service PodMonitor ServiceMonitor PrometheusRule Secret SecurityContextConstraints NetworkPolicy"
+    )
     assert {d["kind"] for _, d in docs} >= set(kinds.split())
     for version in VERSIONS:
         for where, doc in docs:
@@ -266,7 +268,6 @@ def test_security_posture(transport: str, tmp_path: Path) -> None:
         assert [v["hostPath"]["path"] for v in host_paths] == [SOCKET_DIR]  # the socket only
         assert list(ports) == ["metrics"] and "listen_address" not in config["probe"]
         assert "Service/guided-decoding-exporter-probe" not in keyed
-        assert "ClusterRoleBinding/guided-decoding-exporter-auth-delegator" not in keyed
     else:
         assert "initContainers" not in pod  # no root step
         assert not [v for v in pod["volumes"] if "hostPath" in v]
@@ -275,22 +276,25 @@ def test_security_posture(transport: str, tmp_path: Path) -> None:
         assert ports["probe"].get("hostPort") == (PROBE_PORT if transport == "hostip" else None)
         assert "hostPort" not in ports["metrics"]
         assert config["probe"]["listen_address"] == f":{PROBE_PORT}"
-        binding = keyed["ClusterRoleBinding/guided-decoding-exporter-auth-delegator"]
-        assert binding["roleRef"] == {
-            "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"
-        }  # fmt: skip
-        assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "guided-decoding"}
-        ]
         assert ("Service/guided-decoding-exporter-probe" in keyed) == (transport == "service")
     mounts = {m["name"]: m for c in pod["containers"] for m in c["volumeMounts"]}
     assert mounts["config"]["readOnly"] is True and mounts["probe-socket"]["mountPath"] == SOCKET_DIR
     assert exporter["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert exporter["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    # what the code calls: list pods (discovery), create tokenreviews (the TCP transports); one binding,
+    # to the service account alone, and none to the built-in system:auth-delegator
     (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
-    ]  # what the code calls; system:auth-delegator is the cluster's own
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}] + (
+        [] if transport == "socket"
+        else [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}]
+    )  # fmt: skip
+    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "guided-decoding-exporter"
+    }  # fmt: skip
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": "guided-decoding"}
+    ]
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
     env = {e["name"]: e for e in exporter["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
@@ -415,8 +419,7 @@ def test_another_namespace_keeps_the_bindings_right(tmp_path: Path) -> None:
     assert (
         keyed["Namespace/other"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     )
-    (subject,) = keyed["ClusterRoleBinding/guided-decoding-exporter-auth-delegator"]["subjects"]
-    assert subject["namespace"] == "other"
+    assert keyed["NetworkPolicy/guided-decoding-exporter"]["metadata"]["namespace"] == "other"
     assert keyed["Service/guided-decoding-exporter-probe"]["metadata"]["namespace"] == "other"
     namespaced = [d for d in built if d["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding")]
     assert {d["metadata"].get("namespace") for d in namespaced} == {"other"}

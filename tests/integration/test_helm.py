@@ -69,6 +69,14 @@ ALL_TOGGLES = {
     "nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge"},
     "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/x"}},
     "extraEnv": [{"name": "GDX_LOG_LEVEL", "value": "debug"}],
+    "networkPolicy": {
+        "metrics": {"from": [{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }]},
+        "probe": {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"team": "ml"}}},
+                           {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}]},
+    },
 }  # fmt: skip
 
 
@@ -137,6 +145,7 @@ def test_every_rendered_object_is_valid(helm: str, values: dict[str, Any]) -> No
     docs = template(helm, values)
     kinds = {d["kind"] for d in docs}
     base = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet", "Service"}
+    base |= {"NetworkPolicy"}
     assert kinds == (
         base if not values else base | CRD_KINDS | {"Service", "RoleBinding", "SecurityContextConstraints"}
     )
@@ -261,25 +270,23 @@ def test_servicemonitor_selects_the_service(helm: str) -> None:
     }
 
 
-def test_rbac_is_exactly_list_pods(helm: str) -> None:
+def test_rbac_is_exactly_list_pods_and_create_tokenreviews(helm: str) -> None:
     docs = by_key(template(helm, ALL_TOGGLES, namespace="other"))
     assert docs[f"ClusterRole/{RELEASE}"]["rules"] == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     ]
     for key in (f"ClusterRoleBinding/{RELEASE}", f"RoleBinding/{RELEASE}-scc"):
         assert docs[key]["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": "other"}], (
             key
         )
     rules = [r for d in docs.values() if d["kind"] == "ClusterRole" for r in d["rules"]]
-    assert sorted(r["verbs"] for r in rules) == [["list"], ["use"]]  # the SCC's `use` besides, nothing else
-    # TokenReviews of the probes' tokens: the cluster's own role, bound to the service account alone
-    delegator = docs[f"ClusterRoleBinding/{RELEASE}-auth-delegator"]
-    assert delegator["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator"
-    }  # fmt: skip
-    assert delegator["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": "other"}]
+    # the SCC's `use` besides, nothing else
+    assert sorted(r["verbs"] for r in rules) == [["create"], ["list"], ["use"]]
+    # TokenReviews of the probes' tokens: the chart's own rule, not the built-in system:auth-delegator
     bindings = sorted(k for k, d in docs.items() if d["kind"] == "ClusterRoleBinding")
-    assert bindings == [f"ClusterRoleBinding/{RELEASE}", f"ClusterRoleBinding/{RELEASE}-auth-delegator"]
+    assert bindings == [f"ClusterRoleBinding/{RELEASE}"]
+    assert docs[f"ClusterRoleBinding/{RELEASE}"]["roleRef"]["name"] == RELEASE
 
 
 def test_rbac_namespaces_grant_a_role_in_each_and_nothing_cluster_wide(helm: str) -> None:
@@ -296,10 +303,13 @@ def test_rbac_namespaces_grant_a_role_in_each_and_nothing_cluster_wide(helm: str
     for binding in bindings:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}]
         assert binding["roleRef"]["kind"] == "Role"
-    assert not [d for d in docs if d["kind"] == "ClusterRole"]
-    # cluster-wide, only the TokenReview binding (a TokenReview is not namespaced); none with the socket
+    # cluster-wide, only the TokenReview rule (a TokenReview is not namespaced); none with the socket
+    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    assert cluster_role["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+    ]
     cluster = [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRoleBinding"]
-    assert cluster == [f"{RELEASE}-auth-delegator"]
+    assert cluster == [RELEASE]
     socket = template(helm, {"rbac": {"namespaces": ["team-a", "team-b"]}, "probe": {"transport": "socket"}})
     assert not [d for d in socket if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     (configmap,) = [d for d in docs if d["kind"] == "ConfigMap"]
@@ -421,12 +431,13 @@ def test_notes() -> None:
     assert "monitors are off unless enabled" in default and "/readyz" in default
     assert "pod-security.kubernetes.io/enforce=restricted" in default and "privileged" not in default
     assert f"GDX_PROBE_ADDRESS=tcp://{RELEASE}-probe.{NAMESPACE}.svc:{PROBE_PORT}" in default
-    assert f"ClusterRoleBinding {RELEASE}-auth-delegator" in default
+    assert "create tokenreviews" in default and "auth-delegator" not in default
+    assert f"NetworkPolicy {RELEASE}: ingress to the metrics port 9479 and the probe port 9478" in default
     hostip = notes("probe.transport=hostip")
     assert "pod-security.kubernetes.io/enforce=privileged" in hostip and "hostPort 9478" in hostip
     assert f"{RELEASE}-probe" not in hostip and "status.hostIP" in hostip
     socket = notes("probe.transport=socket")
-    assert "pod-security.kubernetes.io/enforce=privileged" in socket and "auth-delegator" not in socket
+    assert "pod-security.kubernetes.io/enforce=privileged" in socket and "tokenreviews" not in socket
     assert "hostPath /run/guided-decoding-exporter" in socket and "GDX_PROBE_ADDRESS" not in socket
     assert "WARNING: nvml.enabled is true and runtimeClassName is empty" in default
     enabled = notes("runtimeClassName=nvidia", "podMonitor.enabled=true", "prometheusRule.enabled=true")
@@ -464,7 +475,7 @@ def test_each_transport_renders_valid(helm: str, transport: str) -> None:
 def test_transports(helm: str) -> None:
     """service: the probe Service (internalTrafficPolicy Local, the DaemonSet's pods, port probe), no
     hostPort; hostip: the hostPort and no Service; socket: exactly the objects and DaemonSet of before
-    (no listener, Service or TokenReview binding); the auth-delegator binding with the TCP ones."""
+    (no listener, Service or TokenReview rule); the tokenreviews rule with the TCP ones."""
     rendered = {t: by_key(template(helm, {"probe": {"transport": t}})) for t in TRANSPORTS}
     for transport, docs in rendered.items():
         pod = docs[f"DaemonSet/{RELEASE}"]["spec"]["template"]
@@ -472,7 +483,9 @@ def test_transports(helm: str) -> None:
         ports = {p["name"]: p for p in exporter["ports"]}
         host_ports = [p for p in exporter["ports"] if "hostPort" in p]
         config = yaml.safe_load(docs[f"ConfigMap/{RELEASE}"]["data"]["config.yaml"])
-        assert (f"ClusterRoleBinding/{RELEASE}-auth-delegator" in docs) == (transport != "socket"), transport
+        rules = docs[f"ClusterRole/{RELEASE}"]["rules"]
+        assert ({"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+                in rules) == (transport != "socket"), transport  # fmt: skip
         assert (f"Service/{RELEASE}-probe" in docs) == (transport == "service"), transport
         if transport == "socket":
             assert list(ports) == ["metrics"] and "listen_address" not in config["probe"]
@@ -501,10 +514,10 @@ def test_transports(helm: str) -> None:
         {"name": "probe", "port": PROBE_PORT, "targetPort": "probe", "protocol": "TCP"}
     ]
     assert svc["metadata"]["namespace"] == NAMESPACE
-    # socket renders the objects the chart rendered before the TCP transports, no more
+    # socket renders the objects the chart rendered before the TCP transports, and the NetworkPolicy
     assert sorted(rendered["socket"]) == sorted(
         [f"ServiceAccount/{RELEASE}", f"ClusterRole/{RELEASE}", f"ClusterRoleBinding/{RELEASE}",
-         f"ConfigMap/{RELEASE}", f"DaemonSet/{RELEASE}"]
+         f"ConfigMap/{RELEASE}", f"DaemonSet/{RELEASE}", f"NetworkPolicy/{RELEASE}"]
     )  # fmt: skip
     # the port is one value: the container port, the Service's, the hostPort and the listener
     moved = {

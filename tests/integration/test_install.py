@@ -447,12 +447,15 @@ def test_step_3a_helm_commands_render_what_kube_prometheus_stack_selects(name: s
     (ds,) = [d for (k, _), d in docs.items() if k == "DaemonSet"]
     images = {c["image"] for c in ds["spec"]["template"]["spec"]["containers"]}
     assert images == {f"{REGISTRY}/guided-decoding-exporter:0.1.0"}
-    # the default transport: the probes' Service, node-local, and the TokenReview binding
+    # the default transport: the probes' Service, node-local, and the TokenReview rule
     service = docs[("Service", "guided-decoding-exporter-probe")]
     assert service["spec"]["internalTrafficPolicy"] == "Local"
-    assert docs[("ClusterRoleBinding", "guided-decoding-exporter-auth-delegator")]["roleRef"]["name"] == (
-        "system:auth-delegator"
-    )
+    tokenreviews = {
+        "apiGroups": ["authentication.k8s.io"],
+        "resources": ["tokenreviews"],
+        "verbs": ["create"],
+    }
+    assert tokenreviews in docs[("ClusterRole", "guided-decoding-exporter")]["rules"]
     (label,) = [line for line in step3 if line.startswith("kubectl label namespace guided-decoding")]
     labels = _labels(label)
     base = kustomize_dir(ROOT / "deploy" / "kubernetes" / "base")

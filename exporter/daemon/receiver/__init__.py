@@ -16,6 +16,7 @@ from prometheus_client.core import Metric
 from exporter import wire
 from exporter.daemon.collectors.base import Collector, CollectorError
 from exporter.daemon.collectors.kubernetes import NodePod
+from exporter.daemon.receiver.admission import DEFAULT_MAX_ENGINES, DEFAULT_MAX_ENGINES_PER_POD, Limits
 from exporter.daemon.receiver.analysis import DEFAULT_WINDOW, Place, RuleSeverity, SchemaAnalysis
 from exporter.daemon.receiver.listener import ProbeListener
 from exporter.daemon.receiver.metric_families import absent_family, listener_families, store_families
@@ -41,6 +42,8 @@ class ProbeSettings:
     allowed_uids: tuple[int, ...] = ()  # empty: whoever the socket's mode lets in
     max_schemas: int = DEFAULT_MAX_SCHEMAS
     max_families: int = DEFAULT_MAX_FAMILIES
+    max_engines: int = DEFAULT_MAX_ENGINES  # engines the store keeps per node
+    max_engines_per_pod: int = DEFAULT_MAX_ENGINES_PER_POD  # and per pod identity
     engine_ttl: float = DEFAULT_ENGINE_TTL
     apply_interval: float = 1.0  # snapshots held and applied together this often (0: on arrival)
     titles: bool = True
@@ -126,6 +129,7 @@ class ProbeCollector(Collector):
             settings.titles,
             self.analysis,
             max_families=settings.max_families,
+            limits=Limits(settings.max_engines, settings.max_engines_per_pod),
         )
         self.listener = ProbeListener(
             settings.socket,

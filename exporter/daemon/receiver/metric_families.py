@@ -23,6 +23,7 @@ from exporter import wire
 from exporter.daemon.collectors.base import pod_labels
 from exporter.daemon.collectors.kubernetes import NodePod
 from exporter.daemon.exposition import SharedLabels
+from exporter.daemon.receiver.admission import MAX_ENGINE_BACKENDS, REFUSALS, SANITISED
 from exporter.daemon.receiver.analysis import AnalysisView, FamilyView
 from exporter.daemon.receiver.listener import RESULTS, ListenerView
 from exporter.daemon.receiver.rollup import RollupView
@@ -172,6 +173,33 @@ def store_families(view: StoreView, schema_les: frozenset[str] | None = None) ->
         PREFIX + "schemas_evicted", "Schema hashes moved out of the exposed top set into other.",
         value=view.evicted_total,
     )  # fmt: skip
+    yield from admission_families(view)
+
+
+def admission_families(view: StoreView) -> Iterable[Metric]:
+    """What the store refused or changed of what probes sent (admission.py), by fixed reasons."""
+    refused = CounterMetricFamily(
+        PREFIX + "probe_refused",
+        "What the daemon refused from connected probes, by reason: engines_per_pod (a hello beyond"
+        " --probe.max-engines-per-pod connected engines of its pod), engines_per_node (beyond"
+        " --probe.max-engines), backends_per_engine (an entry naming a backend beyond an engine's first"
+        f" {MAX_ENGINE_BACKENDS}), schema_hash_mismatch (a schema text that does not hash to the hash it"
+        " was sent with).",
+        labels=["reason"],
+    )
+    for reason in REFUSALS:
+        refused.add_metric([reason], view.refused.get(reason, 0))
+    yield refused
+    sanitised = CounterMetricFamily(
+        PREFIX + "probe_values_sanitised",
+        "Label values probes sent outside their documented form, rewritten to it, by field: title"
+        " ([A-Za-z0-9_.-], 64 characters), engine_version, probe_version, backend_version ([A-Za-z0-9_.+!-],"
+        " 64 characters).",
+        labels=["field"],
+    )
+    for name in SANITISED:
+        sanitised.add_metric([name], view.sanitised.get(name, 0))
+    yield sanitised
 
 
 def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:

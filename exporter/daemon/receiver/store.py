@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from exporter import wire
+from exporter.daemon.receiver.admission import BackendNames, Limits, Tally, hello_labels, title_label
 from exporter.daemon.receiver.analysis import AnalysisView, FamilyView, SchemaAnalysis
 from exporter.daemon.receiver.ranking import LINGER, Ranking
 from exporter.daemon.receiver.rollup import FamilyRollup, RollupView
+from exporter.daemon.receiver.schema_check import SpecChecker
 from exporter.daemon.receiver.series import (
     NO_CALLS,
     SeriesAccumulator,
@@ -78,7 +80,8 @@ class SchemaInfo:
     shape_hash: str
     kind: str
     backend: str
-    title: str  # sanitised by the probe, volatile words masked (identity.mask_title); empty when off
+    title: str  # read by the daemon from the text it hashed, volatile words masked; empty when off
+    verified: bool = True  # the daemon recomputed the hashes from the text (False: not sent, too long)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,8 @@ class StoreView:
     tracked: int
     first_seen_total: int
     evicted_total: int
+    refused: Mapping[str, int] = field(default_factory=dict)  # admission.REFUSALS -> count
+    sanitised: Mapping[str, int] = field(default_factory=dict)  # admission.SANITISED -> count
 
 
 def with_namespaces(view: StoreView, namespaces: Mapping[str, str]) -> StoreView:
@@ -134,6 +139,7 @@ class EngineState:
     instance: str
     hello: wire.Hello
     last_seen: float
+    names: BackendNames  # the backend names it may use (admission.MAX_ENGINE_BACKENDS)
     connected: bool = True
     specs: dict[int, SchemaInfo] = field(default_factory=dict)  # the probe's spec id -> its schema
     last_rows: dict[int, tuple[str, wire.SpecTotals]] = field(default_factory=dict)  # id -> (backend, row)
@@ -150,6 +156,17 @@ class EngineState:
     @property
     def key(self) -> tuple[str, str, str]:
         return self.hello.namespace, self.hello.pod, self.hello.engine
+
+    @property
+    def slot(self) -> tuple[str, str, str]:
+        """Where the store keeps it: its instance within its pod, so that a pod naming another's
+        instance is another engine, never that one reconnecting."""
+        return self.hello.namespace, self.hello.pod, self.instance
+
+    @property
+    def owner(self) -> tuple[str, str]:
+        """The pod identity it counts against: over TCP the TokenReview's, on the socket its hello's."""
+        return self.hello.namespace, self.hello.pod
 
     @property
     def has_pending(self) -> bool:
@@ -183,13 +200,17 @@ class ProbeStore:
         analysis: SchemaAnalysis | None = None,
         linger: float = LINGER,
         max_families: int = DEFAULT_MAX_FAMILIES,
+        limits: Limits | None = None,
     ) -> None:
         self.analysis = analysis or SchemaAnalysis()
+        self.limits = limits or Limits()
+        self.tally = Tally()
+        self.checker = SpecChecker()
         self.max_schemas = max(1, max_schemas)
         self.engine_ttl = engine_ttl
         self.titles = titles
         self._lock = threading.Lock()
-        self.engines: dict[str, EngineState] = {}
+        self.engines: dict[tuple[str, str, str], EngineState] = {}  # by slot
         self.series: dict[SeriesKey, SeriesAccumulator] = {}
         self.retired: dict[SeriesKey, SeriesAccumulator] = {}  # demoted series, resumed on return
         self.ranking = Ranking(self.max_schemas, linger)
@@ -221,9 +242,12 @@ class ProbeStore:
 
     # ---- messages -------------------------------------------------------------------------------
 
-    def hello(self, msg: wire.Hello, now: float) -> EngineState:
+    def hello(self, msg: wire.Hello, now: float) -> EngineState | None:
+        """The engine a connection's hello names, or None when it would go over a bound (counted): the
+        connection's later messages are then rejected."""
         with self._lock:
-            engine = self.engines.get(msg.instance)
+            msg = hello_labels(msg, self.tally, who(msg.namespace, msg.pod, msg.engine))
+            engine = self.engines.get((msg.namespace, msg.pod, msg.instance))
             if engine is not None:  # the same process reconnecting: keep its totals, it resends metadata
                 engine.hello, engine.last_seen, engine.connected = msg, now, True
                 engine.clear_specs()
@@ -240,17 +264,57 @@ class ProbeStore:
                     else:
                         log.info("engine %s restarted (new probe instance)", who(*other.key))
                     self._drop(other)
-            engine = EngineState(msg.instance, msg, now)
-            self.engines[engine.instance] = engine
+            if not self._room_for(msg):
+                return None
+            engine = EngineState(msg.instance, msg, now, BackendNames(self.limits.max_backends))
+            self.engines[engine.slot] = engine
             log.info("probe connected: %s kind=%s pid=%d", who(*engine.key), msg.engine_kind, msg.pid)
             return engine
+
+    def _room_for(self, msg: wire.Hello) -> bool:
+        """Whether a new engine fits its pod's bound and the node's: a disconnected engine (the
+        longest silent) makes room; connected ones never do, so a pod cannot push out another's."""
+        owner = (msg.namespace, msg.pod)
+        for reason, limit, mine in (
+            ("engines_per_pod", self.limits.max_engines_per_pod, lambda e: e.owner == owner),
+            ("engines_per_node", self.limits.max_engines, lambda e: True),
+        ):
+            counted = [e for e in self.engines.values() if mine(e)]
+            if len(counted) < limit:
+                continue
+            gone = [e for e in counted if not e.connected]
+            if not gone:
+                named = who(msg.namespace, msg.pod, msg.engine)
+                self.tally.refuse(reason, f"{named}: {limit} engines already")
+                return False
+            oldest = min(gone, key=lambda e: e.last_seen)
+            log.info("probe of %s disconnected: dropped to make room (%s)", who(*oldest.key), reason)
+            self._drop(oldest)
+        return True
 
     def schemas(self, engine: EngineState, msg: wire.SchemasMessage, now: float) -> None:
         with self._lock:
             engine.last_seen = now
             for item in msg.schemas:
-                title = identity.mask_title(item.title) if self.titles else ""
-                info = SchemaInfo(item.hash, item.shape, item.kind, item.backend, title)
+                checked = self.checker.check(item)
+                if checked is None:
+                    self.tally.refuse(
+                        "schema_hash_mismatch",
+                        f"{who(*engine.key)}: a {item.kind} text that does not hash to {item.hash}",
+                    )
+                    engine.drop_spec(item.id)
+                    continue
+                if not engine.names.admit(item.backend):
+                    named = f"{who(*engine.key)}: a spec of backend {item.backend}"
+                    self.tally.refuse("backends_per_engine", named)
+                    engine.drop_spec(item.id)
+                    continue
+                if item.title and identity.sanitize_title(item.title) != item.title:
+                    self.tally.changed("title", who(*engine.key))  # our probe sends the documented form
+                title = title_label(checked.title) if self.titles else ""
+                info = SchemaInfo(
+                    checked.schema_hash, checked.shape_hash, item.kind, item.backend, title, checked.verified
+                )
                 engine.add_spec(item.id, info)
                 if len(engine.specs) > MAX_SPECS_PER_ENGINE:  # a probe tracks at most a few hundred
                     engine.drop_spec(next(iter(engine.specs)))
@@ -261,18 +325,25 @@ class ProbeStore:
                         self.seen.popitem(last=False)
                 else:
                     self.seen.move_to_end(info.schema_hash)
-                self.info.setdefault(info.schema_hash, info)
+                known = self.info.get(info.schema_hash)
+                if known is None or (info.verified and not known.verified):  # a checked text wins a claim
+                    self.info[info.schema_hash] = info
+                if not info.verified:
+                    continue  # nothing to analyse: its text was not sent
                 # analysed once, off the loop; the store keeps no schema text
                 # linted with the backend tables of the engine that first reports it
                 versions = backends.versions_of(engine.hello.backends)
                 self.analysis.submit(
-                    info.schema_hash, info.shape_hash, info.kind, item.text, item.title, versions=versions,
+                    info.schema_hash, info.shape_hash, info.kind, item.text, checked.title, versions=versions,
                     warnings=item.warnings,
                 )  # fmt: skip
 
     def snapshot(self, engine: EngineState, msg: wire.Snapshot, now: float) -> None:
         with self._lock:
             engine.last_seen = now
+            msg, dropped = engine.names.bound(msg)
+            if dropped:
+                self.tally.refuse("backends_per_engine", f"{who(*engine.key)}: {dropped} entries", dropped)
             engine.snapshot = msg
             if msg.full:  # a new connection's first: it names every tracked spec, missing ones vanished
                 self._attribute_engine(engine)
@@ -433,7 +504,7 @@ class ProbeStore:
 
     def _drop(self, engine: EngineState) -> None:
         self._attribute_engine(engine)  # what it sent counts in the families and the ranking
-        self.engines.pop(engine.instance, None)
+        self.engines.pop(engine.slot, None)
         self.dropped_engines_total += 1
         ident = engine.key
         if not any(e.key == ident for e in self.engines.values()):
@@ -465,6 +536,8 @@ class ProbeStore:
                 tracked=len(live_hashes),
                 first_seen_total=self.first_seen_total,
                 evicted_total=self.ranking.evicted_total,
+                refused=dict(self.tally.refused),
+                sanitised=dict(self.tally.sanitised),
             )
 
     def _serialisations(self, schema_hashes: set[str]) -> dict[str, int]:

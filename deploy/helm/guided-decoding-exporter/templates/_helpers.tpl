@@ -47,6 +47,22 @@ socket. */}}
 {{- if ne .Values.probe.transport "socket" }}true{{ end }}
 {{- end }}
 
+{{/* "true" when the daemon lists pods (pod discovery: config kubernetes.enabled, and the vllm collector
+not turned off by config collector.vllm), "" otherwise: the pods rule of rbac.yaml follows it. */}}
+{{- define "gdx.discovery" -}}
+{{- $kubernetes := .Values.config.kubernetes | default dict }}
+{{- $collector := .Values.config.collector | default dict }}
+{{- $on := has (toString (get $kubernetes "enabled") | lower) (list "true" "1" "yes" "on") }}
+{{- $vllm := not (has (toString (get $collector "vllm") | lower) (list "false" "0" "no" "off")) }}
+{{- if and $on $vllm }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the daemon calls the API server at all (pod discovery or the TokenReviews of the TCP
+transports): otherwise its pods get no ServiceAccount token. */}}
+{{- define "gdx.apiAccess" -}}
+{{- if or (include "gdx.discovery" .) (include "gdx.probeTCP" .) }}true{{ end }}
+{{- end }}
+
 {{/* The daemon's configuration: values `config`, with the probe socket under socketDir unless set, the
 probe's TCP listener on ":<probe.port>" with the TCP transports unless set, and kubernetes.namespaces
 from rbac.namespaces (the namespaces the Roles allow it to list). */}}
