@@ -13,10 +13,11 @@ The table (backends.py) asks this module where a finding can be observed; the pr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
+from exporter.schema import ecma_regex
+from exporter.schema.ecma_pattern import EcmaUnsupported, parse_ecma
 from exporter.schema.values import is_number, value_types
 from exporter.schema.walk import escape, ref_target, resolve
 
@@ -331,49 +332,38 @@ def _patterns_apart(left: dict[str, Any], right: dict[str, Any]) -> bool:
 
 
 def _first_chars(pattern: Any) -> set[str] | None:
-    """The characters a `^`-anchored pattern's match can start with (None: unknown or any)."""
+    """The characters a `^`-anchored pattern's match can start with, as ECMA-262 reads it (None:
+    unknown or any)."""
     if not isinstance(pattern, str):
         return None
     try:
-        from re import _parser  # type: ignore[attr-defined]
-
-        parsed = list(_parser.parse(pattern))
-    except (re.error, RecursionError, OverflowError, ValueError):
+        tree = parse_ecma(pattern)
+    except EcmaUnsupported:
         return None
-    if len(parsed) < 2 or str(parsed[0][0]) != "AT" or str(parsed[0][1]) != "AT_BEGINNING":
+    items = list(tree[1]) if tree[0] == "seq" else [tree]
+    if len(items) < 2 or items[0] != ("bol",):
         return None
-    return _starts(parsed[1:])
+    return _starts(items[1])
 
 
-def _starts(items: list[Any]) -> set[str] | None:
-    if not items:
-        return None
-    op, value = items[0]
-    name = str(op)
-    if name == "LITERAL":
-        return {chr(value)}
-    if name == "IN":
-        out: set[str] = set()
-        for kind, item in value:
-            if str(kind) == "LITERAL":
-                out.add(chr(item))
-            elif str(kind) == "RANGE" and item[1] - item[0] < 256:
-                out.update(chr(c) for c in range(item[0], item[1] + 1))
-            else:
-                return None
-        return out
-    if name == "SUBPATTERN":
-        return _starts(list(value[-1]))
-    if name == "BRANCH":
+def _starts(node: Any) -> set[str] | None:
+    tag = node[0]
+    if tag == "set":
+        if sum(hi - lo + 1 for lo, hi in node[1]) > 256:
+            return None
+        return {chr(c) for lo, hi in node[1] for c in range(lo, hi + 1)}
+    if tag == "seq":
+        return _starts(node[1][0]) if node[1] else None
+    if tag == "alt":
         found: set[str] = set()
-        for branch in value[1]:
-            chars = _starts(list(branch))
+        for branch in node[1]:
+            chars = _starts(branch)
             if chars is None:
                 return None
             found |= chars
         return found
-    if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") and value[0] >= 1:
-        return _starts(list(value[2]))
+    if tag == "rep" and node[2] >= 1:
+        return _starts(node[1])
     return None
 
 
@@ -406,12 +396,8 @@ def refuses(root: Any, schema: Any, value: Any, depth: int = MAX_DEPTH) -> bool:
         return True
     if isinstance(value, str):
         pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            try:
-                if re.search(pattern, value) is None:
-                    return True
-            except (re.error, RecursionError, OverflowError):
-                pass
+        if isinstance(pattern, str) and ecma_regex.search(pattern, value).matched is False:
+            return True  # matched None (a pattern not read): not sure, so not refused
         if is_number(schema.get("minLength")) and len(value) < schema["minLength"]:
             return True
         if is_number(schema.get("maxLength")) and len(value) > schema["maxLength"]:

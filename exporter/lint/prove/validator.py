@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.lint.prove.ecma_keywords import with_ecma_patterns
 from exporter.schema import backends
 from exporter.schema.walk import escape, resolve
 
@@ -37,9 +38,10 @@ class Validator:
         from jsonschema import validators
 
         cls = validators.validator_for(schema, default=_undeclared_draft(schema, jsonschema))
+        self.draft = cls.__name__.removesuffix("Validator")
+        cls = with_ecma_patterns(cls, schema)  # ECMA-262 patterns in linear time, not `re`
         self._validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
         self._root = schema
-        self.draft = cls.__name__.removesuffix("Validator")
         self._pointers: dict[int, str] = {}
         _index(schema, "", self._pointers)
 
@@ -50,7 +52,8 @@ class Validator:
 
     def violations(self, instance: Any) -> list[Violation]:
         """The top-level errors (an `allOf` or `properties` error is already the inner keyword's).
-        A schema the validator cannot evaluate (a regex it cannot compile) reports nothing."""
+        A schema the validator cannot evaluate (a pattern it cannot read: ecma_keywords.py) reports
+        nothing."""
         out: list[Violation] = []
         try:
             for error in self._validator.iter_errors(instance):
