@@ -28,12 +28,14 @@ from exporter.lint.command import FlagError, sglang_engine, tool_server, vllm_ro
 from exporter.lint.prove.engine import LlguidanceEngine, ProofEngine, XgrammarEngine
 from exporter.lint.report import analyse
 from exporter.lint.requests import KINDS, InputError, read_inputs
-from exporter.schema import identity
+from exporter.schema import ecma_pattern, identity
 
 if TYPE_CHECKING:
     from exporter.fix.proof import FixProof
 
 MOVED_LINE = "MOVED: tuple[tuple[str, str], ...] = ()"
+INLINED_LINE = "from exporter.schema.ecma_pattern import ecma_search  # gdx fix inlines this module here"
+FUTURE_LINE = "from __future__ import annotations\n"
 ENGINES = ("xgrammar", "llguidance")  # the order the proofs run and are reported in
 
 
@@ -255,17 +257,23 @@ def _prove_tags(
 
 
 def check_source(plan: FamilyPlan) -> str:
-    """postcheck.py with MOVED filled: the pointers as one JSON string literal (repr of a str is
-    always a plain literal, so no pointer or name of a schema can become code)."""
-    source = Path(postcheck.__file__).read_text(encoding="utf-8")
-    moved = json.dumps([[m.pointer, m.keyword] for m in plan.merged.moved])
-    line = f"MOVED: tuple[tuple[str, str], ...] = tuple(tuple(m) for m in json.loads({moved!r}))"
-    if source.count(MOVED_LINE) != 1:
-        raise AssertionError("postcheck.py has no MOVED line to fill")
+    """check.py of a family: postcheck.py standalone with MOVED filled."""
     header = (
         f"# gdx fix: the check after decoding of family {plan.family}; call check(output, request_schema)\n"
     )
-    return header + source.replace(MOVED_LINE, line)
+    return header + standalone_check([(m.pointer, m.keyword) for m in plan.merged.moved])
+
+
+def standalone_check(moved: Sequence[tuple[str, str]]) -> str:
+    """postcheck.py as one standard-library file: the ECMA-262 pattern reader inlined where it is
+    imported, MOVED filled with the pointers as one JSON string literal (repr of a str is always a
+    plain literal, so no pointer or name of a schema can become code)."""
+    source = Path(postcheck.__file__).read_text(encoding="utf-8")
+    line = f"MOVED: tuple[tuple[str, str], ...] = tuple(tuple(m) for m in json.loads({json.dumps(moved)!r}))"
+    if source.count(MOVED_LINE) != 1 or source.count(INLINED_LINE) != 1:
+        raise AssertionError("postcheck.py has no MOVED line to fill or no pattern reader to inline")
+    reader = Path(ecma_pattern.__file__).read_text(encoding="utf-8").replace(FUTURE_LINE, "", 1)
+    return source.replace(MOVED_LINE, line).replace(INLINED_LINE, f"# --- {INLINED_LINE}\n{reader}# ---\n")
 
 
 def _summary(results: list[dict[str, Any]], out: Path, warm: Sequence[registry.Entry]) -> None:

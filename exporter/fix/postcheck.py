@@ -10,21 +10,33 @@ readable message per broken constraint, `[]` when the output is fine. It costs a
 Standard library only, and no value of any schema in the code: `gdx fix` copies this file as the
 service's `check.py` with `MOVED` (the pointers and keywords, as data) filled in. It validates the
 subset of JSON Schema a grammar engine compiles (types, enum/const, bounds, lengths, patterns,
-properties, items, unions, local `$ref`s); formats and content keywords are not checked. Bounded:
-nesting past MAX_DEPTH or MAX_REF_HOPS stops with a message, never a RecursionError.
+properties, items, unions, local `$ref`s); formats and content keywords are not checked.
+
+Patterns are ECMA-262's, as the engine's grammar reads them (exporter/schema/ecma_pattern.py, which
+`gdx fix` inlines into check.py: `$` is the end only, `\\d` is [0-9]), matched by an automaton in
+linear time; lookaround and backreferences are not read, and say so. Bounded: the whole check costs at
+most MAX_STEPS steps (a subschema applied: STEP_COST; a pattern: its automaton's steps), nesting stops
+at MAX_DEPTH; past either, and on anything the check cannot read, the answer is a rejection that says
+"not checked", never an exception and never a pass.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any
+
+from exporter.schema.ecma_pattern import ecma_search  # gdx fix inlines this module here
 
 # (schema pointer, keyword) pairs the static schema dropped; empty: check every constraint.
 MOVED: tuple[tuple[str, str], ...] = ()
 MAX_DEPTH = 256
 MAX_REF_HOPS = 64
+MAX_STEPS = 1_000_000  # the whole check's work (about half a second at most); past it: not checked
+STEP_COST = 10  # one subschema applied to one value, in pattern-automaton steps
+MAX_DIGITS = 1_000  # digits of a number multipleOf divides exactly; larger: not checked
+_DECIMALS = Context(prec=2 * MAX_DIGITS + 700, Emax=10 * MAX_DIGITS, Emin=-10 * MAX_DIGITS)
 _TYPES = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
@@ -40,21 +52,40 @@ _TYPES = {
 
 
 def check_json(text: str | bytes, request_schema: Any, moved: Any = None) -> list[str]:
-    """`check` of the output as the engine returned it, JSON text."""
+    """`check` of the output as the engine returned it, JSON text (NaN and Infinity are not JSON)."""
     try:
-        output = json.loads(text)
+        output = json.loads(text, parse_constant=_not_json)
     except ValueError as err:
         return [f"/: not JSON: {err}"]
+    except RecursionError:
+        return ["/: not checked: nested too deep to read"]
     return check(output, request_schema, moved)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def check(output: Any, request_schema: Any, moved: Any = None) -> list[str]:
     """Messages for each constraint of `request_schema` that the decoded `output` breaks, among
-    `moved` (default MOVED; an empty one means all)."""
+    `moved` (default MOVED; an empty one means all). What could not be checked (too deep, too much
+    work) is always among them, whatever moved: the grammar no longer holds it either."""
     wanted = {(str(p), str(k)) for p, k in (MOVED if moved is None else moved)}
     found: list[_Broken] = []
-    _Walk(request_schema).validate(output, request_schema, "", "", found, 0)
+    walk = _Walk(request_schema)
+    try:
+        walk.validate(output, request_schema, "", "", found, 0)
+    except _Stop:
+        pass
+    except (RecursionError, MemoryError, ValueError, TypeError, OverflowError) as err:
+        return [f"/: not checked: the check failed ({type(err).__name__})"]
+    if walk.stopped:
+        return [walk.stopped]
     return [f"{b.at or '/'}: {b.message}" for b in found if not wanted or _caused(b, wanted)]
+
+
+class _Stop(Exception):
+    """The check's work or nesting ran out: the walk ends at once (the caller says not checked)."""
 
 
 class _Broken:
@@ -90,6 +121,8 @@ def _escape(token: str) -> str:
 class _Walk:
     def __init__(self, root: Any) -> None:
         self.root = root
+        self.steps = MAX_STEPS
+        self.stopped = ""  # why the walk ended early: the whole answer
         # Up to draft 7 a `$ref` replaces the keywords beside it; from 2019-09 they apply too.
         dialect = str(root.get("$schema", "")) if isinstance(root, dict) else ""
         self.ref_alone = any(f"draft-0{n}" in dialect for n in (3, 4, 6, 7))
@@ -106,7 +139,7 @@ class _Walk:
             token = token.replace("~1", "/").replace("~0", "~")
             if isinstance(node, dict) and token in node:
                 node = node[token]
-            elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            elif isinstance(node, list) and token.isascii() and token.isdigit() and int(token) < len(node):
                 node = node[int(token)]
             else:
                 return None
@@ -135,9 +168,19 @@ class _Walk:
     def matches(self, value: Any, schema: Any, where: str, depth: int) -> bool:
         return not self.trial(value, schema, where, "", depth)
 
+    def charge(self, steps: int) -> None:
+        self.steps -= steps
+        if self.steps < 0:
+            self.stop(f"/: not checked: more than {MAX_STEPS} steps of work")
+
+    def stop(self, why: str) -> None:
+        self.stopped = self.stopped or why
+        raise _Stop
+
     def validate(self, value: Any, schema: Any, where: str, at: str, out: list[_Broken], depth: int) -> None:
         """Every broken constraint as (schema pointer, keyword, instance pointer, message)."""
-        if schema is True or schema == {}:
+        self.charge(STEP_COST)
+        if schema is True or (isinstance(schema, dict) and not schema):
             return
         if schema is False:
             out.append(_Broken(where, "false", at, "no value is allowed here"))
@@ -145,8 +188,7 @@ class _Walk:
         if not isinstance(schema, dict):
             return
         if depth > MAX_DEPTH:
-            out.append(_Broken(where, "depth", at, f"nested deeper than {MAX_DEPTH}: not checked"))
-            return
+            self.stop(f"{at or '/'}: nested deeper than {MAX_DEPTH}: not checked")
 
         def fail(keyword: str, message: str, causes: list[_Broken] | None = None) -> None:
             out.append(_Broken(where, keyword, at, message, causes))
@@ -169,15 +211,16 @@ class _Walk:
         if (
             "enum" in schema
             and isinstance(schema["enum"], list)
-            and not any(_equal(value, m) for m in schema["enum"])
+            and not any(self.equal(value, m) for m in schema["enum"])
         ):
             fail("enum", "is not one of the values this request allows")
-        if "const" in schema and not _equal(value, schema["const"]):
+        if "const" in schema and not self.equal(value, schema["const"]):
             fail("const", "is not the value this request requires")
         if _is_number(value):
             self.numbers(value, schema, fail)
         if isinstance(value, str):
             self.strings(value, schema, fail)
+            self.pattern(value, schema.get("pattern"), fail)
         if isinstance(value, list):
             self.arrays(value, schema, where, at, out, depth, fail)
         if isinstance(value, dict):
@@ -220,12 +263,17 @@ class _Walk:
                 "exclusiveMinimum": value <= bound, "exclusiveMaximum": value >= bound,
             }[keyword]  # fmt: skip
             if broken:
-                fail(keyword, f"is out of this request's range ({keyword} {bound})")
+                fail(keyword, f"is out of this request's range ({keyword} {_show(bound)})")
         step: Any = schema.get("multipleOf")
         if _is_number(step) and step > 0:
-            quotient = value / step
-            if not (math.isfinite(quotient) and abs(quotient - round(quotient)) < 1e-9):
-                fail("multipleOf", f"is not a multiple of {step}")
+            multiple = _multiple(value, step)
+            if multiple is None:
+                fail(
+                    "multipleOf",
+                    f"is too large or too precise to check against multipleOf {_show(step)}: not checked",
+                )
+            elif not multiple:
+                fail("multipleOf", f"is not a multiple of {_show(step)}")
 
     @staticmethod
     def strings(value: str, schema: dict[str, Any], fail: Any) -> None:
@@ -234,13 +282,21 @@ class _Walk:
             fail("minLength", f"is shorter than this request allows ({length} < {schema['minLength']})")
         if isinstance(schema.get("maxLength"), int) and length > schema["maxLength"]:
             fail("maxLength", f"is longer than this request allows ({length} > {schema['maxLength']})")
-        pattern = schema.get("pattern")
-        if isinstance(pattern, str):
-            try:
-                if re.search(pattern, value) is None:
-                    fail("pattern", "does not match the pattern this request requires")
-            except re.error:
-                fail("pattern", "has a pattern Python's re cannot read: not checked")
+
+    def search(self, pattern: str, text: str) -> tuple[bool | None, str]:
+        """Whether the ECMA-262 pattern matches in text, its steps charged; None: not read (why)."""
+        verdict = ecma_search(pattern, text, max(0, self.steps) + 1)
+        self.charge(verdict.steps)
+        return verdict.matched, verdict.why.removeprefix("not checked: ")
+
+    def pattern(self, value: str, pattern: Any, fail: Any) -> None:
+        if not isinstance(pattern, str):
+            return
+        matched, why = self.search(pattern, value)
+        if matched is None:
+            fail("pattern", f"has a pattern the check does not read ({why}): not checked")
+        elif not matched:
+            fail("pattern", "does not match the pattern this request requires")
 
     def arrays(self, value: list[Any], schema: dict[str, Any], where: str, at: str, out: list[_Broken],
                depth: int, fail: Any) -> None:  # fmt: skip
@@ -249,8 +305,12 @@ class _Walk:
             fail("minItems", f"has {n} items, fewer than this request's {schema['minItems']}")
         if isinstance(schema.get("maxItems"), int) and n > schema["maxItems"]:
             fail("maxItems", f"has {n} items, more than this request's {schema['maxItems']}")
-        if schema.get("uniqueItems") is True:
-            seen = {json.dumps(v, sort_keys=True) for v in value}
+        if schema.get("uniqueItems") is True and n > 1:
+            seen: set[str] = set()
+            for item in value:
+                text = json.dumps(item, sort_keys=True)  # JSON equality: 1 and 1.0 differ here, as before
+                self.charge(len(text) // 16 + 1)
+                seen.add(text)
             if len(seen) < n:
                 fail("uniqueItems", "has repeated items")
         prefix = schema.get("prefixItems")
@@ -285,7 +345,9 @@ class _Walk:
     def objects(self, value: dict[str, Any], schema: dict[str, Any], where: str, at: str, out: list[_Broken],
                 depth: int, fail: Any) -> None:  # fmt: skip
         for name in schema.get("required", []) if isinstance(schema.get("required"), list) else []:
-            if name not in value:
+            if not isinstance(name, str):
+                fail("required", "lists a name that is not a string: not checked")
+            elif name not in value:
                 fail("required", f"lacks `{name}`, which this request requires")
         n = len(value)
         if isinstance(schema.get("minProperties"), int) and n < schema["minProperties"]:
@@ -306,11 +368,14 @@ class _Walk:
                 covered = True
                 self.validate(item, props[name], f"{where}/properties/{_escape(name)}", here, out, depth + 1)
             for pattern, sub in patterns.items():
-                try:
-                    hit = re.search(pattern, name) is not None
-                except re.error:
-                    continue
-                if hit:
+                hit, why = self.search(pattern, name)
+                if hit is None:
+                    covered = True
+                    fail(
+                        "patternProperties",
+                        f"has `{name}`, and a pattern the check does not read ({why}): not checked",
+                    )
+                elif hit:
                     covered = True
                     self.validate(
                         item, sub, f"{where}/patternProperties/{_escape(pattern)}", here, out, depth + 1
@@ -325,10 +390,38 @@ class _Walk:
             for name, needs in dependent.items():
                 if name in value and isinstance(needs, list):
                     for need in needs:
-                        if need not in value:
+                        if not isinstance(need, str):
+                            fail("dependentRequired", "lists a name that is not a string: not checked")
+                        elif need not in value:
                             fail("dependentRequired", f"has `{name}` without `{need}`")
                 elif name in value and isinstance(needs, dict):
                     self.validate(value, needs, f"{where}/dependencies/{_escape(name)}", at, out, depth + 1)
+
+    def equal(self, a: Any, b: Any) -> bool:
+        """JSON equality (1 == 1.0, but true is not 1), iterative, each pair charged."""
+        stack = [(a, b)]
+        while stack:
+            x, y = stack.pop()
+            self.charge(1)
+            if isinstance(x, bool) or isinstance(y, bool):
+                if type(x) is not type(y) or x != y:
+                    return False
+            elif isinstance(x, dict) and isinstance(y, dict):
+                if x.keys() != y.keys():
+                    return False
+                stack.extend((x[k], y[k]) for k in x)
+            elif isinstance(x, list) and isinstance(y, list):
+                if len(x) != len(y):
+                    return False
+                stack.extend(zip(x, y, strict=True))
+            elif isinstance(x, (dict, list)) or isinstance(y, (dict, list)):
+                return False
+            elif _is_number(x) and _is_number(y):
+                if _compare(x, y) != 0:
+                    return False
+            elif type(x) is not type(y) or x != y:
+                return False
+        return True
 
 
 def _map(value: Any) -> dict[str, Any]:
@@ -339,12 +432,41 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _equal(a: Any, b: Any) -> bool:
-    """JSON equality: 1 == 1.0, but true is not 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
+def _compare(a: float, b: float) -> int:
+    """-1, 0, 1 of two JSON numbers, exactly (an int and a float compare exactly in Python)."""
+    return (a > b) - (a < b)
+
+
+def _digits(value: float) -> int:
+    """About how many decimal digits a number's exact value takes (a float: its repr's)."""
+    if isinstance(value, int):
+        return value.bit_length() * 10 // 33 + 1
+    return len(repr(value))
+
+
+def _decimal(value: float) -> Decimal:
+    """A JSON number as the decimal it was written as (a float: its shortest repr, as JSON wrote it)."""
+    return Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+
+
+def _multiple(value: float, step: float) -> bool | None:
+    """Whether value is an exact multiple of step, in decimal (0.3 is a multiple of 0.1); None: a
+    number too large or too precise for the bounded arithmetic (or not finite)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(step, float) and not math.isfinite(step):
+        return None
+    if _digits(value) > MAX_DIGITS or _digits(step) > MAX_DIGITS:
+        return None
+    try:
+        return _DECIMALS.remainder(_decimal(value), _decimal(step)).is_zero()
+    except (InvalidOperation, ArithmeticError, ValueError):
+        return None
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    """A number for a message, shortened (a 400-digit bound is quoted by its first digits)."""
+    if isinstance(value, int) and _digits(value) > limit:
+        return f"a number of about {_digits(value)} digits"
+    text = repr(value) if isinstance(value, float) else str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

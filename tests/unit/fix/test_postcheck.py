@@ -4,7 +4,6 @@ schema dropped, read from the request's own schema; the same verdict as the json
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 
-from exporter.fix import postcheck
+from exporter.fix.command import standalone_check
 from exporter.fix.postcheck import check, check_json
 from exporter.schema.static import merge
 from tests.unit.schema.test_static import perturbed_pairs, tenant, tenant_instance, valid, validator
@@ -76,13 +75,14 @@ def test_hostile_outputs_and_schemas_end_in_a_message_not_an_exception() -> None
         "/: not JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
     ]
     assert check("x", {"type": "string", "pattern": "("}) == [
-        "/: has a pattern Python's re cannot read: not checked"
+        "/: has a pattern the check does not read (missing ) at 1): not checked"
     ]
 
 
 def test_it_runs_with_the_standard_library_alone(tmp_path: Path) -> None:
-    """Copied as the service's check.py and imported by an isolated interpreter without site-packages."""
-    shutil.copy(postcheck.__file__, tmp_path / "check.py")
+    """Written as the service's check.py (the pattern reader inlined) and imported by an isolated
+    interpreter without site-packages or this package."""
+    (tmp_path / "check.py").write_text(standalone_check([]), encoding="utf-8")
     code = (
         f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import check, json; "
         "print(json.dumps(check.check({'n': 3}, {'properties': {'n': {'maximum': 2}}})))"

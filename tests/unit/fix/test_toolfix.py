@@ -41,7 +41,8 @@ def call(name: str, arguments: str = "{}") -> dict[str, Any]:
          {"tools": [{"type": "namespace", "name": "ns", "tools": [{"type": "function", "name": "f"}]}]}, []),
         ([{"type": "function_call", "name": "g", "arguments": "{}"}], {"tools": [{"type": "function", "name": "f"}]},
          ["call 0: tool 'g' was not enabled for this request"]),
-        ([None, "x", call("a")], {"tools": [tool("a")]}, []),  # hostile entries are not calls
+        # an entry that is not a call is refused, not skipped: skipped, it hid a second call
+        ([None, "x", call("a")], {"tools": [tool("a")]}, ["call 0: not a JSON object", "call 1: not a JSON object"]),
     ],
 )  # fmt: skip
 def test_the_check_refuses_what_the_request_did_not_allow(
