@@ -152,7 +152,8 @@ def test_made_up_backends_in_specs_and_snapshots_are_bounded_per_engine() -> Non
             validation={n: ZERO_COMPILE for n in names},
             routes=[{"requested": "auto", "resolved": n, "backend": n, "outcome": "compiled", "requests": 1}
                     for n in names],
-            engine={"caches": [{"backend": n, "compiler": "c", "bytes": 1} for n in names], "backend": names[-1]},
+            engine={"caches": [{"backend": n, "compiler": "c", "bytes": 1} for n in names],
+                    "backend": names[-1]},
         )  # fmt: skip
         store.view()
     text = rendered(store)
@@ -199,8 +200,9 @@ def test_an_unverifiable_claim_never_names_a_schema() -> None:
     schema_hash, shape_hash = spec_hashes("json", text)
     attacker = hello(store, "attacker", "0")
     assert attacker is not None
-    schemas(store, attacker, {"id": 1, "hash": schema_hash, "shape": "0" * 12, "kind": "regex",
-                              "backend": "outlines", "title": "Pwned", "text": None, "truncated": True})  # fmt: skip
+    claim = {"id": 1, "hash": schema_hash, "shape": "0" * 12, "kind": "regex", "backend": "outlines",
+             "title": "Pwned", "text": None, "truncated": True}  # fmt: skip
+    schemas(store, attacker, claim)
     snapshot(store, attacker, 0, schemas=[row(id=1)])
     assert store.view().info[schema_hash].title == ""
     victim = hello(store, "victim", "0")
@@ -209,7 +211,8 @@ def test_an_unverifiable_claim_never_names_a_schema() -> None:
                             "backend": "xgrammar", "title": "Receipt", "text": text})  # fmt: skip
     snapshot(store, victim, 0, schemas=[row(id=7)])
     info = store.view().info[schema_hash]
-    assert (info.title, info.shape_hash, info.kind, info.backend) == ("Receipt", shape_hash, "json", "xgrammar")
+    said = (info.title, info.shape_hash, info.kind, info.backend)
+    assert said == ("Receipt", shape_hash, "json", "xgrammar")
 
 
 HOSTILE = 'Inv"oice\n\u202e' + "}" * 300 + "x" * 700  # 1,001 characters: the protocol's limit is 1,024
