@@ -9,8 +9,14 @@ again. Valid messages go to the `ProbeStore`.
 
 Over TCP (`--probe.listen-address`: a node-local Service or a hostPort, no hostPath in the engine
 pod) a connection says nothing until its first line, `auth`, has passed a TokenReview
-(`tokenreview`): the pod's name and namespace are the review's, whatever its hello says. Every
-refusal is counted by reason in `guided_decoding_probe_connections_refused_total`.
+(`tokenreview`): the pod's name and namespace are the review's, whatever its hello says. Until then it
+is in a small pool of its own (MAX_PENDING, AUTH_TIMEOUT, an auth line of at most MAX_AUTH_LINE_BYTES),
+so junk connections cannot take the slots of reviewed or unix-socket probes. The review is asked again
+every REVIEW_EVERY and the connection closed when it fails or the token expires (the probe reconnects
+with its rotated token). A connection says hello once; an engine belongs to the peer that created it
+(a TCP pod, a unix uid), and another peer's hello for it is refused. A connection silent for
+`idle_timeout` is closed. Every refusal is counted by reason in
+`guided_decoding_probe_connections_refused_total`.
 
 With `apply_interval` set (`--probe.apply-interval`, 1 s), the probes' connections are read in one
 pass per interval: after a snapshot, a connection at a message boundary is parked (its transport stops
@@ -40,15 +46,38 @@ from dataclasses import dataclass
 import orjson
 
 from exporter import wire
+from exporter.daemon.receiver.socket_path import clear_socket_path
 from exporter.daemon.receiver.store import EngineState, ProbeStore, who
-from exporter.daemon.receiver.tokenreview import REFUSAL_REASONS, PodIdentity, Refused, TokenReviewer
+from exporter.daemon.receiver.tokenreview import (
+    REFUSAL_REASONS,
+    PodIdentity,
+    Refused,
+    Reviewed,
+    TokenReviewer,
+)
 
 log = logging.getLogger("gdx.collector.probe")
 MAX_MESSAGE_BYTES = 4 * 2**20
 MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connection is refused, and counted
+MAX_PENDING = 16  # TCP connections awaiting their review, outside MAX_CONNECTIONS
+MAX_PER_POD = 32  # reviewed TCP connections of one pod (one per engine process)
+MAX_AUTH_LINE_BYTES = 20 * 1024  # the auth line: a token of wire.MAX_TOKEN_CHARS and its JSON
 RESULTS = ("ok", "malformed", "oversize", "rejected")
-REFUSALS = ("limit", "credentials", *REFUSAL_REASONS)
-AUTH_TIMEOUT = 10.0  # a TCP peer that has not shown a token by then is dropped (counted as no_token)
+# Why a connection was refused or ended by the daemon (REFUSAL_REASONS: the TCP review's).
+CONNECTION_REASONS = (
+    "pending_limit",  # MAX_PENDING TCP connections already await their review
+    "pod_limit",  # MAX_PER_POD connections of this pod already open
+    "second_hello",  # a connection says hello once
+    "instance_taken",  # a hello for an engine another peer created
+    "idle",  # nothing received for idle_timeout
+)
+REFUSALS = ("limit", "credentials", *REFUSAL_REASONS, *CONNECTION_REASONS)
+AUTH_TIMEOUT = 5.0  # a TCP peer that has not shown a token by then is dropped (counted as no_token)
+REVIEW_EVERY = 600.0  # a reviewed connection's token is reviewed again this often (revoked: closed)
+REVIEW_RETRY = 30.0  # after a re-review the API server could not answer
+EXPIRY_MARGIN = 5.0  # a connection is closed this long before its token expires
+DEFAULT_IDLE_TIMEOUT = 120.0  # the probe sends a snapshot every second (GDX_PROBE_INTERVAL)
+CHECK_EVERY = 5.0  # idle connections and reviews due are looked for this often
 WATCH_INTERVAL = 1.0  # socket file checks (removed or replaced: listen again) when there are no read passes
 LOG_EVERY = 60.0  # at most one line per kind of probe trouble per minute
 MAX_REFUSED_UIDS_LOGGED = 64
@@ -59,22 +88,64 @@ MAX_HELD_BYTES = 1 << 20  # per connection: beyond this its held snapshots are a
 READ_PASSES = 4  # event-loop turns a pass gives resumed connections to deliver what the kernel holds
 
 
-class Connection:
-    """One probe connection: its engine (once hello named it), its TCP identity, its held snapshots and
-    whether it is parked (its transport not reading until the next pass)."""
+@dataclass(slots=True)
+class TcpAuth:
+    """What a reviewed TCP connection holds of its review: the token (to ask again; never logged), when
+    to ask again and when the token stops being valid (monotonic seconds; None: it does not say)."""
 
-    __slots__ = ("engine", "held", "held_bytes", "identity", "parked", "reader", "transport")
+    token: str
+    reviewed_at: float
+    review_at: float
+    expires_at: float | None
+    reviewing: bool = False
+
+    @classmethod
+    def of(cls, token: str, reviewed: Reviewed, now: float) -> TcpAuth:
+        expires = None if reviewed.expires is None else now + (reviewed.expires - time.time())
+        return cls(token, now, now + REVIEW_EVERY, expires)
+
+
+class Connection:
+    """One probe connection: its engine (once hello named it), its peer (a TCP pod's identity, else the
+    unix peer's uid), its held snapshots, whether it is parked (its transport not reading until the next
+    pass) and when it last sent a message."""
+
+    __slots__ = (
+        "auth", "engine", "greeted", "held", "held_bytes", "identity", "last_read", "parked", "reader",
+        "transport", "uid",
+    )  # fmt: skip
 
     def __init__(
-        self, identity: PodIdentity | None, reader: asyncio.StreamReader, transport: asyncio.BaseTransport
+        self,
+        identity: PodIdentity | None,
+        reader: asyncio.StreamReader,
+        transport: asyncio.BaseTransport,
+        uid: int | None = None,
+        auth: TcpAuth | None = None,
     ) -> None:
         self.engine: EngineState | None = None
+        self.greeted = False  # said hello (the store may have refused its engine: engine stays None)
         self.identity = identity
+        self.uid = uid
+        self.auth = auth
         self.held: list[bytes] = []
         self.held_bytes = 0
         self.reader = reader
         self.transport = transport
         self.parked = False
+        self.last_read = time.monotonic()
+
+    @property
+    def owner(self) -> tuple[str, ...]:
+        """The peer an engine created by this connection belongs to."""
+        if self.identity is not None:
+            pod = self.identity
+            return ("pod", pod.namespace, pod.pod, pod.uid)
+        return ("uid", str(self.uid))
+
+    def close(self) -> None:
+        """Ends the connection from the daemon's side: its reader sees the end, `_serve` cleans up."""
+        self.transport.close()
 
     def at_boundary(self) -> bool:
         """Nothing of a next message read yet (the stream's buffer; unknown counts as not)."""
@@ -173,11 +244,20 @@ class ProbeListener:
         listen_address: str = "",
         reviewer: TokenReviewer | None = None,
         apply_interval: float = 0.0,
+        idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         """`path`: the unix socket ("" for none); `listen_address`: HOST:PORT for TCP ("" for none),
-        whose connections `reviewer` checks; `apply_interval`: seconds snapshots are held (0: none)."""
+        whose connections `reviewer` checks; `apply_interval`: seconds snapshots are held (0: none);
+        `idle_timeout`: a connection that sent nothing for this long is closed (0: never)."""
         self.apply_interval = apply_interval
+        self.idle_timeout = idle_timeout
         self._open: set[Connection] = set()  # connections that have held a snapshot: parked between passes
+        self._served: set[Connection] = set()  # every admitted connection: idle and review checks
+        self._owners: dict[str, tuple[str, ...]] = {}  # engine instance -> the peer that created it
+        self._per_pod: dict[tuple[str, str], int] = {}  # reviewed TCP connections by (namespace, pod)
+        self._reviews: set[asyncio.Task[None]] = set()  # re-reviews in flight
+        self._next_check = 0.0
+        self.pending = 0  # TCP connections awaiting their review
         self._ticker: asyncio.Task[None] | None = None  # the read passes and the socket file's watch
         self.path = path
         self.listen_address = listen_address
@@ -194,6 +274,7 @@ class ProbeListener:
         self._refused_uids: set[int] = set()
         self._server: asyncio.AbstractServer | None = None
         self._socket_id: tuple[int, int] | None = None
+        self._uid = os.geteuid()
         self._logged_at: dict[str, float] = {}
 
     def view(self) -> ListenerView:
@@ -226,7 +307,7 @@ class ProbeListener:
             await self._listen_tcp()
         if self.path:
             await self._listen()
-        if self.path or self.apply_interval > 0:
+        if self.path or self.apply_interval > 0 or self.listen_address:
             self._ticker = asyncio.ensure_future(self._tick())
 
     async def _listen_tcp(self) -> None:
@@ -234,8 +315,8 @@ class ProbeListener:
         try:
             host, port = split_listen_address(self.listen_address)
             self._tcp_server = await asyncio.start_server(
-                self._handle_tcp, host, port, limit=MAX_MESSAGE_BYTES, reuse_address=True
-            )
+                self._handle_tcp, host, port, limit=MAX_AUTH_LINE_BYTES, reuse_address=True
+            )  # the limit is raised to MAX_MESSAGE_BYTES once the connection is reviewed
         except (OSError, ValueError) as err:
             self.tcp_error = f"cannot listen for probes on {self.listen_address}: {err}"
             log.error("%s", self.tcp_error)
@@ -243,13 +324,20 @@ class ProbeListener:
         log.info("probes over TCP on %s (each connection checked by a TokenReview)", self.listen_address)
 
     async def _listen(self) -> None:
-        """Creates the socket (mode 0660, the configured group); on failure `listen_error` says why
-        and the watcher tries again every second, logging only when the reason changes."""
+        """Creates the socket (mode 0660, the configured group) in place of whatever is at its path (a
+        stale socket of ours; a file, directory or socket an engine left: `socket_path`); on failure
+        `listen_error` says why and the watcher tries again every second, logging only when the reason
+        changes."""
         try:
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            with contextlib.suppress(FileNotFoundError):
-                if stat.S_ISSOCK(os.lstat(self.path).st_mode):
-                    os.unlink(self.path)  # a stale socket from a previous run
+            found = clear_socket_path(self.path)
+            if found is not None:
+                self._log_limited(
+                    "foreign", logging.WARNING,
+                    "probe socket %s: removed a %s that was not ours from its path (something in the"
+                    " engines' group wrote to the socket directory; mount it read-only in engines)",
+                    self.path, found,
+                )  # fmt: skip
             server = await asyncio.start_unix_server(self._handle, path=self.path, limit=MAX_MESSAGE_BYTES)
             try:
                 os.chmod(self.path, 0o660)
@@ -267,6 +355,11 @@ class ProbeListener:
             self.listen_error = error
             return
         self._server, self._socket_id = server, (st.st_dev, st.st_ino)
+        if st.st_uid != self._uid:  # not what we created: replaced between bind and lstat
+            server.close()
+            self._server = None
+            self.listen_error = f"probe socket {self.path} was replaced as it was created"
+            return
         if self.listen_error:
             log.info("probe socket listening on %s (recovered)", self.path)
         else:
@@ -274,11 +367,16 @@ class ProbeListener:
         self.listen_error = None
 
     def _socket_gone(self) -> bool:
+        """Removed, or replaced: another inode (a socket renamed over ours), owner or kind of file."""
         try:
             st = os.lstat(self.path)
         except OSError:
             return True
-        return (st.st_dev, st.st_ino) != self._socket_id
+        return (
+            (st.st_dev, st.st_ino) != self._socket_id
+            or st.st_uid != self._uid
+            or not stat.S_ISSOCK(st.st_mode)
+        )
 
     async def _tick(self) -> None:
         while True:
@@ -293,6 +391,75 @@ class ProbeListener:
                     await self._watch()
                 except Exception:  # never let the watcher die
                     log.exception("probe socket watcher")
+            now = time.monotonic()
+            if now >= self._next_check:
+                self._next_check = now + CHECK_EVERY
+                try:
+                    self.check_connections(now)
+                except Exception:  # never let the checks die
+                    log.exception("probe connection checks")
+
+    def check_connections(self, now: float) -> None:
+        """Closes connections silent for `idle_timeout` (counted: idle) and TCP ones whose token
+        expires; starts the re-review of those due. Parked connections count as read at each pass."""
+        for conn in list(self._served):
+            if self.idle_timeout > 0 and now - conn.last_read > self.idle_timeout and not conn.held:
+                self.refused["idle"] += 1
+                self._log_limited(
+                    "idle", logging.WARNING,
+                    "closed the connection of %s: nothing received for %gs (counted in"
+                    " guided_decoding_probe_connections_refused_total{reason=\"idle\"})",
+                    describe(conn.engine), self.idle_timeout,
+                )  # fmt: skip
+                self._served.discard(conn)
+                conn.close()
+                continue
+            auth = conn.auth
+            if auth is None or auth.reviewing:
+                continue
+            if auth.expires_at is not None and now >= auth.expires_at - EXPIRY_MARGIN:
+                log.info(
+                    "%s: its token expires: closing, it reconnects with its new one", describe(conn.engine)
+                )
+                self._served.discard(conn)
+                conn.close()
+            elif now >= auth.review_at:
+                auth.reviewing = True
+                task = asyncio.ensure_future(self._review_again(conn, auth))
+                self._reviews.add(task)
+                task.add_done_callback(self._reviews.discard)
+
+    async def _review_again(self, conn: Connection, auth: TcpAuth) -> None:
+        """Asks the API server about a connection's token again: a token it no longer vouches for (the
+        pod deleted, the token revoked) or for another pod closes the connection; a review that could
+        not be asked is tried again in REVIEW_RETRY, up to twice REVIEW_EVERY without one."""
+        assert self.reviewer is not None
+        try:
+            reviewed = await self.reviewer.review(auth.token)
+            if reviewed.identity != conn.identity:
+                raise Refused("token_rejected", "the token now names another pod")
+        except Refused as err:
+            now = time.monotonic()
+            transient = err.reason in ("review_failed", "review_rate_limited")
+            if transient and now < auth.reviewed_at + 2 * REVIEW_EVERY:
+                auth.review_at = now + REVIEW_RETRY
+                auth.reviewing = False
+                return
+            self._refuse(err, again=True)
+            self._served.discard(conn)
+            conn.close()
+            return
+        except Exception:  # never let a review task die loudly: close, the probe reconnects
+            log.exception("reviewing a probe's token again")
+            conn.close()
+            return
+        fresh = TcpAuth.of(auth.token, reviewed, time.monotonic())
+        auth.reviewed_at, auth.review_at, auth.expires_at = (
+            fresh.reviewed_at,
+            fresh.review_at,
+            fresh.expires_at,
+        )
+        auth.reviewing = False
 
     async def _watch(self) -> None:
         """Someone removed the socket (or its directory: a hostPath cleaned, a node agent) or put
@@ -311,6 +478,10 @@ class ProbeListener:
             with contextlib.suppress(BaseException):
                 await self._ticker
             self._ticker = None
+        for task in list(self._reviews):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
         for conn in list(self._open):
             conn.unpark()
         self.apply_held()
@@ -353,48 +524,73 @@ class ProbeListener:
                 return False
         return True
 
-    def _refuse(self, err: Refused) -> None:
+    def _refuse(self, err: Refused, again: bool = False, transport: str = "TCP") -> None:
+        """Counts a refusal by reason and logs it (at most one line a minute per reason); `again`: a
+        connection taken before whose token a later review did not vouch for."""
         self.refused[err.reason] += 1
         self._log_limited(
             "refused:" + err.reason, logging.WARNING,
-            "refused a probe connection over TCP (%s): %s (counted in"
+            "%s a probe connection over %s (%s): %s (counted in"
             " guided_decoding_probe_connections_refused_total; at most one such line a minute)",
-            err.reason, err.detail,
+            "closed" if again else "refused", transport, err.reason, err.detail,
         )  # fmt: skip
 
-    async def _authenticate(self, reader: asyncio.StreamReader) -> PodIdentity:
-        """The first line of a TCP connection must be `auth` with a token the API server vouches for."""
+    async def _authenticate(self, reader: asyncio.StreamReader) -> tuple[PodIdentity, TcpAuth]:
+        """The first line of a TCP connection must be `auth` (at most MAX_AUTH_LINE_BYTES, within
+        AUTH_TIMEOUT) with a token the API server vouches for."""
         try:
             line = await asyncio.wait_for(reader.readuntil(b"\n"), AUTH_TIMEOUT)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError) as err:
+        except asyncio.LimitOverrunError:
+            raise Refused("no_token", f"the first line is over {MAX_AUTH_LINE_BYTES} bytes") from None
+        except (asyncio.IncompleteReadError, TimeoutError) as err:
             raise Refused("no_token", f"no auth line ({type(err).__name__})") from None
         result, message = classify(line)
+        del line  # the token is kept on the connection alone, to review it again
         if not isinstance(message, wire.Auth):
             why = "" if result == "ok" else f" ({result})"
             raise Refused("no_token", "the first message is not auth" + why)
         if self.reviewer is None:
             raise Refused("review_failed", "no TokenReview configured")
-        return await self.reviewer.review(message.token)
+        reviewed = await self.reviewer.review(message.token)
+        return reviewed.identity, TcpAuth.of(message.token, reviewed, time.monotonic())
 
     async def _handle_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.connections >= MAX_CONNECTIONS:
-            self.refused["limit"] += 1
+        """A TCP connection waits for its review in a pool of MAX_PENDING of its own; reviewed, it takes
+        one of the MAX_CONNECTIONS slots, at most MAX_PER_POD of them for one pod."""
+        if self.pending >= MAX_PENDING:
+            self._refuse(Refused("pending_limit", f"{MAX_PENDING} connections already await their review"))
             writer.close()
             return
-        self.connections += 1  # from the first byte: a connection waiting for its review counts
+        self.pending += 1
         try:
-            try:
-                identity = await self._authenticate(reader)
-            except Refused as err:
-                self._refuse(err)
-                writer.close()
-                return
-            except (ConnectionError, OSError, asyncio.CancelledError):
-                writer.close()
-                return
-            await self._serve(reader, writer, identity)
+            identity, auth = await self._authenticate(reader)
+        except Refused as err:
+            self._refuse(err)
+            writer.close()
+            return
+        except (ConnectionError, OSError, asyncio.CancelledError):
+            writer.close()
+            return
+        finally:
+            self.pending -= 1
+        pod = (identity.namespace, identity.pod)
+        if self.connections >= MAX_CONNECTIONS:
+            self._refuse(Refused("limit", f"{MAX_CONNECTIONS} connections already open"))
+            writer.close()
+            return
+        if self._per_pod.get(pod, 0) >= MAX_PER_POD:
+            self._refuse(Refused("pod_limit", f"pod {pod[0]}/{pod[1]} already has {MAX_PER_POD} connections"))
+            writer.close()
+            return
+        reader._limit = MAX_MESSAGE_BYTES  # type: ignore[attr-defined]  # reviewed: whole messages now
+        self.connections += 1
+        self._per_pod[pod] = self._per_pod.get(pod, 0) + 1
+        try:
+            await self._serve(reader, writer, identity, auth=auth)
         finally:
             self.connections -= 1
+            if (left := self._per_pod.pop(pod, 1) - 1) > 0:
+                self._per_pod[pod] = left
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if not self._admit(writer):
@@ -402,18 +598,26 @@ class ProbeListener:
             return
         self.connections += 1
         try:
-            await self._serve(reader, writer, None)
+            await self._serve(reader, writer, None, uid=peer_uid(writer))
         finally:
             self.connections -= 1
 
     async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, identity: PodIdentity | None
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        identity: PodIdentity | None,
+        uid: int | None = None,
+        auth: TcpAuth | None = None,
     ) -> None:
-        """Applies one connection's messages; `identity`, over TCP, names the pod instead of its hello.
-        The caller counts the connection."""
-        conn = Connection(identity, reader, writer.transport)
+        """Applies one connection's messages; `identity`, over TCP, names the pod instead of its hello
+        (`auth`: its token, reviewed again in time); `uid`, on the unix socket, is the peer's. The caller
+        counts the connection. A refused hello (`Refused`) ends the connection."""
+        conn = Connection(identity, reader, writer.transport, uid=uid, auth=auth)
+        self._served.add(conn)
         try:
             while (line := await self._read_message(reader, conn.engine)) is not None:
+                conn.last_read = time.monotonic()
                 if self.apply_interval > 0 and line.startswith(SNAPSHOT_PREFIX):
                     self._open.add(conn)  # from its first snapshot on, read once per pass
                     self._hold(conn, line)
@@ -421,12 +625,15 @@ class ProbeListener:
                         conn.park()
                 else:
                     self._apply_conn(conn)  # what it holds first: the connection's order is kept
-                    conn.engine = self._apply(line, conn.engine, conn.identity)
+                    conn.engine = self._apply(line, conn.engine, conn.identity, conn)
+        except Refused as err:
+            self._refuse(err, transport="TCP" if identity is not None else "the socket")
         except (ConnectionError, OSError):
             pass
         except asyncio.CancelledError:
             pass  # daemon shutting down: end quietly, the probe reconnects to the next daemon
         finally:
+            self._served.discard(conn)
             self._open.discard(conn)
             self._apply_conn(conn)
             if conn.engine is not None:
@@ -494,6 +701,24 @@ class ProbeListener:
                     )  # fmt: skip
                 return None
 
+    def _claim(self, conn: Connection, hello: wire.Hello) -> None:
+        """Binds `hello.instance` to the connection's peer, or raises Refused (the message counted as
+        rejected): a connection says hello once; an engine is the peer's that created it."""
+        if conn.greeted:
+            self.counts["rejected"] += 1
+            raise Refused("second_hello", f"{describe(conn.engine)} said hello again on its connection")
+        conn.greeted = True
+        live = {engine.instance for engine in self.store.engines.values()}
+        owner = self._owners.get(hello.instance)
+        if owner is not None and owner != conn.owner and hello.instance in live:
+            self.counts["rejected"] += 1
+            named = who(hello.namespace, hello.pod, hello.engine)
+            raise Refused("instance_taken", f"{named}: a hello for an engine another peer created")
+        self._owners[hello.instance] = conn.owner
+        if len(self._owners) > 2 * len(live) + 64:  # forget the engines the store has dropped
+            for instance in [i for i in self._owners if i not in live]:
+                del self._owners[instance]
+
     @staticmethod
     async def _skip_line(reader: asyncio.StreamReader) -> None:
         """Discards the rest of an oversize message, in bounded chunks."""
@@ -505,14 +730,22 @@ class ProbeListener:
                 await reader.readexactly(err.consumed)
 
     def _apply(
-        self, line: bytes, engine: EngineState | None, identity: PodIdentity | None = None
+        self,
+        line: bytes,
+        engine: EngineState | None,
+        identity: PodIdentity | None = None,
+        conn: Connection | None = None,
     ) -> EngineState | None:
         """Classifies one message, hands it to the store and counts it; returns the connection's
-        engine, which a hello (always first) names: over TCP with the reviewed pod and namespace."""
+        engine, which a hello (always first) names: over TCP with the reviewed pod and namespace.
+        Raises Refused (the message counted as rejected) for a second hello on `conn`, or a hello for
+        an engine another peer created."""
         result, message = classify(line)
         if isinstance(message, wire.Hello):
             if identity is not None:
                 message = dataclasses.replace(message, pod=identity.pod, namespace=identity.namespace)
+            if conn is not None:
+                self._claim(conn, message)
             engine = self.store.hello(message, time.monotonic())
         elif isinstance(message, wire.Auth):
             result = "rejected"  # only the first line of a TCP connection

@@ -10,14 +10,20 @@ node too (`authentication.kubernetes.io/node-name`, KEP-4193). A pod on another 
 own node's daemon is the one to count it. Source addresses are never identity (some CNIs rewrite
 them on hostPort paths).
 
-`identity_from_review` is pure; `TokenReviewer` does the HTTP, once per connection.
+`identity_from_review` is pure; `TokenReviewer` does the HTTP, once per connection and again before
+the token expires (the listener's re-review), with one TLS context, a rate limit and a memory of refused
+tokens (`review_limits`): junk connections cannot make the daemon flood the API server.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
+import re
 import ssl
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +31,7 @@ from typing import Any
 import aiohttp
 
 from exporter.daemon.httpbody import BodyTooLarge, read_capped
+from exporter.daemon.receiver.review_limits import RefusalCache, ReviewBudget, token_key
 
 log = logging.getLogger("gdx.collector.probe")
 PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -32,7 +39,19 @@ EXTRA = "authentication.kubernetes.io/"
 SERVICE_ACCOUNT_USER = "system:serviceaccount:"
 MAX_REVIEW_BYTES = 1 << 20
 # Why a TCP connection was refused (guided_decoding_probe_connections_refused_total{reason}).
-REFUSAL_REASONS = ("no_token", "token_rejected", "not_a_pod", "other_node", "node_unknown", "review_failed")
+REFUSAL_REASONS = (
+    "no_token",
+    "token_rejected",
+    "not_a_pod",
+    "other_node",
+    "node_unknown",
+    "review_failed",
+    "review_rate_limited",  # more reviews asked for than review_limits.REVIEWS_PER_SECOND
+)
+# Refusals the API server will give again for the same token: answered from memory for a while.
+DEFINITE = frozenset({"token_rejected", "not_a_pod", "other_node", "node_unknown"})
+# A projected ServiceAccount token is a JWS in compact form: three base64url parts.
+JWT = re.compile(r"[A-Za-z0-9_-]+\.([A-Za-z0-9_-]+)\.[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +63,15 @@ class PodIdentity:
     uid: str
     node: str  # empty where the API server does not say (before Kubernetes 1.30)
     service_account: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reviewed:
+    """A review that vouched for a token: the pod, and when the token stops being valid (its `exp`,
+    wall-clock seconds; None where the token does not say)."""
+
+    identity: PodIdentity
+    expires: float | None
 
 
 class Refused(Exception):
@@ -71,7 +99,8 @@ def identity_from_review(doc: Any, audience: str) -> PodIdentity:
         error = str(status.get("error") or "not authenticated")[:200]
         raise Refused("token_rejected", f"the API server did not accept the token: {error}")
     audiences = status.get("audiences")
-    if isinstance(audiences, list) and audience not in audiences:
+    # Fail closed: an answer that does not list our audience (missing, not a list) does not vouch for it.
+    if not isinstance(audiences, list) or audience not in audiences:
         raise Refused("token_rejected", f"the token is not for the audience {audience!r}")
     user = status.get("user")
     user = user if isinstance(user, dict) else {}
@@ -88,6 +117,23 @@ def identity_from_review(doc: Any, audience: str) -> PodIdentity:
         node=_first(extra, "node-name"),
         service_account=account,
     )
+
+
+def token_expiry(token: str) -> float | None:
+    """The `exp` claim of a JWT (a projected token is one), unverified: the review is what vouches for
+    the token, this only says when to ask again. None where the token does not say."""
+    match = JWT.fullmatch(token)
+    if match is None:
+        return None
+    payload = match.group(1)
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    if isinstance(exp, bool) or not isinstance(exp, int | float) or not 0 < exp < 2**40:
+        return None
+    return float(exp)
 
 
 def check_node(
@@ -120,26 +166,55 @@ class ReviewSettings:
 
 
 class TokenReviewer:
-    """Reviews tokens with the API server; one aiohttp session, opened on first use."""
+    """Reviews tokens with the API server; one aiohttp session and one TLS context, made on first use.
+    `budget` and `refusals`: the rate limit and the memory of refused tokens (review_limits)."""
 
     def __init__(
         self,
         settings: ReviewSettings,
         node_pods: Callable[[], Collection[tuple[str, str]]] | None = None,
+        budget: ReviewBudget | None = None,
+        refusals: RefusalCache | None = None,
     ) -> None:
         self.settings = settings
         self.node_pods = node_pods
+        self.budget = budget or ReviewBudget()
+        self.refusals = refusals or RefusalCache()
+        self.asked = 0  # reviews sent to the API server
         self._session: aiohttp.ClientSession | None = None
+        self._context: ssl.SSLContext | None = None
 
     def _ssl(self) -> ssl.SSLContext | bool:
+        """One context for the daemon's life: building one loads the CA bundle (milliseconds of CPU)."""
         if not self.settings.api_server.startswith("https"):
             return False
-        ca = self.settings.ca_file
-        return ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+        if self._context is None:
+            ca = self.settings.ca_file
+            self._context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+        return self._context
 
-    async def review(self, token: str) -> PodIdentity:
-        """The pod behind `token`, on this node; raises Refused."""
+    async def review(self, token: str) -> Reviewed:
+        """The pod behind `token`, on this node, and when the token expires; raises Refused. A token
+        refused before is answered from memory (by its digest); past the rate limit nothing is asked."""
+        expires = token_expiry(token)
+        key = token_key(token)
+        now = time.monotonic()
+        cached = self.refusals.get(key, now)
+        if cached is not None:
+            raise Refused(cached.reason, cached.detail + " (refused before: not asked again)")
+        if not self.budget.take(now):
+            raise Refused("review_rate_limited", "too many TokenReviews asked for: try again later")
+        try:
+            identity = await self._ask(token)
+        except Refused as err:
+            if err.reason in DEFINITE:
+                self.refusals.put(key, err.reason, err.detail, time.monotonic())
+            raise
+        return Reviewed(identity, expires)
+
+    async def _ask(self, token: str) -> PodIdentity:
         settings = self.settings
+        self.asked += 1
         try:
             # A few hundred bytes on a tmpfs, once per connection: not worth a thread.
             with open(settings.token_file, encoding="utf-8") as handle:  # noqa: ASYNC230

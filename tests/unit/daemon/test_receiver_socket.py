@@ -72,7 +72,8 @@ async def test_messages_are_classified(tmp_path: Path) -> None:
     await source.start()
     try:
         good = encode({"kind": "hello", **HELLO})
-        await _send(path, good * 3)
+        for _ in range(3):  # one hello per connection (a second one ends it)
+            await _send(path, good)
         await _send(path, b"{not json\n" + b"[1,2]\n" + b'{"v":1,"kind":"nope"}\n' + b"\xff\xfe\n")
         await _send(path, json.dumps({"v": 99, "kind": "snapshot"}).encode() + b"\n")
         await _send(path, encode({"kind": "hello", **HELLO, "pid": -1}))  # a field out of range

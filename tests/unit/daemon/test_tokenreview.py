@@ -38,9 +38,9 @@ def test_a_pod_bound_token_names_the_pod_its_namespace_and_node() -> None:
         ({"status": {"authenticated": False, "error": "invalid bearer token"}}, "token_rejected"),
         ({"status": {"user": {}, "error": "expired"}}, "token_rejected"),
         ({"status": {"authenticated": True, "audiences": ["other"], "user": {}}}, "token_rejected"),
-        ({"status": {"authenticated": True, "user": {"username": "alice"}}}, "not_a_pod"),
+        ({"status": {"authenticated": True, "audiences": [AUDIENCE], "user": {"username": "alice"}}}, "not_a_pod"),
         (
-            {"status": {"authenticated": True, "user": {"username": "system:serviceaccount:llm:default"}}},
+            {"status": {"authenticated": True, "audiences": [AUDIENCE], "user": {"username": "system:serviceaccount:llm:default"}}},
             "not_a_pod",
         ),
         ({"kind": "Status", "code": 403}, "review_failed"),
@@ -51,6 +51,20 @@ def test_anything_else_is_refused_with_a_reason(doc: Any, reason: str) -> None:
     with pytest.raises(Refused) as err:
         identity_from_review(doc, AUDIENCE)
     assert err.value.reason == reason
+
+
+@pytest.mark.parametrize("audiences", ["absent", None, AUDIENCE, {AUDIENCE: True}, 0])
+def test_an_answer_that_does_not_list_our_audience_is_refused(audiences: Any) -> None:
+    """Fail closed: an authenticated answer whose `audiences` is missing or not a list does not vouch
+    for our audience, however pod-bound the rest of it looks."""
+    doc = answer(BoundToken("llm", "vllm-0"))
+    if audiences == "absent":
+        del doc["status"]["audiences"]
+    else:
+        doc["status"]["audiences"] = audiences
+    with pytest.raises(Refused, match="not for the audience") as err:
+        identity_from_review(doc, AUDIENCE)
+    assert err.value.reason == "token_rejected"
 
 
 def test_the_apis_own_answers_for_bad_tokens_are_refused() -> None:
