@@ -13,6 +13,8 @@ nothing here raises into the engine. Environment:
     GDX_PROBE_SOCKET             daemon socket (default /run/guided-decoding-exporter/probe.sock)
     GDX_PROBE_TOKEN_FILE         over TCP, the projected ServiceAccount token shown to the daemon
                                  (default /var/run/secrets/guided-decoding-exporter/token)
+    GDX_PROBE_DAEMON_UID         on the unix socket, the uid that must listen (default: the owner of
+                                 the socket's directory); nothing is sent to any other
     GDX_PROBE_ENGINE_KIND        which engine the injected sitecustomize arms for (sglang, trtllm)
     GDX_PROBE_TRACKED_SPECS      specs tracked per engine process before the least recently used fold
                                  into `other` (500); GDX_PROBE_MAX_SCHEMAS, its old name, is still read
@@ -135,7 +137,12 @@ def install(
                 _arm_markers(recorder, settings.state_dir)
             hello = hello_fields(engine_kind, settings.pod, settings.engine, settings.namespace)
             _shipper = Shipper(
-                recorder, settings.socket_path, hello, settings.interval, token_file=settings.token_file
+                recorder,
+                settings.socket_path,
+                hello,
+                settings.interval,
+                token_file=settings.token_file,
+                daemon_uid=settings.daemon_uid,
             )
             _shipper.start()
             if hasattr(os, "register_at_fork"):

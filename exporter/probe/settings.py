@@ -35,6 +35,7 @@ class EngineProbeSettings:
     namespace: str = ""
     token_file: str = DEFAULT_TOKEN_FILE
     state_dir: str = ""  # the in-flight markers (inflight.py): an emptyDir in a pod
+    daemon_uid: int | None = None  # who must listen on the unix socket; None: its directory's owner
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,18 @@ def number(name: str, default: float) -> float:
         return default
 
 
+def daemon_uid() -> int | None:
+    """GDX_PROBE_DAEMON_UID: the uid the daemon runs as; unset or not a uid: None (the owner of the
+    socket's directory is expected)."""
+    raw = os.environ.get("GDX_PROBE_DAEMON_UID", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        log.warning("guided-decoding probe: GDX_PROBE_DAEMON_UID=%r is not a uid, ignored", raw)
+        return None
+    return int(raw)
+
+
 def tracked_specs() -> int:
     """GDX_PROBE_TRACKED_SPECS, else the deprecated GDX_PROBE_MAX_SCHEMAS; one warning whenever the
     old name is set, saying which name to use."""
@@ -135,4 +148,5 @@ def read_settings(engine: str | None = None, socket_path: str | None = None) -> 
         token_file=os.environ.get("GDX_PROBE_TOKEN_FILE") or DEFAULT_TOKEN_FILE,
         state_dir=os.environ.get("GDX_PROBE_STATE_DIR")
         or os.path.join(tempfile.gettempdir(), "guided-decoding-probe"),
+        daemon_uid=daemon_uid(),
     )

@@ -8,6 +8,11 @@ thread). All
 socket work happens here with a send timeout, never on the engine's threads; every failure is
 counted and retried, none is raised. The recorder hands over each spec's metadata with its identity
 (computed on this thread, once per spec); the shipper only encodes what it is given.
+
+On the unix socket nothing is sent before the kernel says who listens (SO_PEERCRED): the daemon's
+uid (`GDX_PROBE_DAEMON_UID`, else the owner of the socket's directory). The directory is shared with
+other pods: a socket someone else put at the path would otherwise receive this engine's hello and
+schema texts.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import json
 import logging
 import os
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -81,10 +87,14 @@ class Shipper:
         hello: dict[str, Any],
         interval: float = 1.0,
         token_file: str = DEFAULT_TOKEN_FILE,
+        daemon_uid: int | None = None,
     ) -> None:
+        """`daemon_uid`: who must listen on a unix socket (None: the owner of its directory)."""
         self.recorder = recorder
         self.path = path
         self.token_file = token_file
+        self.daemon_uid = daemon_uid
+        self.wrong_listener = 0  # unix connections dropped unused: someone else listened (not shipped)
         try:
             self.address: Address | None = parse_address(path)
         except ValueError as err:
@@ -188,9 +198,15 @@ class Shipper:
                 sock.settimeout(SEND_TIMEOUT)
                 try:
                     sock.connect(address.path)
+                    stranger = self._stranger(sock, address.path)
                 except BaseException:
                     sock.close()
                     raise
+                if stranger:
+                    sock.close()
+                    self.wrong_listener += 1
+                    self._failed(f"not sending to {address}: {stranger}")
+                    return False
         except OSError as err:
             self._failed(f"cannot connect to {address}: {err}")
             return False
@@ -199,6 +215,26 @@ class Shipper:
         self.counters["connects"] += 1
         log.info("guided-decoding probe: connected to %s", address)
         return True
+
+    def _stranger(self, sock: socket.socket, path: str) -> str:
+        """Why the process listening on `sock` is not the daemon (its uid is not the expected one), or
+        "" when it is, or when this system cannot say (no SO_PEERCRED: not Linux)."""
+        option = getattr(socket, "SO_PEERCRED", None)
+        if option is None:
+            return ""
+        expected = self.daemon_uid
+        if expected is None:
+            try:
+                expected = os.stat(os.path.dirname(path) or ".").st_uid
+            except OSError as err:
+                return f"cannot tell who should listen ({err})"
+        try:
+            _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, 12))
+        except (OSError, struct.error) as err:
+            return f"cannot tell who listens ({err})"
+        if uid != expected:
+            return f"uid {uid} listens, not the daemon's ({expected}; GDX_PROBE_DAEMON_UID)"
+        return ""
 
     def _failed(self, why: str) -> None:
         if not self._logged_failure:  # one line per outage, not one per second
