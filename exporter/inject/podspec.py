@@ -298,7 +298,8 @@ def inject(spec: dict[str, Any], metadata: dict[str, Any], options: InjectOption
     mounts = _add_named(mounts, {"name": STATE_VOLUME, "mountPath": STATE_DIR})
     volumes = _add_named(volumes, {"name": STATE_VOLUME, "emptyDir": {"sizeLimit": "32Mi"}})
     if options.transport == "socket":
-        mounts = _add_named(mounts, {"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR})
+        # read-only: the engine connects to the daemon's socket, and can put nothing in its place
+        mounts = _add_named(mounts, {"name": SOCKET_VOLUME, "mountPath": SOCKET_DIR, "readOnly": True})
         volumes = _add_named(
             volumes, {"name": SOCKET_VOLUME, "hostPath": {"path": SOCKET_DIR, "type": "Directory"}}
         )
