@@ -126,7 +126,10 @@ def listener_families(view: ListenerView) -> Iterable[Metric]:
         "credentials (the peer's uid is not allowed); over TCP: no_token (no auth line first), "
         "token_rejected (the TokenReview did not accept it for our audience), not_a_pod (not a pod-bound "
         "token), other_node, node_unknown (neither the review nor discovery places the pod), "
-        "review_failed (the API server could not be asked).",
+        "review_failed (the API server could not be asked), review_rate_limited (over the daemon's rate of "
+        "TokenReviews), pending_limit (too many connections awaiting review), pod_limit (too many of one "
+        "pod); any transport: second_hello, instance_taken (a hello for another peer's engine), idle "
+        "(closed: nothing received).",
         labels=["reason"],
     )
     for reason, n in view.refused.items():
