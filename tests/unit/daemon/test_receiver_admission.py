@@ -71,7 +71,7 @@ def rendered(store: ProbeStore) -> str:
             yield from store_families(store.view())
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(Collect())  # type: ignore[arg-type]
+    registry.register(Collect())
     return generate_latest(registry).decode()
 
 
