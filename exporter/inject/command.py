@@ -3,7 +3,8 @@
 Like `linkerd inject`: files, folders or `-` (stdin); one document, many, or a `List`; every
 document written back, followed by `---`; kinds without an engine pod template untouched; a template
 already injected left as it is; the report on stderr after the YAML. An error writes no YAML and
-exits 1, so `... | gdx inject - | kubectl apply -f -` applies nothing half-done.
+exits 1, so `... | gdx inject - | kubectl apply -f -` applies nothing half-done; input that is no
+manifest (not YAML, aliases past their bound, a field of the wrong type) exits 2, as a wrong flag.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 import yaml
 
 from exporter import __version__
+from exporter.inject.documents import load_documents
+from exporter.inject.errors import InvalidManifest
 from exporter.inject.manifests import InjectOutcome, inject_object
 from exporter.inject.podspec import TRANSPORTS, InjectError, InjectOptions
 from exporter.wire import DEFAULT_AUDIENCE, DEFAULT_TCP_PORT
@@ -40,7 +43,9 @@ def add_parsers(commands: Any) -> None:
             " the engine gets it first on PYTHONPATH (a literal PYTHONPATH is kept after it), the daemon's"
             " address, its pod name and namespace, and, for the TCP transports, a projected token. Other"
             " kinds and templates already injected are written back unchanged. The report goes to stderr."
-            " Exit 0: written; 1: an error (nothing written); 2: an invalid flag."
+            " Exit 0: written; 1: an error (nothing written); 2: an invalid flag, or input that is no"
+            " manifest: not YAML, aliases repeating more than 100,000 nodes, a field of the wrong type"
+            " (nothing written)."
             " Example: kubectl get deploy vllm -o yaml | gdx inject - | kubectl apply -f -"
         ),
     )
@@ -128,23 +133,30 @@ def _sources(names: list[str]) -> list[str]:
 
 
 def inject_text(texts: list[tuple[str, str]], options: InjectOptions) -> tuple[str, list[InjectOutcome]]:
-    """The YAML out and what happened; raises InjectError or yaml.YAMLError."""
+    """The YAML out and what happened; raises InjectError (InvalidManifest for input that is no
+    manifest)."""
     out: list[str] = []
     outcomes: list[InjectOutcome] = []
     for where, text in texts:
         try:
-            docs = list(yaml.safe_load_all(text))
-        except yaml.YAMLError as err:
-            raise InjectError(f"{where}: not YAML: {err}") from None
-        for doc in docs:
+            docs = load_documents(text)
+        except InvalidManifest as err:
+            raise InvalidManifest(f"{where}: {err}") from None
+        for number, doc in enumerate(docs, 1):
             if doc is None:
                 continue
+            at = f"{where}, document {number}" if len(docs) > 1 else where
             try:
                 new, said = inject_object(doc, options)
+                dumped = yaml.safe_dump(new, sort_keys=False, default_flow_style=False, allow_unicode=True)
+            except InvalidManifest as err:
+                raise InvalidManifest(f"{at}: {err}") from None
             except InjectError as err:
-                raise InjectError(f"{where}: {err}") from None
+                raise InjectError(f"{at}: {err}") from None
+            except RecursionError:
+                raise InvalidManifest(f"{at}: nested too deep") from None
             outcomes.extend(said)
-            out.append(yaml.safe_dump(new, sort_keys=False, default_flow_style=False, allow_unicode=True))
+            out.append(dumped)
     return "".join(text + "---\n" for text in out), outcomes
 
 
@@ -167,6 +179,9 @@ def inject_main(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as err:
         print(f"gdx inject: {err}", file=sys.stderr)
         return 1
+    except InvalidManifest as err:
+        print(f"gdx inject: {err}; nothing written", file=sys.stderr)
+        return 2
     except InjectError as err:
         print(f"gdx inject: {err}; nothing written", file=sys.stderr)
         return 1

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.inject import shapes
+from exporter.inject.errors import InvalidManifest
 from exporter.inject.podspec import IMAGE_PYTHONPATHS, Injected, InjectOptions, inject
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "ReplicationController", "Job"}
@@ -49,12 +51,24 @@ def _templates(doc: dict[str, Any]) -> Iterator[tuple[str, list[str]]]:
         yield " (worker)", ["spec", "leaderWorkerTemplate", "workerTemplate"]
 
 
-def _at(doc: Any, path: list[str]) -> Any:
-    for key in path:
-        if not isinstance(doc, dict):
+def _at(doc: dict[str, Any], path: list[str]) -> Any:
+    """doc at `path`: None where a key is absent or null; InvalidManifest where a step is not an
+    object (a `spec` that is a list is no Deployment: refused, not passed through as if empty)."""
+    found: Any = doc
+    for depth, key in enumerate(path):
+        if found is None:
             return None
-        doc = doc.get(key)
-    return doc
+        if not isinstance(found, dict):
+            raise shapes.wrong(".".join(path[:depth]), found, "an object")
+        found = found.get(key)
+    return found
+
+
+def _template(doc: dict[str, Any], path: list[str]) -> dict[str, Any] | None:
+    template = _at(doc, path)
+    if template is None or isinstance(template, dict):
+        return template
+    raise shapes.wrong(".".join(path), template, "a pod template (an object)")
 
 
 def _report(where: str, result: Injected) -> InjectOutcome:
@@ -70,10 +84,14 @@ def _inference_service(
 ) -> tuple[dict[str, Any], list[InjectOutcome]]:
     """KServe: the predictor is the pod spec; `model` (merged into kserve-container) is the engine."""
     where = _name(doc)
-    predictor = _at(doc, ["spec", "predictor"])
-    if not isinstance(predictor, dict):
+    predictor = _template(doc, ["spec", "predictor"])
+    if predictor is None:
         return doc, [InjectOutcome(where, "skipped", "no spec.predictor")]
-    model = predictor.get("model")
+    model = shapes.mapping(predictor, "model", "spec.predictor.")
+    if model is not None:
+        shapes.container(model, "spec.predictor.model")
+        shapes.mapping(model, "modelFormat", "spec.predictor.model.")
+    shapes.pod_template(predictor, {"annotations": predictor.get("annotations")}, "spec.predictor.")
     spec = dict(predictor)
     metadata = {"annotations": dict(predictor.get("annotations") or {})}
     if isinstance(model, dict):
@@ -111,22 +129,30 @@ def inject_object(doc: Any, options: InjectOptions) -> tuple[Any, list[InjectOut
     """One object (a List's items one by one) with the probe in each pod template that has an
     engine container; raises InjectError (podspec) for a template it cannot inject as asked."""
     if not isinstance(doc, dict):
-        return doc, []
+        raise InvalidManifest(f"{shapes.what(doc)} where a Kubernetes object belongs")
     kind = doc.get("kind")
-    if kind == "List" or (
-        isinstance(kind, str) and kind.endswith("List") and isinstance(doc.get("items"), list)
-    ):
+    if kind is not None and not isinstance(kind, str):
+        raise shapes.wrong("kind", kind, "a string")
+    if kind == "List" or (kind and kind.endswith("List") and isinstance(doc.get("items"), list)):
         out = dict(doc)
         outcomes: list[InjectOutcome] = []
         items = []
-        for item in doc.get("items") or []:
-            new, said = inject_object(item, options)
+        listed = doc.get("items")
+        if listed is not None and not isinstance(listed, list):
+            raise shapes.wrong("items", listed, "a list")
+        for index, item in enumerate(listed or []):
+            try:
+                new, said = inject_object(item, options)
+            except InvalidManifest as err:
+                raise err.under(f"items[{index}]") from None
             items.append(new)
             outcomes.extend(said)
         out["items"] = items
         return out, outcomes
     if kind == "Pod":
-        result = inject(doc.get("spec") or {}, doc.get("metadata") or {}, options)
+        spec, metadata = doc.get("spec"), doc.get("metadata")
+        shapes.pod_template({} if spec is None else spec, metadata)
+        result = inject(spec or {}, metadata or {}, options)
         if result.status != "injected":
             return doc, [_report(_name(doc), result)]
         return {**doc, "metadata": result.metadata, "spec": result.spec}, [_report(_name(doc), result)]
@@ -141,10 +167,12 @@ def inject_object(doc: Any, options: InjectOptions) -> tuple[Any, list[InjectOut
     out = copy.deepcopy(doc)
     outcomes = []
     for label, path in templates:
-        template = _at(out, path)
-        if not isinstance(template, dict):
+        template = _template(out, path)
+        if template is None:
             continue
-        result = inject(template.get("spec") or {}, template.get("metadata") or {}, options)
+        spec, metadata = template.get("spec"), template.get("metadata")
+        shapes.pod_template({} if spec is None else spec, metadata, ".".join(path) + ".")
+        result = inject(spec or {}, metadata or {}, options)
         if result.status == "injected":
             template["spec"], template["metadata"] = result.spec, result.metadata
         outcomes.append(_report(_name(doc) + label, result))

@@ -16,7 +16,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.inject import warmhook
+from exporter.inject import shapes, warmhook
+from exporter.inject.errors import InjectError as InjectError  # re-exported: callers import it from here
 from exporter.wire import DEFAULT_AUDIENCE, DEFAULT_SOCKET, DEFAULT_TCP_PORT, DEFAULT_TOKEN_FILE
 
 PREFIX = "guided-decoding-exporter.io"
@@ -43,6 +44,7 @@ TOKEN_DIR = DEFAULT_TOKEN_FILE.rsplit("/", 1)[0]
 SOCKET_DIR = DEFAULT_SOCKET.rsplit("/", 1)[0]
 PLUGIN = "guided_decoding_probe"  # the vllm.general_plugins entry point's name (VLLM_PLUGINS lists it)
 EXPORTER_GROUP = 65532
+EXPORTER_USER = 65532  # the exporter image's USER (deploy/Dockerfile)
 TRANSPORTS = ("service", "hostip", "socket")
 ENGINE_KINDS = ("vllm", "sglang", "trtllm")
 # How an engine's command line or image gives it away (checked in this order).
@@ -58,10 +60,6 @@ _IMAGES = (
 )
 _PYTHON = re.compile(r"(?:^|/)python(?:\d+(?:\.\d+)?)?$")
 _IGNORES_ENVIRONMENT = re.compile(r"^-[A-Za-z]*[EI][A-Za-z]*$")
-
-
-class InjectError(ValueError):
-    """A pod spec the probe cannot be added to as asked (the message says which and why)."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,7 @@ def find_engine(
     """The engine container: by --container, else the pod's container annotation, else the first
     container whose command line or image is an engine's. Raises InjectError for a named container
     the pod does not have."""
-    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    containers = spec.get("containers") or []  # objects, every one (shapes.pod_template): indexes hold
     wanted = options.container or str((metadata.get("annotations") or {}).get(CONTAINER_ANNOTATION) or "")
     for index, container in enumerate(containers):
         name = str(container.get("name") or "")
@@ -202,7 +200,13 @@ BLOCKER_TEXT = {
 def _init_security(engine: dict[str, Any], pod_security: dict[str, Any]) -> dict[str, Any]:
     """The copy step's securityContext: never more than the engine's, and enough for `restricted`:
     no privilege escalation, every capability dropped, non-root, a seccomp profile; the engine's own
-    non-root user, SELinux and AppArmor settings kept (an OpenShift SCC assigns the user otherwise)."""
+    non-root user, SELinux and AppArmor settings kept (an OpenShift SCC assigns the user otherwise).
+
+    The kubelet refuses to start a container with `runAsNonRoot: true` whose user is 0, and a
+    container without its own `runAsUser` takes the pod's: where the engine runs as `runAsUser: 0`
+    (its own or the pod's) the copy step runs as the exporter image's user, named, so that the
+    kubelet sees it non-root. (Such a pod was not `restricted`, which forbids `runAsUser: 0`; one
+    that was keeps its level.)"""
     theirs = engine.get("securityContext") or {}
     ours: dict[str, Any] = {
         "allowPrivilegeEscalation": False,
@@ -212,6 +216,9 @@ def _init_security(engine: dict[str, Any], pod_security: dict[str, Any]) -> dict
     for key in ("runAsUser", "runAsGroup"):
         if isinstance(theirs.get(key), int) and theirs[key] != 0:
             ours[key] = theirs[key]
+    engine_user = theirs.get("runAsUser", pod_security.get("runAsUser"))
+    if engine_user == 0:  # the engine runs as root: the copy step as the image's user, said out loud
+        ours["runAsUser"] = EXPORTER_USER
     for key in ("seLinuxOptions", "appArmorProfile", "seccompProfile", "readOnlyRootFilesystem"):
         if key in theirs:
             ours[key] = copy.deepcopy(theirs[key])
@@ -278,9 +285,11 @@ def _add_named(items: list[dict[str, Any]], item: dict[str, Any]) -> list[dict[s
 
 
 def inject(spec: dict[str, Any], metadata: dict[str, Any], options: InjectOptions) -> Injected:
-    """The pod spec and metadata with the probe added to the engine container; raises InjectError."""
+    """The pod spec and metadata with the probe added to the engine container; raises InjectError
+    (InvalidManifest for a field of the wrong type)."""
     if options.transport not in TRANSPORTS:
         raise InjectError(f"transport must be one of {', '.join(TRANSPORTS)}")
+    shapes.pod_template(spec, metadata)
     if any(isinstance(c, dict) and c.get("name") == INIT_NAME for c in spec.get("initContainers") or []):
         return Injected(spec, metadata, "already")
     engine = find_engine(spec, metadata, options)

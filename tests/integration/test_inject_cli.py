@@ -5,6 +5,7 @@ checked with kubernetes-validate --strict instead.)"""
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -102,8 +103,8 @@ def test_an_error_writes_no_yaml_and_exits_1() -> None:
     out = gdx("inject", "-", stdin=yaml.safe_dump(doc))
     assert out.returncode == 1 and out.stdout == ""
     assert "PYTHONPATH comes from valueFrom" in out.stderr and "nothing written" in out.stderr
-    broken = gdx("inject", "-", stdin="kind: [unclosed\n")
-    assert broken.returncode == 1 and broken.stdout == "" and "not YAML" in broken.stderr
+    broken = gdx("inject", "-", stdin="kind: [unclosed\n")  # no manifest at all: 2, as a wrong flag
+    assert broken.returncode == 2 and broken.stdout == "" and "not YAML" in broken.stderr
     missing = gdx("inject", "/nonexistent.yaml")
     assert missing.returncode == 1 and missing.stdout == ""
 
@@ -132,3 +133,62 @@ def test_probe_files_is_what_the_image_carries(tmp_path: Path) -> None:
     assert (
         "gdx probe-files /opt/guided-decoding-exporter/probe" in dockerfile
     )  # the path the init copies from
+
+
+def _at_most_1_gib() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+
+def test_an_alias_bomb_is_refused_in_a_second_and_writes_nothing() -> None:
+    """520 bytes of nested aliases were 9**8 strings in a container's args: over 40 s and 900 MB
+    before anything was written. Now the node graph is counted, not expanded: exit 2 at once."""
+    lines = ["x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"x{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    lines += ["apiVersion: v1", "kind: Pod", "metadata: {name: p}", "spec:", "  containers:",
+              "  - {name: vllm, image: vllm/vllm-openai, args: *a8}"]  # fmt: skip
+    bomb = "\n".join(lines) + "\n"
+    assert len(bomb) < 800
+    out = subprocess.run(
+        [sys.executable, "-m", "exporter", "inject", "-"], input=bomb, capture_output=True, text=True,
+        cwd=ROOT, timeout=20, preexec_fn=_at_most_1_gib,
+    )  # fmt: skip
+    assert out.returncode == 2 and out.stdout == "", out.stderr[-500:]
+    assert "alias bomb" in out.stderr and "nothing written" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_field_of_the_wrong_type_exits_2_naming_it_and_writes_nothing() -> None:
+    good = yaml.safe_load(kubectl_deployment("vllm", "serve", "m"))
+    template = ["spec", "template", "spec"]
+    cases = [
+        (["spec"], [1, 2], "spec: a list where an object belongs"),
+        ([*template, "containers", 0, "command"], 5, "[0].command: a number where a list of strings"),
+        ([*template, "containers"], [None, good["spec"]["template"]["spec"]["containers"][0]],
+         "containers[0]: null where a container"),
+        ([*template, "securityContext"], "root", "spec.securityContext: a string where an object"),
+    ]  # fmt: skip
+    for path, value, said in cases:
+        doc = yaml.safe_load(yaml.safe_dump(good))
+        node = doc
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+        out = gdx("inject", "-", stdin=yaml.safe_dump_all([other, doc]))
+        assert out.returncode == 2 and out.stdout == "", (path, out.stderr)
+        assert said in out.stderr and "stdin, document 2: " in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_root_pod_gets_a_copy_step_the_kubelet_starts() -> None:
+    """`runAsUser: 0` on the pod: the init container's `runAsNonRoot: true` would have inherited uid 0,
+    which the kubelet refuses (CreateContainerConfigError); it now runs as the exporter image's user."""
+    from tests.support.kubelet_nonroot import refusal
+
+    doc = yaml.safe_load(kubectl_deployment("vllm", "serve", "m"))
+    doc["spec"]["template"]["spec"]["securityContext"] = {"runAsUser": 0}
+    out = gdx("inject", "-", stdin=yaml.safe_dump(doc))
+    assert out.returncode == 0, out.stderr
+    (injected,) = [d for d in yaml.safe_load_all(out.stdout) if d]
+    strict(injected)
+    spec = injected["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    assert refusal(spec, init, "65532:65532") == ""
