@@ -8,6 +8,8 @@ kustomize base and components."""
 from __future__ import annotations
 
 import itertools
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 import yaml
 
 from tests.integration.test_deploy import (
+    DEPLOY,
     PROBE_PORT,
     TRANSPORTS,
     VERSIONS,
@@ -24,6 +27,7 @@ from tests.integration.test_deploy import (
     validate,
 )
 from tests.integration.test_helm import CHART, HELMS, NAMESPACE, RELEASE, by_key, helm_path, run, template
+from tools.harness import ROOT
 
 METRICS_PORT = 9479
 PODS = {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}
@@ -288,3 +292,30 @@ def test_kustomize_base_has_the_network_policy() -> None:
     policy = network_policy(kustomize("kubernetes/base"))
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     assert [r["from"] for r in policy["spec"]["ingress"]] == [EVERY_POD, EVERY_POD]
+
+
+def test_the_documented_discovery_off_overlay(tmp_path: Path) -> None:
+    """docs/kubernetes.md's kustomize overlay for pod discovery off, as written: the ClusterRole keeps
+    only the chart's rule for discovery off, and the daemon, told by its environment, lists no pods."""
+    from exporter.daemon import config as cfg
+
+    text = (ROOT / "docs" / "kubernetes.md").read_text()
+    (block,) = re.findall(r"```yaml\n(# my-overlay/kustomization.yaml: pod discovery off.*?)```", text, re.S)
+    doc = yaml.safe_load(block)
+    doc["resources"] = [os.path.relpath(DEPLOY / "kubernetes" / "base", tmp_path)]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(doc))
+    built = kustomize_dir(tmp_path)
+    keyed = by_key(built)
+    chart = by_key(template(helm_path("helm4"), {"config": {"kubernetes": {"enabled": False}}}))
+    assert (
+        keyed[f"ClusterRole/{RELEASE}"]["rules"] == chart[f"ClusterRole/{RELEASE}"]["rules"] == [TOKENREVIEWS]
+    )
+    (exporter,) = keyed[f"DaemonSet/{RELEASE}"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in exporter["env"] if "value" in e}
+    assert env["GDX_KUBERNETES_ENABLED"] == "false"
+    path = tmp_path / "config.yaml"
+    path.write_text(keyed[f"ConfigMap/{RELEASE}"]["data"]["config.yaml"])
+    assert cfg.load({"config_file": str(path)}, {"NODE_NAME": "node-a"}).kubernetes_enabled
+    assert not cfg.load({"config_file": str(path)}, {"NODE_NAME": "node-a", **env}).kubernetes_enabled
+    for doc in built:
+        validate(doc, VERSIONS[-1])
