@@ -520,7 +520,8 @@ class Config:
         "",
         "probe.listen-address",
         parse_listen_address,
-        "HOST:PORT (:9478 for every interface) where probes may also connect over TCP: behind a Service "
+        "HOST:PORT (:9478 for every address of the daemon's pod; $(POD_IP):9478 from the downward API for "
+        "one) where probes may also connect over TCP: behind a Service "
         "with internalTrafficPolicy Local, or on a hostPort. Each connection must show its pod's "
         "projected ServiceAccount token, checked with a TokenReview (kubernetes.* credentials). Empty: "
         "the unix socket only.",
