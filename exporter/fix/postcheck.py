@@ -177,8 +177,12 @@ class _Walk:
         self.stopped = self.stopped or why
         raise _Stop
 
-    def validate(self, value: Any, schema: Any, where: str, at: str, out: list[_Broken], depth: int) -> None:
-        """Every broken constraint as (schema pointer, keyword, instance pointer, message)."""
+    def validate(
+        self, value: Any, schema: Any, where: str, at: str, out: list[_Broken], depth: int, hops: int = 0
+    ) -> None:
+        """Every broken constraint as (schema pointer, keyword, instance pointer, message). `hops`:
+        `$ref`s followed in a row on this one value; a cycle of them past MAX_REF_HOPS applies nothing
+        new (its schemas were applied here already), while nesting in the output stops at MAX_DEPTH."""
         self.charge(STEP_COST)
         if schema is True or (isinstance(schema, dict) and not schema):
             return
@@ -198,8 +202,8 @@ class _Walk:
             target = self.resolve(ref)
             if target is None:
                 fail("$ref", "a reference the check cannot follow")
-            elif depth < MAX_REF_HOPS * 4:
-                self.validate(value, target[1], target[0], at, out, depth + 1)
+            elif hops < MAX_REF_HOPS:
+                self.validate(value, target[1], target[0], at, out, depth + 1, hops + 1)
             if self.ref_alone:
                 return
         kinds = schema.get("type")

@@ -625,4 +625,5 @@ def ecma_search(pattern: str, text: str, budget: int = ECMA_DEFAULT_BUDGET) -> E
     except EcmaUnsupported as err:
         return EcmaVerdict(None, f"not checked: {err}", min(budget, len(pattern) + 1))
     verdict = program.search(text, budget - len(program.kind))
-    return EcmaVerdict(verdict.matched, verdict.why, verdict.steps + len(program.kind))
+    why = f"not checked: more than {budget} steps" if verdict.why else ""
+    return EcmaVerdict(verdict.matched, why, verdict.steps + len(program.kind))
