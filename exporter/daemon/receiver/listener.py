@@ -26,6 +26,11 @@ behind. Why: on these machines each wake-up of the daemon's event loop costs abo
 whatever it does, and 8 engines at one snapshot a second woke it 8 times a second for 2 of its 4 ms
 (docs/measurements/performance.md). A connection mid-message (a large `schemas` chunk) is never
 parked, nor one before its first snapshot, so a probe never waits on a parked daemon for long.
+
+A message over INLINE_BYTES (a `schemas` chunk with schema texts, up to 4 MiB) is read and its texts'
+hashes recomputed (`schema_check`) in a worker thread of its own, one message at a time, while its
+connection waits: done on the event loop, one such message held it for up to half a second, and
+/metrics with it. The connection's order is kept: its next message is read once this one is applied.
 """
 
 from __future__ import annotations
@@ -41,11 +46,13 @@ import stat
 import struct
 import time
 from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import orjson
 
 from exporter import wire
+from exporter.daemon.receiver.schema_check import Identities, SpecChecker
 from exporter.daemon.receiver.socket_path import clear_socket_path
 from exporter.daemon.receiver.store import EngineState, ProbeStore, who
 from exporter.daemon.receiver.tokenreview import (
@@ -86,6 +93,9 @@ MAX_REFUSED_UIDS_LOGGED = 64
 SNAPSHOT_PREFIX = b'{"v":%d,"kind":"snapshot"' % wire.VERSION
 MAX_HELD_BYTES = 1 << 20  # per connection: beyond this its held snapshots are applied at once
 READ_PASSES = 4  # event-loop turns a pass gives resumed connections to deliver what the kernel holds
+# A message longer than this is parsed and its schema texts checked off the event loop: below it the
+# work on the loop stays under about 20 ms (wire.validate and the hashes of ~500 small schemas).
+INLINE_BYTES = 64 * 1024
 
 
 @dataclass(slots=True)
@@ -165,6 +175,24 @@ class Connection:
             self.parked = False
             if isinstance(self.transport, asyncio.ReadTransport) and not self.transport.is_closing():
                 self.transport.resume_reading()
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A message read off the event loop: `classify`'s result and, for `schemas`, its texts'
+    identities (schema_check), for the store to apply on the loop."""
+
+    result: str
+    message: wire.Message | None
+    identities: Identities | None = None
+
+
+def prepare(line: bytes, checker: SpecChecker) -> Prepared:
+    """Blocking (a worker thread): the message classified and, for `schemas`, its texts checked."""
+    result, message = classify(line)
+    if isinstance(message, wire.SchemasMessage):
+        return Prepared(result, message, checker.identities(message))
+    return Prepared(result, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +304,8 @@ class ProbeListener:
         self._socket_id: tuple[int, int] | None = None
         self._uid = os.geteuid()
         self._logged_at: dict[str, float] = {}
+        self._checks: ThreadPoolExecutor | None = None  # large messages, read off the loop
+        self._check_turn = asyncio.Lock()  # one at a time: one parsed 4 MiB message in memory at most
 
     def view(self) -> ListenerView:
         return ListenerView(dict(self.counts), self.connections, dict(self.refused), MAX_CONNECTIONS)
@@ -485,6 +515,9 @@ class ProbeListener:
         for conn in list(self._open):
             conn.unpark()
         self.apply_held()
+        if self._checks is not None:
+            self._checks.shutdown(wait=False, cancel_futures=True)
+            self._checks = None
         if self._tcp_server is not None:
             self._tcp_server.close()
             with contextlib.suppress(Exception):
@@ -625,7 +658,8 @@ class ProbeListener:
                         conn.park()
                 else:
                     self._apply_conn(conn)  # what it holds first: the connection's order is kept
-                    conn.engine = self._apply(line, conn.engine, conn.identity, conn)
+                    prepared = await self._prepare(line) if len(line) > INLINE_BYTES else None
+                    conn.engine = self._apply(line, conn.engine, conn.identity, conn, prepared)
         except Refused as err:
             self._refuse(err, transport="TCP" if identity is not None else "the socket")
         except (ConnectionError, OSError):
@@ -643,6 +677,14 @@ class ProbeListener:
                     describe(conn.engine),
                 )
             writer.close()
+
+    async def _prepare(self, line: bytes) -> Prepared:
+        """A large message read in the worker thread, while its connection waits its turn."""
+        async with self._check_turn:
+            if self._checks is None:
+                self._checks = ThreadPoolExecutor(1, thread_name_prefix="gdx-probe-check")
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._checks, prepare, line, self.store.checker)
 
     # ---- held snapshots -------------------------------------------------------------------------------
 
@@ -735,12 +777,13 @@ class ProbeListener:
         engine: EngineState | None,
         identity: PodIdentity | None = None,
         conn: Connection | None = None,
+        prepared: Prepared | None = None,
     ) -> EngineState | None:
-        """Classifies one message, hands it to the store and counts it; returns the connection's
-        engine, which a hello (always first) names: over TCP with the reviewed pod and namespace.
-        Raises Refused (the message counted as rejected) for a second hello on `conn`, or a hello for
-        an engine another peer created."""
-        result, message = classify(line)
+        """Classifies one message (`prepared`: done off the loop), hands it to the store and counts it;
+        returns the connection's engine, which a hello (always first) names: over TCP with the
+        reviewed pod and namespace. Raises Refused (the message counted as rejected) for a second
+        hello on `conn`, or a hello for an engine another peer created."""
+        result, message = (prepared.result, prepared.message) if prepared is not None else classify(line)
         if isinstance(message, wire.Hello):
             if identity is not None:
                 message = dataclasses.replace(message, pod=identity.pod, namespace=identity.namespace)
@@ -753,7 +796,8 @@ class ProbeListener:
             if engine is None:
                 result = "rejected"  # a probe always says hello first
             elif isinstance(message, wire.SchemasMessage):
-                self.store.schemas(engine, message, time.monotonic())
+                known = prepared.identities if prepared is not None else None
+                self.store.schemas(engine, message, time.monotonic(), known)
             else:
                 self.store.snapshot(engine, message, time.monotonic())
         if result != "ok":

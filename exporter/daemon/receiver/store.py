@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from exporter import wire
-from exporter.daemon.receiver.admission import BackendNames, Limits, Tally, hello_labels, title_label
+from exporter.daemon.receiver.admission import BackendNames, Limits, Tally, hello_labels
 from exporter.daemon.receiver.analysis import AnalysisView, FamilyView, SchemaAnalysis
 from exporter.daemon.receiver.ranking import LINGER, Ranking
 from exporter.daemon.receiver.rollup import FamilyRollup, RollupView
-from exporter.daemon.receiver.schema_check import SpecChecker
+from exporter.daemon.receiver.schema_check import Identities, SpecChecker
 from exporter.daemon.receiver.series import (
     NO_CALLS,
     SeriesAccumulator,
@@ -292,11 +292,22 @@ class ProbeStore:
             self._drop(oldest)
         return True
 
-    def schemas(self, engine: EngineState, msg: wire.SchemasMessage, now: float) -> None:
+    def schemas(
+        self,
+        engine: EngineState,
+        msg: wire.SchemasMessage,
+        now: float,
+        identities: Identities | None = None,
+    ) -> None:
+        """The specs of `msg`, each checked against its text (`identities`: the texts' identities, from
+        `checker.identities` off the loop; None: computed here, for a small message)."""
         with self._lock:
             engine.last_seen = now
-            for item in msg.schemas:
-                checked = self.checker.check(item)
+            if identities is not None and len(identities) != len(msg.schemas):
+                identities = None  # not this message's: checked here
+            versions = backends.versions_of(engine.hello.backends)  # its lint's backend tables
+            for n, item in enumerate(msg.schemas):
+                checked = self.checker.check(item, identities[n] if identities is not None else None)
                 if checked is None:
                     self.tally.refuse(
                         "schema_hash_mismatch",
@@ -311,7 +322,7 @@ class ProbeStore:
                     continue
                 if item.title and identity.sanitize_title(item.title) != item.title:
                     self.tally.changed("title", who(*engine.key))  # our probe sends the documented form
-                title = title_label(checked.title) if self.titles else ""
+                title = checked.label if self.titles else ""
                 info = SchemaInfo(
                     checked.schema_hash, checked.shape_hash, item.kind, item.backend, title, checked.verified
                 )
@@ -332,7 +343,6 @@ class ProbeStore:
                     continue  # nothing to analyse: its text was not sent
                 # analysed once, off the loop; the store keeps no schema text
                 # linted with the backend tables of the engine that first reports it
-                versions = backends.versions_of(engine.hello.backends)
                 self.analysis.submit(
                     info.schema_hash, info.shape_hash, info.kind, item.text, checked.title, versions=versions,
                     warnings=item.warnings,
