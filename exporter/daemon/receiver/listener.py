@@ -698,8 +698,14 @@ class ProbeListener:
         if not conn.held:
             return
         held, conn.held, conn.held_bytes = conn.held, [], 0
-        for line in held:
-            conn.engine = self._apply(line, conn.engine, conn.identity)
+        for line in held:  # a line that began like a snapshot may be a hello (JSON's last `kind` wins)
+            try:
+                conn.engine = self._apply(line, conn.engine, conn.identity, conn)
+            except Refused as err:
+                self._refuse(err, transport="TCP" if conn.identity is not None else "the socket")
+                self._served.discard(conn)
+                conn.close()
+                return
 
     @property
     def _holding(self) -> set[Connection]:
@@ -789,7 +795,8 @@ class ProbeListener:
                 message = dataclasses.replace(message, pod=identity.pod, namespace=identity.namespace)
             if conn is not None:
                 self._claim(conn, message)
-            engine = self.store.hello(message, time.monotonic())
+            peer = conn.owner if conn is not None else ()
+            engine = self.store.hello(message, time.monotonic(), peer=peer)
         elif isinstance(message, wire.Auth):
             result = "rejected"  # only the first line of a TCP connection
         elif message is not None:

@@ -141,6 +141,7 @@ class EngineState:
     last_seen: float
     names: BackendNames  # the backend names it may use (admission.MAX_ENGINE_BACKENDS)
     connected: bool = True
+    peer: tuple[str, ...] = ()  # who created it, as the kernel or the API server says (see `owner`)
     specs: dict[int, SchemaInfo] = field(default_factory=dict)  # the probe's spec id -> its schema
     last_rows: dict[int, tuple[str, wire.SpecTotals]] = field(default_factory=dict)  # id -> (backend, row)
     last_other: dict[str, wire.SpecTotals] = field(default_factory=dict)  # backend -> its `other` row
@@ -164,9 +165,12 @@ class EngineState:
         return self.hello.namespace, self.hello.pod, self.instance
 
     @property
-    def owner(self) -> tuple[str, str]:
-        """The pod identity it counts against: over TCP the TokenReview's, on the socket its hello's."""
-        return self.hello.namespace, self.hello.pod
+    def owner(self) -> tuple[str, ...]:
+        """The budget it counts against (--probe.max-engines-per-pod): its pod as its real peer and its
+        hello name it. Over TCP the peer is the TokenReview's pod (the hello's pod is the review's);
+        on the socket it is the peer's uid (SO_PEERCRED) and the pod the hello claims, which any process
+        can make up: a claim uses up only its own uid's budget for that pod, never another uid's."""
+        return (*self.peer, self.hello.namespace, self.hello.pod)
 
     @property
     def has_pending(self) -> bool:
@@ -242,9 +246,10 @@ class ProbeStore:
 
     # ---- messages -------------------------------------------------------------------------------
 
-    def hello(self, msg: wire.Hello, now: float) -> EngineState | None:
+    def hello(self, msg: wire.Hello, now: float, *, peer: tuple[str, ...] = ()) -> EngineState | None:
         """The engine a connection's hello names, or None when it would go over a bound (counted): the
-        connection's later messages are then rejected."""
+        connection's later messages are then rejected. `peer`: who is at the other end, as the listener
+        knows it (a reviewed pod, a socket uid; `EngineState.owner`)."""
         with self._lock:
             msg = hello_labels(msg, self.tally, who(msg.namespace, msg.pod, msg.engine))
             engine = self.engines.get((msg.namespace, msg.pod, msg.instance))
@@ -264,17 +269,18 @@ class ProbeStore:
                     else:
                         log.info("engine %s restarted (new probe instance)", who(*other.key))
                     self._drop(other)
-            if not self._room_for(msg):
+            if not self._room_for(msg, peer):
                 return None
-            engine = EngineState(msg.instance, msg, now, BackendNames(self.limits.max_backends))
+            engine = EngineState(msg.instance, msg, now, BackendNames(self.limits.max_backends), peer=peer)
             self.engines[engine.slot] = engine
             log.info("probe connected: %s kind=%s pid=%d", who(*engine.key), msg.engine_kind, msg.pid)
             return engine
 
-    def _room_for(self, msg: wire.Hello) -> bool:
-        """Whether a new engine fits its pod's bound and the node's: a disconnected engine (the
-        longest silent) makes room; connected ones never do, so a pod cannot push out another's."""
-        owner = (msg.namespace, msg.pod)
+    def _room_for(self, msg: wire.Hello, peer: tuple[str, ...]) -> bool:
+        """Whether a new engine fits its pod's bound (per owner: `EngineState.owner`) and the node's: a
+        disconnected engine (the longest silent) makes room; connected ones never do, so a pod cannot
+        push out another's."""
+        owner = (*peer, msg.namespace, msg.pod)
         for reason, limit, mine in (
             ("engines_per_pod", self.limits.max_engines_per_pod, lambda e: e.owner == owner),
             ("engines_per_node", self.limits.max_engines, lambda e: True),
