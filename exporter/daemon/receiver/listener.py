@@ -465,7 +465,7 @@ class ProbeListener:
         not be asked is tried again in REVIEW_RETRY, up to twice REVIEW_EVERY without one."""
         assert self.reviewer is not None
         try:
-            reviewed = await self.reviewer.review(auth.token)
+            reviewed = await self.reviewer.review(auth.token, fresh=True)  # never from memory
             if reviewed.identity != conn.identity:
                 raise Refused("token_rejected", "the token now names another pod")
         except Refused as err:

@@ -11,12 +11,14 @@ own node's daemon is the one to count it. Source addresses are never identity (s
 them on hostPort paths).
 
 `identity_from_review` is pure; `TokenReviewer` does the HTTP, once per connection and again before
-the token expires (the listener's re-review), with one TLS context, a rate limit and a memory of refused
-tokens (`review_limits`): junk connections cannot make the daemon flood the API server.
+the token expires (the listener's re-review), with one TLS context, a rate limit, a memory of refused
+tokens and a short one of accepted tokens (`review_limits`): junk connections cannot make the daemon
+flood the API server, and a probe reconnecting with its token costs one review a minute at most.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -31,7 +33,7 @@ from typing import Any
 import aiohttp
 
 from exporter.daemon.httpbody import BodyTooLarge, read_capped
-from exporter.daemon.receiver.review_limits import RefusalCache, ReviewBudget, token_key
+from exporter.daemon.receiver.review_limits import AcceptedCache, RefusalCache, ReviewBudget, token_key
 
 log = logging.getLogger("gdx.collector.probe")
 PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -167,7 +169,8 @@ class ReviewSettings:
 
 class TokenReviewer:
     """Reviews tokens with the API server; one aiohttp session and one TLS context, made on first use.
-    `budget` and `refusals`: the rate limit and the memory of refused tokens (review_limits)."""
+    `budget`, `refusals` and `accepted`: the rate limit and the memories of refused and accepted tokens
+    (review_limits)."""
 
     def __init__(
         self,
@@ -175,12 +178,15 @@ class TokenReviewer:
         node_pods: Callable[[], Collection[tuple[str, str]]] | None = None,
         budget: ReviewBudget | None = None,
         refusals: RefusalCache | None = None,
+        accepted: AcceptedCache[PodIdentity] | None = None,
     ) -> None:
         self.settings = settings
         self.node_pods = node_pods
         self.budget = budget or ReviewBudget()
         self.refusals = refusals or RefusalCache()
+        self.accepted: AcceptedCache[PodIdentity] = accepted or AcceptedCache()
         self.asked = 0  # reviews sent to the API server
+        self._asking: dict[bytes, asyncio.Future[PodIdentity]] = {}  # by token digest: reviews in flight
         self._session: aiohttp.ClientSession | None = None
         self._context: ssl.SSLContext | None = None
 
@@ -193,23 +199,43 @@ class TokenReviewer:
             self._context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
         return self._context
 
-    async def review(self, token: str) -> Reviewed:
+    async def review(self, token: str, *, fresh: bool = False) -> Reviewed:
         """The pod behind `token`, on this node, and when the token expires; raises Refused. A token
-        refused before is answered from memory (by its digest); past the rate limit nothing is asked."""
+        refused before is answered from memory, one accepted in the last minute too (by its digest);
+        past the rate limit nothing is asked. `fresh` (a re-review): the API server is asked, the
+        accepted review forgotten first, so a failed re-review leaves nothing to vouch for the token."""
         expires = token_expiry(token)
         key = token_key(token)
         now = time.monotonic()
         cached = self.refusals.get(key, now)
         if cached is not None:
+            self.accepted.forget(key)
             raise Refused(cached.reason, cached.detail + " (refused before: not asked again)")
+        if fresh:
+            self.accepted.forget(key)
+        elif (known := self.accepted.get(key, now)) is not None:
+            return Reviewed(known, expires)
+        if (asking := self._asking.get(key)) is not None:  # the engines of one pod reconnecting at once
+            return Reviewed(await asyncio.shield(asking), expires)
         if not self.budget.take(now):
             raise Refused("review_rate_limited", "too many TokenReviews asked for: try again later")
+        asking = self._asking[key] = asyncio.get_running_loop().create_future()
         try:
             identity = await self._ask(token)
         except Refused as err:
             if err.reason in DEFINITE:
                 self.refusals.put(key, err.reason, err.detail, time.monotonic())
+            asking.set_exception(err)
+            asking.exception()  # retrieved: no "never retrieved" warning when nobody else waited
             raise
+        except BaseException:
+            asking.cancel()
+            raise
+        finally:
+            del self._asking[key]
+        expires_in = None if expires is None else expires - time.time()
+        self.accepted.put(key, identity, time.monotonic(), expires_in)
+        asking.set_result(identity)
         return Reviewed(identity, expires)
 
     async def _ask(self, token: str) -> PodIdentity:
