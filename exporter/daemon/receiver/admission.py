@@ -28,7 +28,13 @@ DEFAULT_MAX_ENGINES_PER_POD = 16
 # server's validation): a real one uses at most xgrammar, llguidance, outlines, lm-format-enforcer.
 MAX_ENGINE_BACKENDS = 8
 FREE_NAMES = frozenset({"auto"})  # a route's `requested` when no backend was pinned: not a backend
-REFUSALS = ("engines_per_pod", "engines_per_node", "backends_per_engine", "schema_hash_mismatch")
+REFUSALS = (
+    "engines_per_pod",
+    "engines_per_node",
+    "engine_taken",
+    "backends_per_engine",
+    "schema_hash_mismatch",
+)
 SANITISED = ("title", "engine_version", "probe_version", "backend_version")
 LOG_EVERY = 60.0
 V = TypeVar("V")

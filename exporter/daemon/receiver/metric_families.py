@@ -185,7 +185,8 @@ def admission_families(view: StoreView) -> Iterable[Metric]:
         PREFIX + "probe_refused",
         "What the daemon refused from connected probes, by reason: engines_per_pod (a hello beyond"
         " --probe.max-engines-per-pod connected engines of its pod), engines_per_node (beyond"
-        " --probe.max-engines), backends_per_engine (an entry naming a backend beyond an engine's first"
+        " --probe.max-engines), engine_taken (a hello naming another peer's connected engine),"
+        " backends_per_engine (an entry naming a backend beyond an engine's first"
         f" {MAX_ENGINE_BACKENDS}), schema_hash_mismatch (a schema text that does not hash to the hash it"
         " was sent with).",
         labels=["reason"],

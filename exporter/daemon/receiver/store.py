@@ -259,6 +259,10 @@ class ProbeStore:
                 return engine
             for other in list(self.engines.values()):
                 if other.key == (msg.namespace, msg.pod, msg.engine):  # restarted: its counters reset
+                    if other.connected and other.peer != peer:
+                        # another peer naming a live engine: never a restart (a pod cannot end another's)
+                        self.tally.refuse("engine_taken", f"{who(*other.key)}: named by another peer")
+                        return None
                     if other.connected and other.hello.pid != msg.pid:
                         # not a restart: two live processes under one name (one engine label per
                         # process: GDX_PROBE_ENGINE), and only the newer one is shown from now on

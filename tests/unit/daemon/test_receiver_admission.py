@@ -113,7 +113,8 @@ def test_a_disconnected_engine_makes_room_and_a_connected_one_never_does() -> No
     assert hello(store, "b", "0") is not None and hello(store, "c", "0") is not None
     assert hello(store, "d", "0") is None  # the node is full of connected engines
     assert store.view().refused == {
-        "engines_per_pod": 1, "engines_per_node": 1, "backends_per_engine": 0, "schema_hash_mismatch": 0,
+        "engines_per_pod": 1, "engines_per_node": 1, "engine_taken": 0, "backends_per_engine": 0,
+        "schema_hash_mismatch": 0,
     }  # fmt: skip
 
 
@@ -127,6 +128,27 @@ def test_a_pod_naming_another_pods_instance_is_another_engine() -> None:
     assert store.hello(thief, 2.0) is not mine
     assert mine is not None and mine.hello.pod == "victim"
     assert {e.hello.pod for e in store.engines.values()} == {"victim", "thief"}
+
+
+def test_another_peer_cannot_end_a_connected_engine_by_naming_it() -> None:
+    """A hello naming a connected engine (namespace, pod, engine) from another peer is refused and
+    counted, never taken for a restart; the same peer's new instance is a restart; once the engine
+    is disconnected, a new instance from any peer takes its name."""
+    store = ProbeStore()
+    first = message("hello", instance="i-1", pid=1, pod="vllm-0", engine="0", engine_kind="generic")
+    squat = message("hello", instance="i-2", pid=2, pod="vllm-0", engine="0", engine_kind="generic")
+    again = message("hello", instance="i-3", pid=3, pod="vllm-0", engine="0", engine_kind="generic")
+    assert isinstance(first, wire.Hello) and isinstance(squat, wire.Hello) and isinstance(again, wire.Hello)
+    mine = store.hello(first, 1.0, peer=("uid", "1000"))
+    assert mine is not None
+    assert store.hello(squat, 2.0, peer=("uid", "2000")) is None
+    assert store.view().refused["engine_taken"] == 1
+    assert [e.instance for e in store.engines.values()] == ["i-1"]
+    restarted = store.hello(again, 3.0, peer=("uid", "1000"))
+    assert restarted is not None and [e.instance for e in store.engines.values()] == ["i-3"]
+    restarted.connected = False
+    taken = store.hello(squat, 4.0, peer=("uid", "2000"))
+    assert taken is not None and [e.instance for e in store.engines.values()] == ["i-2"]
 
 
 def test_made_up_backends_in_specs_and_snapshots_are_bounded_per_engine() -> None:

@@ -38,9 +38,18 @@ def test_a_pod_bound_token_names_the_pod_its_namespace_and_node() -> None:
         ({"status": {"authenticated": False, "error": "invalid bearer token"}}, "token_rejected"),
         ({"status": {"user": {}, "error": "expired"}}, "token_rejected"),
         ({"status": {"authenticated": True, "audiences": ["other"], "user": {}}}, "token_rejected"),
-        ({"status": {"authenticated": True, "audiences": [AUDIENCE], "user": {"username": "alice"}}}, "not_a_pod"),
         (
-            {"status": {"authenticated": True, "audiences": [AUDIENCE], "user": {"username": "system:serviceaccount:llm:default"}}},
+            {"status": {"authenticated": True, "audiences": [AUDIENCE], "user": {"username": "alice"}}},
+            "not_a_pod",
+        ),
+        (
+            {
+                "status": {
+                    "authenticated": True,
+                    "audiences": [AUDIENCE],
+                    "user": {"username": "system:serviceaccount:llm:default"},
+                }
+            },
             "not_a_pod",
         ),
         ({"kind": "Status", "code": 403}, "review_failed"),
