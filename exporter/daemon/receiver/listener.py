@@ -59,7 +59,7 @@ from exporter.daemon.receiver.tokenreview import (
     REFUSAL_REASONS,
     PodIdentity,
     Refused,
-    Reviewed,
+    ReviewedToken,
     TokenReviewer,
 )
 
@@ -110,7 +110,7 @@ class TcpAuth:
     reviewing: bool = False
 
     @classmethod
-    def of(cls, token: str, reviewed: Reviewed, now: float) -> TcpAuth:
+    def of(cls, token: str, reviewed: ReviewedToken, now: float) -> TcpAuth:
         expires = None if reviewed.expires is None else now + (reviewed.expires - time.time())
         return cls(token, now, now + REVIEW_EVERY, expires)
 

@@ -29,14 +29,14 @@ MAX_CHECKED = 20_000  # exact texts whose identity is remembered (a reconnect re
 
 
 @dataclass(frozen=True, slots=True)
-class SpecIdentity:
+class TextIdentity:
     schema_hash: str
     shape_hash: str
     title: str
     label: str = ""  # the title as schema_info's label shows it (admission.title_label)
 
 
-def identify(kind: str, text: str) -> SpecIdentity:
+def identify(kind: str, text: str) -> TextIdentity:
     """The identity the probe gives one exact spec string of a request kind (its `identify`, line for
     line): a JSON kind's canonical hashes and sanitised title, else the string's hash for both."""
     try:
@@ -44,11 +44,11 @@ def identify(kind: str, text: str) -> SpecIdentity:
         if parsed is not None:
             schema, shape = spec_hashes(kind, text, parsed)
             title = title_of(parsed)
-            return SpecIdentity(schema, shape, title, title_label(title))
+            return TextIdentity(schema, shape, title, title_label(title))
     except Exception:
         pass
     exact = digest(text)
-    return SpecIdentity(exact, exact, "")
+    return TextIdentity(exact, exact, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,7 @@ class CheckedSpec:
     label: str = ""  # the title in schema_info's form
 
 
-Identities = tuple[SpecIdentity | None, ...]  # one per spec of a message, None where no text came
+Identities = tuple[TextIdentity | None, ...]  # one per spec of a message, None where no text came
 
 
 class SpecChecker:
@@ -70,10 +70,10 @@ class SpecChecker:
     the listener's worker thread and the event loop both call it."""
 
     def __init__(self) -> None:
-        self._known: OrderedDict[bytes, SpecIdentity] = OrderedDict()
+        self._known: OrderedDict[bytes, TextIdentity] = OrderedDict()
         self._lock = threading.Lock()
 
-    def identity(self, kind: str, text: str) -> SpecIdentity:
+    def identity(self, kind: str, text: str) -> TextIdentity:
         key = hashlib.sha256(f"{kind}\0{text}".encode("utf-8", "surrogatepass")).digest()
         with self._lock:
             found = self._known.get(key)
@@ -91,7 +91,7 @@ class SpecChecker:
         """Every text's identity in `msg`, in order (blocking: the listener calls it off the loop)."""
         return tuple(None if i.text is None else self.identity(i.kind, i.text) for i in msg.schemas)
 
-    def check(self, item: wire.SchemaMeta, found: SpecIdentity | None = None) -> CheckedSpec | None:
+    def check(self, item: wire.SchemaMeta, found: TextIdentity | None = None) -> CheckedSpec | None:
         """The spec as the daemon will know it, or None when its text does not hash to its claim.
         `found`: its text's identity, computed by `identities` (else here)."""
         if item.text is None:

@@ -68,7 +68,7 @@ class PodIdentity:
 
 
 @dataclass(frozen=True, slots=True)
-class Reviewed:
+class ReviewedToken:
     """A review that vouched for a token: the pod, and when the token stops being valid (its `exp`,
     wall-clock seconds; None where the token does not say)."""
 
@@ -199,7 +199,7 @@ class TokenReviewer:
             self._context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
         return self._context
 
-    async def review(self, token: str, *, fresh: bool = False) -> Reviewed:
+    async def review(self, token: str, *, fresh: bool = False) -> ReviewedToken:
         """The pod behind `token`, on this node, and when the token expires; raises Refused. A token
         refused before is answered from memory, one accepted in the last minute too (by its digest);
         past the rate limit nothing is asked. `fresh` (a re-review): the API server is asked, the
@@ -214,9 +214,9 @@ class TokenReviewer:
         if fresh:
             self.accepted.forget(key)
         elif (known := self.accepted.get(key, now)) is not None:
-            return Reviewed(known, expires)
+            return ReviewedToken(known, expires)
         if (asking := self._asking.get(key)) is not None:  # the engines of one pod reconnecting at once
-            return Reviewed(await asyncio.shield(asking), expires)
+            return ReviewedToken(await asyncio.shield(asking), expires)
         if not self.budget.take(now):
             raise Refused("review_rate_limited", "too many TokenReviews asked for: try again later")
         asking = self._asking[key] = asyncio.get_running_loop().create_future()
@@ -236,7 +236,7 @@ class TokenReviewer:
         expires_in = None if expires is None else expires - time.time()
         self.accepted.put(key, identity, time.monotonic(), expires_in)
         asking.set_result(identity)
-        return Reviewed(identity, expires)
+        return ReviewedToken(identity, expires)
 
     async def _ask(self, token: str) -> PodIdentity:
         settings = self.settings
