@@ -68,9 +68,13 @@ def _not_json(name: str) -> Any:
 
 
 def _arguments_problem(arguments: Any) -> str:
-    """Why a call's arguments are not the JSON object a tool's grammar emits ("" when they are)."""
+    """Why a call's arguments are not the JSON object a tool's grammar emits ("" when they are): a
+    JSON text (the OpenAI API's form) or, as a structural tag's output parses, the object itself;
+    none given reads as no arguments."""
+    if arguments is None or isinstance(arguments, dict):
+        return ""
     if not isinstance(arguments, str):
-        return "are not a JSON text"
+        return "are not a JSON object"
     if len(arguments) > MAX_ARGUMENTS:
         return f"are longer than {MAX_ARGUMENTS} characters: not checked"
     try:

@@ -134,7 +134,8 @@ REQUEST = {"tools": [{"type": "function", "function": {"name": "a", "parameters"
          ["call 0: the arguments of 'a' are nested too deep to read: not checked"]),
         ([call("a", '{"x": NaN}')], REQUEST, ["call 0: the arguments of 'a' are not JSON"]),
         ([call("a", "[1]")], REQUEST, ["call 0: the arguments of 'a' are not a JSON object"]),
-        ([call("a", {"x": 1})], REQUEST, ["call 0: the arguments of 'a' are not a JSON text"]),
+        ([call("a", {"x": 1})], REQUEST, []),  # the object itself, as a structural tag's output parses
+        ([call("a", 7)], REQUEST, ["call 0: the arguments of 'a' are not a JSON object"]),
         ([7, call("a")], {**REQUEST, "parallel_tool_calls": False},
          ["call 0: not a JSON object",
           "2 tool calls, but the request allowed one (parallel_tool_calls false)"]),
