@@ -13,8 +13,9 @@ Everything else the u flag would refuse is read as Annex B does (identity escape
 `\\/`, a lone `{` or `]`, legacy octal escapes, `\\c` not followed by a letter). `^` and `$` are the
 input's ends only; `.` is any code point but \\n, \\r, U+2028, U+2029; `\\d` is [0-9], `\\w` is
 [A-Za-z0-9_], `\\s` is ECMA's white space and line terminators, `\\b` ASCII word boundaries.
-Lookaround, backreferences and Unicode script properties are not read: the verdict then says so
-("unsupported") instead of guessing.
+Lookaround, backreferences and Unicode script properties are not matched here: the verdict then
+says so ("unsupported") instead of guessing. (`parse_ecma(..., lookaround=True)` reads lookaround
+into the tree for a backtracking engine with a timeout to run: exporter/schema/ecma_regex.py.)
 
 Matching runs the pattern's Thompson automaton over the text, state sets memoised as a small lazy
 DFA: linear in the text, each step charged to a budget; past it the verdict is "unsupported" too.
@@ -53,7 +54,7 @@ class EcmaUnsupported(Exception):
 
 
 # The pattern's tree: ("set", ranges) | ("seq", [node]) | ("alt", [node]) | ("rep", node, lo, hi|None)
-# | ("bol",) | ("eol",) | ("wordb",) | ("nwordb",)
+# | ("bol",) | ("eol",) | ("wordb",) | ("nwordb",); read with lookaround also ("look", behind, negative, node)
 Node = tuple[Any, ...]
 
 
@@ -169,8 +170,9 @@ class _EcmaReader:
 
     MAX_NESTING = 100
 
-    def __init__(self, pattern: str) -> None:
+    def __init__(self, pattern: str, lookaround: bool = False) -> None:
         self.text = pattern
+        self.lookaround = lookaround
         self.at = 0
         self.nesting = 0
         self.groups, self.named = self._count_groups()
@@ -237,7 +239,16 @@ class _EcmaReader:
             self.at += 2
             return ("wordb",) if self.text[self.at - 1] == "b" else ("nwordb",)
         if ch == "(" and self.text.startswith(("(?=", "(?!", "(?<=", "(?<!"), self.at):
-            raise self.fail("lookaround is not read")
+            if not self.lookaround:
+                raise self.fail("lookaround is not read")
+            behind = self.text[self.at + 2] == "<"
+            negative = self.text[self.at + 2 + behind] == "!"
+            self.at += 3 + behind
+            node = self.disjunction()
+            if self.peek() != ")":
+                raise self.fail("missing )")
+            self.at += 1
+            return ("look", behind, negative, node)
         atom = self.atom()
         return self.quantified(atom)
 
@@ -448,12 +459,13 @@ class _EcmaReader:
         return ((ord(ch), ord(ch)),)
 
 
-def parse_ecma(pattern: str) -> Node:
-    """The pattern's tree; raises EcmaUnsupported (never anything else) when it cannot be read."""
+def parse_ecma(pattern: str, lookaround: bool = False) -> Node:
+    """The pattern's tree; raises EcmaUnsupported (never anything else) when it cannot be read.
+    `lookaround`: read it into "look" nodes (which the automaton does not run) instead of refusing."""
     if len(pattern) > ECMA_MAX_PATTERN:
         raise EcmaUnsupported(f"longer than {ECMA_MAX_PATTERN} characters")
     try:
-        return _EcmaReader(pattern).read()
+        return _EcmaReader(pattern, lookaround).read()
     except (RecursionError, ValueError, OverflowError, IndexError) as err:
         raise EcmaUnsupported(f"cannot be read: {type(err).__name__}") from None
 

@@ -5,16 +5,30 @@ The pattern is read by exporter/schema/ecma_pattern.py (the dialect and its choi
 there) and written out as RE2 syntax with ECMA's meaning spelled out: `^`/`$` as `\\A`/`\\z`, every
 class (`\\d`, `\\w`, `\\s`, `.`, `\\p{..}`, `[...]`) as explicit code point ranges. What RE2 cannot
 run (a text with a lone surrogate, which UTF-8 cannot carry; a repeat nesting past RE2's limits)
-goes to the same reader's own bounded automaton. What neither reads (lookaround, backreferences)
-comes back unsupported, with the reason, for the caller to say "not checked" instead of guessing.
+goes to the same reader's own bounded automaton. Lookaround, which neither runs, goes to the `regex`
+package (backtracking, so under a timeout: LOOK_TIMEOUT per search) with the same explicit classes;
+past the timeout, and for what nothing here reads (backreferences), the verdict is unsupported, with
+the reason, for the caller to say "not checked" instead of guessing.
+
+RE2 and `regex` are this package's dependencies; where only the schema core is imported without them
+(an engine's own environment, as the tests run vLLM's code beside it), the reader's automaton answers
+alone and lookaround is unsupported.
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
-import re2  # type: ignore[import-untyped]
+try:
+    import re2  # type: ignore[import-untyped]
+except ImportError:  # the core imported without the package's dependencies
+    re2 = None
+try:
+    import regex  # type: ignore[import-untyped]
+except ImportError:
+    regex = None
 
 from exporter.schema.ecma_pattern import (
     ECMA_MAX_CODE,
@@ -28,6 +42,7 @@ from exporter.schema.ecma_pattern import (
 )
 
 MAX_MEMORY = 8 << 20  # bytes RE2 may take for one pattern's automata
+LOOK_TIMEOUT = 0.05  # seconds one lookaround search may backtrack
 MAX_TEXT = 1 << 20  # characters of a value matched; longer: unsupported
 FALLBACK_BUDGET = 1_000_000  # steps of the reader's own automaton when RE2 cannot run the text
 CACHED = 1_024  # compiled patterns kept
@@ -40,6 +55,7 @@ __all__ = ["EcmaVerdict", "search", "to_re2"]
 class _Compiled:
     regexp: object | None  # the RE2 object; None when RE2 refuses the translation
     why: str = ""  # why the pattern is not read at all (then neither engine runs)
+    look: Any = None  # the `regex` object of a pattern with lookaround (RE2 and the automaton do not run)
 
 
 def to_re2(tree: Node) -> str:
@@ -83,12 +99,56 @@ def _ranges(ranges: Ranges) -> str:
     )
 
 
+def to_python(tree: Node) -> str:
+    """The `regex` package's syntax with the tree's ECMA meaning (classes as explicit code points,
+    `\\A`/`\\Z` for the input's ends; ASCII word boundaries come from the ASCII flag)."""
+    tag = tree[0]
+    if tag == "set":
+        return _python_ranges(tree[1])
+    if tag == "seq":
+        return "".join(f"(?:{to_python(item)})" for item in tree[1])
+    if tag == "alt":
+        return "(?:" + "|".join(to_python(branch) for branch in tree[1]) + ")"
+    if tag == "rep":
+        _, body, lo, hi = tree
+        inner = f"(?:{to_python(body)})"
+        if hi is None:
+            return inner + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
+        return inner + (f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
+    if tag == "look":
+        _, behind, negative, body = tree
+        return f"(?{'<' if behind else ''}{'!' if negative else '='}{to_python(body)})"
+    return {"bol": r"\A", "eol": r"\Z", "wordb": r"\b", "nwordb": r"\B"}[tag]
+
+
+def _python_ranges(ranges: Ranges) -> str:
+    if not ranges:
+        return r"[^\x00-\U0010FFFF]"
+    parts = (f"\\U{lo:08X}" if lo == hi else f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in ranges)
+    return "[" + "".join(parts) + "]"
+
+
+def _lookaround(pattern: str, why: str) -> _Compiled:
+    """A pattern the reader refused for its lookaround, compiled for `regex` (or refused: `why`)."""
+    if regex is None or "lookaround" not in why:
+        return _Compiled(None, f"not checked: {why}")
+    try:
+        tree = parse_ecma(pattern, lookaround=True)
+        return _Compiled(None, look=regex.compile(to_python(tree), regex.ASCII | regex.V0))
+    except EcmaUnsupported as err:
+        return _Compiled(None, f"not checked: {err}")
+    except (regex.error, RecursionError, MemoryError, ValueError, OverflowError) as err:
+        return _Compiled(None, f"not checked: {type(err).__name__}")
+
+
 @functools.lru_cache(maxsize=CACHED)
 def _compile(pattern: str) -> _Compiled:
     try:
         tree = parse_ecma(pattern)
     except EcmaUnsupported as err:
-        return _Compiled(None, f"not checked: {err}")
+        return _lookaround(pattern, str(err))
+    if re2 is None:
+        return _Compiled(None)  # the reader's automaton, under its budget
     options = re2.Options()
     options.max_mem = MAX_MEMORY
     options.log_errors = False
@@ -106,6 +166,13 @@ def search(pattern: str, text: str) -> EcmaVerdict:
     compiled = _compile(pattern)
     if compiled.why:
         return EcmaVerdict(None, compiled.why)
+    if compiled.look is not None:
+        try:
+            return EcmaVerdict(compiled.look.search(text, timeout=LOOK_TIMEOUT) is not None)
+        except TimeoutError:
+            return EcmaVerdict(None, f"not checked: its lookaround ran past {LOOK_TIMEOUT:g} s")
+        except (RecursionError, MemoryError, ValueError):
+            return EcmaVerdict(None, "not checked: its lookaround could not run")
     if compiled.regexp is not None:
         try:
             return EcmaVerdict(compiled.regexp.search(text) is not None)  # type: ignore[attr-defined]
