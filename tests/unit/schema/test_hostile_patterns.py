@@ -82,5 +82,7 @@ def test_refuses_reads_the_pattern_as_ecma_262() -> None:
     """`$` is the end only and `\\d` is ASCII: a value the engine's grammar refuses is refused here."""
     assert compiled.refuses({}, {"pattern": "^a$"}, "a\n")
     assert compiled.refuses({}, {"pattern": r"^\d+$"}, "١٢")
-    assert not compiled.refuses({}, {"pattern": "(?=a)b"}, "c")  # lookaround: not read, so not sure
+    assert compiled.refuses({}, {"pattern": "^(?!c)"}, "c")  # lookaround: read (the regex package)
+    assert not compiled.refuses({}, {"pattern": "^(?!c)"}, "d")
+    assert not compiled.refuses({}, {"pattern": r"^(.)\1$"}, "cd")  # a backreference: not read, not sure
     assert compiled.disjoint({}, {"type": "string", "pattern": "^[ab]"}, {"type": "string", "pattern": "^c"})
