@@ -18,6 +18,7 @@ alone and lookaround is unsupported.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,26 +59,36 @@ class _Compiled:
     look: Any = None  # the `regex` object of a pattern with lookaround (RE2 and the automaton do not run)
 
 
-def to_re2(tree: Node) -> str:
-    """RE2 syntax with the tree's ECMA meaning (iterative over sequences; nesting is bounded by the
-    reader)."""
+@dataclass(frozen=True)
+class _Syntax:
+    """How one engine writes what the tree means: a class of code points, and the assertions."""
+
+    ranges: Callable[[Ranges], str]
+    anchors: dict[str, str]
+
+
+def _write(tree: Node, syntax: _Syntax) -> str:
+    """The tree in `syntax`, with its ECMA meaning spelled out (nesting is bounded by the reader)."""
     tag = tree[0]
     if tag == "set":
-        return _ranges(tree[1])
+        return syntax.ranges(tree[1])
     if tag == "seq":
-        return "".join(f"(?:{to_re2(item)})" for item in tree[1])
+        return "".join(f"(?:{_write(item, syntax)})" for item in tree[1])
     if tag == "alt":
-        return "(?:" + "|".join(to_re2(branch) for branch in tree[1]) + ")"
+        return "(?:" + "|".join(_write(branch, syntax) for branch in tree[1]) + ")"
     if tag == "rep":
         _, body, lo, hi = tree
-        inner = f"(?:{to_re2(body)})"
+        inner = f"(?:{_write(body, syntax)})"
         if hi is None:
             return inner + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
         return inner + (f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
-    return {"bol": r"\A", "eol": r"\z", "wordb": r"\b", "nwordb": r"\B"}[tag]
+    if tag == "look":  # only `regex` gets such a tree
+        _, behind, negative, body = tree
+        return f"(?{'<' if behind else ''}{'!' if negative else '='}{_write(body, syntax)})"
+    return syntax.anchors[tag]
 
 
-def _ranges(ranges: Ranges) -> str:
+def _re2_ranges(ranges: Ranges) -> str:
     """A class of explicit code points; surrogates left out (a text RE2 runs has none)."""
     kept: list[tuple[int, int]] = []
     for lo, hi in ranges:
@@ -99,33 +110,26 @@ def _ranges(ranges: Ranges) -> str:
     )
 
 
-def to_python(tree: Node) -> str:
-    """The `regex` package's syntax with the tree's ECMA meaning (classes as explicit code points,
-    `\\A`/`\\Z` for the input's ends; ASCII word boundaries come from the ASCII flag)."""
-    tag = tree[0]
-    if tag == "set":
-        return _python_ranges(tree[1])
-    if tag == "seq":
-        return "".join(f"(?:{to_python(item)})" for item in tree[1])
-    if tag == "alt":
-        return "(?:" + "|".join(to_python(branch) for branch in tree[1]) + ")"
-    if tag == "rep":
-        _, body, lo, hi = tree
-        inner = f"(?:{to_python(body)})"
-        if hi is None:
-            return inner + ("*" if lo == 0 else "+" if lo == 1 else f"{{{lo},}}")
-        return inner + (f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}")
-    if tag == "look":
-        _, behind, negative, body = tree
-        return f"(?{'<' if behind else ''}{'!' if negative else '='}{to_python(body)})"
-    return {"bol": r"\A", "eol": r"\Z", "wordb": r"\b", "nwordb": r"\B"}[tag]
-
-
 def _python_ranges(ranges: Ranges) -> str:
     if not ranges:
         return r"[^\x00-\U0010FFFF]"
     parts = (f"\\U{lo:08X}" if lo == hi else f"\\U{lo:08X}-\\U{hi:08X}" for lo, hi in ranges)
     return "[" + "".join(parts) + "]"
+
+
+_RE2 = _Syntax(_re2_ranges, {"bol": r"\A", "eol": r"\z", "wordb": r"\b", "nwordb": r"\B"})
+# `regex`: `\Z` is the end only there; ASCII word boundaries come from the ASCII flag.
+_PYTHON = _Syntax(_python_ranges, {"bol": r"\A", "eol": r"\Z", "wordb": r"\b", "nwordb": r"\B"})
+
+
+def to_re2(tree: Node) -> str:
+    """RE2 syntax with the tree's ECMA meaning."""
+    return _write(tree, _RE2)
+
+
+def to_python(tree: Node) -> str:
+    """The `regex` package's syntax with the tree's ECMA meaning, lookaround included."""
+    return _write(tree, _PYTHON)
 
 
 def _lookaround(pattern: str, why: str) -> _Compiled:

@@ -230,6 +230,10 @@ def test_a_node_under_attack_keeps_answering_bounded_and_ingested(tmp_path: Path
         tcp.stop()
         unix.stop()
 
+        print(
+            f"under attack for {window} s: {len(latencies)} /metrics, slowest {max(latencies) * 1000:.0f} ms;"
+            f" RSS at most {max(rss) / 2**20:.0f} MiB of {chart_memory_limit() / 2**20:.0f}"
+        )
         assert max(latencies) < 1.0, sorted(latencies)[-5:]
         assert max(rss) < chart_memory_limit(), max(rss)
         prom_window = f"{window + 5}s"

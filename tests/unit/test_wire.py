@@ -14,6 +14,18 @@ from exporter.probe.recorder import Recorder
 from exporter.probe.shipper import encode, schema_messages
 from exporter.wire import Invalid, validate
 
+HELLO = {
+    "kind": "hello",
+    "instance": "i1",
+    "pid": 7,
+    "pod": "vllm-0",
+    "engine": "0",
+    "engine_kind": "vllm",
+    "engine_version": "0.32.0",
+    "backends": {"xgrammar": "0.2.9"},
+    "probe_version": "0.1.0",
+}
+
 
 def _messages() -> list[dict[str, Any]]:
     rec = Recorder()
@@ -25,18 +37,7 @@ def _messages() -> list[dict[str, Any]]:
     rec.route("auto", "xgrammar", "xgrammar", "compiled")
     rec.route("auto", "llguidance", "xgrammar", "rejected", "json", '{"type":"object"}')
     rec.facts.backend = "xgrammar"
-    hello = {
-        "kind": "hello",
-        "instance": "i1",
-        "pid": 7,
-        "pod": "vllm-0",
-        "engine": "0",
-        "engine_kind": "vllm",
-        "engine_version": "0.32.0",
-        "backends": {"xgrammar": "0.2.9"},
-        "probe_version": "0.1.0",
-    }
-    lines = [encode(hello), *schema_messages(rec.take_unsent(True))]
+    lines = [encode(HELLO), *schema_messages(rec.take_unsent(True))]
     lines.append(encode({"kind": "snapshot", "seq": 1, **rec.snapshot(True), "probe": dict(rec.counters)}))
     return [json.loads(line) for line in lines]
 
@@ -111,3 +112,14 @@ def test_schema_warnings_are_checked() -> None:
     for bad in (["x" * 513], ["w"] * 17, "not a list", [1]):
         with pytest.raises(wire.Invalid):
             wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": [{**item, "warnings": bad}]})
+
+
+def test_the_integer_version_validates() -> None:
+    assert isinstance(wire.validate({"v": wire.VERSION, **HELLO}), wire.Hello)
+
+
+@pytest.mark.parametrize("version", [True, 1.0, "1", None])
+def test_a_version_that_only_equals_1_is_refused(version: object) -> None:
+    """The protocol version is the integer 1: JSON's `true` and `1.0` equal 1 in Python, but are not it."""
+    with pytest.raises(wire.Invalid, match="unsupported protocol version"):
+        wire.validate({"v": version, **HELLO})
