@@ -173,16 +173,24 @@ typecheck: $(STAMP)
 PYTEST = rc=0; $(BIN)/python -m pytest $(1) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
-# The unit tier: pure functions and collectors, no servers, no engines; seconds.
+# pytest-xdist workers for the unit tier and, in `make test`, the unit and integration tiers together.
+WORKERS ?= 2
+
+# The unit tier: pure functions and collectors, no servers, no engines; seconds, WORKERS side by side.
 unit: $(STAMP)
-	@$(call PYTEST,tests/unit -m "not slow" $(PYTEST_ARGS))
+	@$(call PYTEST,tests/unit -m "not slow and not serial" -n $(WORKERS) $(PYTEST_ARGS))
 
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
-# Alertmanager, soaks, faults).
+# Alertmanager, soaks, faults): scripts/run-suite.sh runs the first two side by side, then the system
+# tier alone. PYTEST_ARGS (a file, -k ...) runs just that, one test after another.
 SUITE_DEPS := $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS) \
 	$(INSTRUCTOR_STAMP) $(HELM4) $(HELM3) $(SARIF_MULTITOOL)
 suite: $(SUITE_DEPS)
+ifeq ($(strip $(PYTEST_ARGS)),)
+	@scripts/run-suite.sh $(BIN)/python $(WORKERS)
+else
 	@$(call PYTEST,$(PYTEST_ARGS))
+endif
 
 check: lint typecheck unit
 

@@ -89,3 +89,12 @@ def tokenizer_json() -> Path:
     if not TOKENIZER_JSON.is_file():
         raise FileNotFoundError(f"{TOKENIZER_JSON} is missing: run `make tokenizer` (make test does)")
     return TOKENIZER_JSON
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every system test runs alone (scripts/run-suite.sh): real vLLM servers on the CPU, soaks, fault
+    loops and live alerts time what they see and want the machine's cores."""
+    system = Path(__file__).parent / "system"
+    for item in items:
+        if system in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.serial)

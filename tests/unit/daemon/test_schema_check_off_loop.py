@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from exporter import wire
 from exporter.daemon.receiver.listener import INLINE_BYTES, ProbeListener, classify
 from exporter.daemon.receiver.store import ProbeStore
@@ -81,6 +83,7 @@ class Ticker:
         return self.worst
 
 
+@pytest.mark.serial  # compares the loop's gaps with the same work inline: wants the machine quiet
 async def test_a_4_mib_schemas_message_is_checked_off_the_loop(tmp_path: Path) -> None:
     texts = [dense(i) for i in range(TEXTS)]
     line = schemas_line(texts, forged=3)
