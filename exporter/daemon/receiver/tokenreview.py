@@ -2,8 +2,8 @@
 
 A probe reaching the daemon over TCP (a node-local Service, or the node's IP on a hostPort) first
 presents its pod's projected ServiceAccount token, bound to the pod and minted for the exporter's own
-audience. The daemon asks the API server (`TokenReview`, `create` on `tokenreviews`: the built-in
-`system:auth-delegator` ClusterRole) whether the token is valid for that audience, and takes the
+audience. The daemon asks the API server (`TokenReview`, `create` on `tokenreviews`: the chart's
+ClusterRole grants that and nothing more) whether the token is valid for that audience, and takes the
 pod's name and namespace from the answer: a bound token's review carries them in the user's extra
 fields (`authentication.kubernetes.io/pod-name`, `pod-uid`; KEP-1205), and from Kubernetes 1.30 the
 node too (`authentication.kubernetes.io/node-name`, KEP-4193). A pod on another node is refused: its
