@@ -135,9 +135,18 @@ POD_ARGS = (NODE, "$labels.namespace", "$labels.pod")
 FAMILY_OF = 'instance="%s", family="%s"'
 
 
+HELD = "1m"
+
+
+def _held(selector: str) -> str:
+    """The selector's last sample within HELD: a description's facts survive the one scrape that failed
+    (a daemon slow for a moment marks its series stale, and a page sent then would name nothing)."""
+    return f"last_over_time({selector}[{HELD}])"
+
+
 def varies(family: str, limit: int) -> str:
     """The family's "; varies: POINTER (what, how many), ...": at most `limit`, the most first."""
-    expr = f"sort_desc(topk({limit}, {P}family_varying{{{FAMILY_OF}}}))"
+    expr = f"sort_desc(topk({limit}, {_held(f'{P}family_varying{{{FAMILY_OF}}}')}))"
     return (
         f"{{{{ range $j, $v := {_q(expr, NODE, family)} }}}}{{{{ if eq $j 0 }}}}; varies: {{{{ else }}}}, {{{{ end }}}}"
         '{{ or $v.Labels.pointer "the text" }} ({{ if eq $v.Labels.what "branches" }}{{ $v.Value }} distinct subsets of its branches'
@@ -148,8 +157,9 @@ def varies(family: str, limit: int) -> str:
 
 def family_facts(family: str) -> str:
     """The family's ", N variants, dynamic_schema SEVERITY", each part when the daemon has it."""
-    count = f"max({P}family_variants{{{FAMILY_OF}}})"
-    finding = f'max by (severity) ({P}family_findings{{{FAMILY_OF}, rule="dynamic_schema", severity=~"error|warning"}} > 0)'
+    count = f"max({_held(f'{P}family_variants{{{FAMILY_OF}}}')})"
+    findings = _held(f'{P}family_findings{{{FAMILY_OF}, rule="dynamic_schema", severity=~"error|warning"}}')
+    finding = f"max by (severity) ({findings} > 0)"
     return (
         f"{{{{ range {_q(count, NODE, family)} }}}}, {{{{ .Value }}}} variants{{{{ end }}}}"
         f"{{{{ range {_q(finding, NODE, family)} }}}}, dynamic_schema {{{{ .Labels.severity }}}}{{{{ end }}}}"
@@ -159,10 +169,11 @@ def family_facts(family: str) -> str:
 def top_families() -> str:
     """The node's top 3 families by recent compile seconds, with their names; for the first, its
     variants, its finding and what varies."""
-    recent = f'{P}family_recent_compile_seconds{{instance="%s", family!="other"}}'
+    recent = _held(f'{P}family_recent_compile_seconds{{instance="%s", family!="other"}}')
+    info = _held(f'{P}family_info{{instance="%s"}}')
     expr = (
         f"sort_desc(topk(3, {recent} * on (instance, family) group_left (name)"
-        f' max by (instance, family, name) ({P}family_info{{instance="%s"}}) or on (instance, family) {recent}))'
+        f" max by (instance, family, name) ({info}) or on (instance, family) {recent}))"
     )
     return (
         f"{{{{ range $i, $f := {_q(expr, NODE, NODE, NODE)} }}}}{{{{ $f.Labels.family }}}}"
@@ -173,7 +184,7 @@ def top_families() -> str:
 
 
 def family_name(family: str) -> str:
-    expr = f"max by (name) ({P}family_info{{{FAMILY_OF}}})"
+    expr = f"max by (name) ({_held(f'{P}family_info{{{FAMILY_OF}}}')})"
     return (
         f"{{{{ range {_q(expr, NODE, family)} }}}}{{{{ if .Labels.name }}}}{{{{ .Labels.name }}}}{{{{ else }}}}untitled{{{{ end }}}}"
         "{{ else }}untitled{{ end }}"
