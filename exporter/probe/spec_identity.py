@@ -10,28 +10,6 @@ module, it is standard library only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from exporter.schema.identity import SpecIdentity, identify
 
-from exporter.schema.identity import JSON_KINDS, digest, parse_spec, spec_hashes, title_of
-
-
-@dataclass(frozen=True, slots=True)
-class SpecIdentity:
-    schema_hash: str
-    shape_hash: str
-    title: str
-
-
-def identify(kind: str, text: str) -> SpecIdentity:
-    """The identity of one exact spec string of a request kind (`identity.spec_hashes`, the rule
-    `gdx lint` reports by); never raises (a spec that cannot be parsed or canonicalised is identified
-    by its string)."""
-    try:
-        parsed = parse_spec(text) if kind in JSON_KINDS else None
-        if parsed is not None:
-            schema, shape = spec_hashes(kind, text, parsed)
-            return SpecIdentity(schema, shape, title_of(parsed))
-    except Exception:
-        pass
-    exact = digest(text)
-    return SpecIdentity(exact, exact, "")
+__all__ = ["SpecIdentity", "identify"]

@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 HASH_DIGITS = 12
@@ -123,3 +124,25 @@ def mask_title(title: str) -> str:
         "#", "_".join("#" if _VOLATILE_WORD.fullmatch(w) else w for w in title.split("_"))
     )
     return masked if any(c.isalpha() for c in masked) else ""
+
+
+@dataclass(frozen=True, slots=True)
+class SpecIdentity:
+    schema_hash: str
+    shape_hash: str
+    title: str
+
+
+def identify(kind: str, text: str) -> SpecIdentity:
+    """The identity of one exact spec string of a request kind (`spec_hashes`, the rule `gdx lint`
+    reports by), as the probe names a spec and the daemon checks it; never raises (a spec that cannot
+    be parsed or canonicalised is identified by its string)."""
+    try:
+        parsed = parse_spec(text) if kind in JSON_KINDS else None
+        if parsed is not None:
+            schema, shape = spec_hashes(kind, text, parsed)
+            return SpecIdentity(schema, shape, title_of(parsed))
+    except Exception:
+        pass
+    exact = digest(text)
+    return SpecIdentity(exact, exact, "")

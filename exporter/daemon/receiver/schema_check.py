@@ -1,6 +1,6 @@
 """A probe's claim about a spec, checked against its text: the daemon recomputes the schema and shape
-hashes with the probe's own rule (`exporter.probe.spec_identity.identify`, repeated here: the daemon
-never imports the probe; both rest on `exporter.schema.identity`) and reads the title from the text.
+hashes with the probe's own rule (`exporter.schema.identity.identify`, which the probe calls too) and
+reads the title from the text.
 
 Why: a schema hash is what /metrics, /schemas, findings and /schemas/registry (hence `gdx warm`) name a
 schema by, for every tenant on the node. Taken on trust, the first probe to report a hash would decide
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from exporter import wire
 from exporter.daemon.receiver.admission import title_label
-from exporter.schema.identity import JSON_KINDS, digest, parse_spec, spec_hashes, title_of
+from exporter.schema import identity
 
 MAX_CHECKED = 20_000  # exact texts whose identity is remembered (a reconnect resends every text)
 
@@ -37,18 +37,9 @@ class TextIdentity:
 
 
 def identify(kind: str, text: str) -> TextIdentity:
-    """The identity the probe gives one exact spec string of a request kind (its `identify`, line for
-    line): a JSON kind's canonical hashes and sanitised title, else the string's hash for both."""
-    try:
-        parsed = parse_spec(text) if kind in JSON_KINDS else None
-        if parsed is not None:
-            schema, shape = spec_hashes(kind, text, parsed)
-            title = title_of(parsed)
-            return TextIdentity(schema, shape, title, title_label(title))
-    except Exception:
-        pass
-    exact = digest(text)
-    return TextIdentity(exact, exact, "")
+    """The identity the probe gives one exact spec string (`identity.identify`), with its title's label."""
+    found = identity.identify(kind, text)
+    return TextIdentity(found.schema_hash, found.shape_hash, found.title, title_label(found.title))
 
 
 @dataclass(frozen=True, slots=True)
