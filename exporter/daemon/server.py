@@ -38,7 +38,7 @@ from exporter.daemon.config import Config, split_address
 from exporter.daemon.profiles import PROFILES
 
 if TYPE_CHECKING:  # imported when the probe collector is enabled: it brings the schema analysis
-    from exporter.daemon.receiver import ExposedSchema, ProbeSettings, SchemasView
+    from exporter.daemon.receiver.collector import ExposedSchema, ProbeSettings, SchemasView
     from exporter.daemon.receiver.tokenreview import TokenReviewer
 
 log = logging.getLogger("gdx.server")
@@ -63,7 +63,7 @@ def discovery_settings(config: Config) -> DiscoverySettings:
 
 
 def probe_settings(config: Config) -> ProbeSettings:
-    from exporter.daemon.receiver import ProbeSettings
+    from exporter.daemon.receiver.collector import ProbeSettings
 
     return config.settings(
         ProbeSettings,
@@ -107,7 +107,7 @@ def build_collectors(config: Config) -> list[Collector]:
     if config.collector_vllm:
         collectors.append(VllmCollector(vllm_settings(config), discovery))
     if config.collector_probe:
-        from exporter.daemon.receiver import ProbeCollector
+        from exporter.daemon.receiver.collector import ProbeCollector
 
         namespaces = discovery.pod_namespaces if discovery is not None else None  # for probes without theirs
         collectors.append(
@@ -173,14 +173,14 @@ class Exporter:
 
     def schemas(self) -> dict[str, object]:
         """/schemas, from the probe collector (blocking: call it off the event loop)."""
-        from exporter.daemon.receiver import ProbeCollector
+        from exporter.daemon.receiver.collector import ProbeCollector
 
         probe = next((s for s in self.collectors if isinstance(s, ProbeCollector)), None)
         return schemas_body(probe.schemas_view()) if probe is not None else {"families": [], "schemas": []}
 
     def warm_registry(self) -> dict[str, object]:
         """/schemas/registry, from the probe collector (blocking: call it off the event loop)."""
-        from exporter.daemon.receiver import ProbeCollector
+        from exporter.daemon.receiver.collector import ProbeCollector
 
         probe = next((s for s in self.collectors if isinstance(s, ProbeCollector)), None)
         found = probe.registry(self.config.web_schemas_registry) if probe is not None else []

@@ -28,9 +28,10 @@ whatever it does, and 8 engines at one snapshot a second woke it 8 times a secon
 parked, nor one before its first snapshot, so a probe never waits on a parked daemon for long.
 
 A message over INLINE_BYTES (a `schemas` chunk with schema texts, up to 4 MiB) is read and its texts'
-hashes recomputed (`schema_check`) in a worker thread of its own, one message at a time, while its
-connection waits: done on the event loop, one such message held it for up to half a second, and
-/metrics with it. The connection's order is kept: its next message is read once this one is applied.
+hashes recomputed (`schema_check`) in a child process (`message_check`), one message at a time, while
+its connection waits: done on the event loop, one such message held it for up to half a second, and
+/metrics with it; in a thread, the collector's pauses its allocations set off still did. The
+connection's order is kept: its next message is read once this one is applied.
 """
 
 from __future__ import annotations
@@ -46,13 +47,10 @@ import stat
 import struct
 import time
 from collections.abc import Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import orjson
-
 from exporter import wire
-from exporter.daemon.receiver.schema_check import Identities, SpecChecker
+from exporter.daemon.receiver.message_check import MAX_MESSAGE_BYTES, CheckProcess, Prepared, classify
 from exporter.daemon.receiver.socket_path import clear_socket_path
 from exporter.daemon.receiver.store import EngineState, ProbeStore, who
 from exporter.daemon.receiver.tokenreview import (
@@ -64,7 +62,6 @@ from exporter.daemon.receiver.tokenreview import (
 )
 
 log = logging.getLogger("gdx.collector.probe")
-MAX_MESSAGE_BYTES = 4 * 2**20
 MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connection is refused, and counted
 MAX_PENDING = 16  # TCP connections awaiting their review, outside MAX_CONNECTIONS
 MAX_PER_POD = 32  # reviewed TCP connections of one pod (one per engine process)
@@ -178,24 +175,6 @@ class Connection:
 
 
 @dataclass(frozen=True, slots=True)
-class Prepared:
-    """A message read off the event loop: `classify`'s result and, for `schemas`, its texts'
-    identities (schema_check), for the store to apply on the loop."""
-
-    result: str
-    message: wire.Message | None
-    identities: Identities | None = None
-
-
-def prepare(line: bytes, checker: SpecChecker) -> Prepared:
-    """Blocking (a worker thread): the message classified and, for `schemas`, its texts checked."""
-    result, message = classify(line)
-    if isinstance(message, wire.SchemasMessage):
-        return Prepared(result, message, checker.identities(message))
-    return Prepared(result, message)
-
-
-@dataclass(frozen=True, slots=True)
 class ListenerView:
     """The socket's own counters, for one scrape."""
 
@@ -230,27 +209,6 @@ def split_listen_address(text: str) -> tuple[str | None, int]:
         raise ValueError(f"{text!r} is not HOST:PORT")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
     return host or None, int(port)
-
-
-def classify(line: bytes) -> tuple[str, wire.Message | None]:
-    """Pure: the result label for one framed message and, when it is ok, the validated message.
-
-    malformed: not a JSON object with a known kind (NaN and numbers no double holds are not JSON here);
-    rejected: another protocol version, or a field of the wrong type or out of range; oversize: over
-    MAX_MESSAGE_BYTES."""
-    if len(line) > MAX_MESSAGE_BYTES:
-        return "oversize", None
-    try:
-        # orjson: a quarter of json's time; NaN, a number no double holds, bad UTF-8 are malformed
-        doc = orjson.loads(line)
-    except (ValueError, RecursionError):
-        return "malformed", None
-    if not isinstance(doc, dict) or doc.get("kind") not in wire.KINDS:
-        return "malformed", None
-    try:
-        return "ok", wire.validate(doc)
-    except (wire.Invalid, TypeError, ValueError, OverflowError, RecursionError):
-        return "rejected", None
 
 
 def describe(engine: EngineState | None) -> str:
@@ -304,7 +262,7 @@ class ProbeListener:
         self._socket_id: tuple[int, int] | None = None
         self._uid = os.geteuid()
         self._logged_at: dict[str, float] = {}
-        self._checks: ThreadPoolExecutor | None = None  # large messages, read off the loop
+        self._checks = CheckProcess()  # large messages, read in a process of their own
         self._check_turn = asyncio.Lock()  # one at a time: one parsed 4 MiB message in memory at most
 
     def view(self) -> ListenerView:
@@ -515,9 +473,7 @@ class ProbeListener:
         for conn in list(self._open):
             conn.unpark()
         self.apply_held()
-        if self._checks is not None:
-            self._checks.shutdown(wait=False, cancel_futures=True)
-            self._checks = None
+        await self._checks.close()
         if self._tcp_server is not None:
             self._tcp_server.close()
             with contextlib.suppress(Exception):
@@ -658,7 +614,7 @@ class ProbeListener:
                         conn.park()
                 else:
                     self._apply_conn(conn)  # what it holds first: the connection's order is kept
-                    prepared = await self._prepare(line) if len(line) > INLINE_BYTES else None
+                    prepared = await self._prepare(line, conn.engine) if len(line) > INLINE_BYTES else None
                     conn.engine = self._apply(line, conn.engine, conn.identity, conn, prepared)
         except Refused as err:
             self._refuse(err, transport="TCP" if identity is not None else "the socket")
@@ -678,13 +634,10 @@ class ProbeListener:
                 )
             writer.close()
 
-    async def _prepare(self, line: bytes) -> Prepared:
-        """A large message read in the worker thread, while its connection waits its turn."""
+    async def _prepare(self, line: bytes, engine: EngineState | None) -> Prepared:
+        """A large message read in the check process, while its connection waits its turn."""
         async with self._check_turn:
-            if self._checks is None:
-                self._checks = ThreadPoolExecutor(1, thread_name_prefix="gdx-probe-check")
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._checks, prepare, line, self.store.checker)
+            return await self._checks.prepare(line, describe(engine))
 
     # ---- held snapshots -------------------------------------------------------------------------------
 

@@ -9,9 +9,9 @@ A text that does not hash to its claim is refused. A spec whose text was not sen
 wire.MAX_TEXT_CHARS) cannot be checked: its hash is taken as an unverified claim, with no title.
 
 The recomputation costs about 35 us for a small schema and up to 30 ms for a text of 256 KiB: one
-4 MiB `schemas` message held the event loop for up to half a second. So the listener checks a large
-message in a worker thread (`identities`, thread-safe) before the store applies it (`check` with the
-identity found there); the store never sees the spec, nor titles or analyses it, before.
+4 MiB `schemas` message held the event loop for up to half a second. So the listener has a large
+message read in a child process (`message_check`, which calls `identities`) before the store applies it
+(`check` with the identity found there); the store never sees the spec, nor titles or analyses it, before.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ Identities = tuple[TextIdentity | None, ...]  # one per spec of a message, None 
 
 class SpecChecker:
     """Recomputes each text's identity once (remembered by the text's digest, bounded). Thread-safe:
-    the listener's worker thread and the event loop both call it."""
+    the event loop calls it, and the listener's check process holds one of its own."""
 
     def __init__(self) -> None:
         self._known: OrderedDict[bytes, TextIdentity] = OrderedDict()
@@ -79,7 +79,7 @@ class SpecChecker:
         return found
 
     def identities(self, msg: wire.SchemasMessage) -> Identities:
-        """Every text's identity in `msg`, in order (blocking: the listener calls it off the loop)."""
+        """Every text's identity in `msg`, in order (blocking: the check process calls it)."""
         return tuple(None if i.text is None else self.identity(i.kind, i.text) for i in msg.schemas)
 
     def check(self, item: wire.SchemaMeta, found: TextIdentity | None = None) -> CheckedSpec | None:

@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import wire
-from exporter.daemon.receiver import ProbeCollector, ProbeSettings
 from exporter.daemon.receiver.admission import Limits
+from exporter.daemon.receiver.collector import ProbeCollector, ProbeSettings
 from exporter.daemon.receiver.listener import classify
 from exporter.daemon.receiver.metric_families import store_families
 from exporter.daemon.receiver.schema_check import identify

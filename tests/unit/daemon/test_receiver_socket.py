@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporter.daemon.receiver import ProbeCollector, ProbeSettings
+from exporter.daemon.receiver.collector import ProbeCollector, ProbeSettings
 from exporter.daemon.receiver.listener import MAX_MESSAGE_BYTES
 from exporter.probe.shipper import encode
 
