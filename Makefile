@@ -182,12 +182,14 @@ unit: $(STAMP)
 
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
 # Alertmanager, soaks, faults): scripts/run-suite.sh runs the first two side by side, then the system
-# tier alone. PYTEST_ARGS (a file, -k ...) runs just that, one test after another.
+# tier two files at a time, then what is marked `alone`; .cache/test-timeline.jsonl says where the time
+# went (summed at the end). PYTEST_ARGS (a file, -k ...) runs just that, one test after another.
 SUITE_DEPS := $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS) \
 	$(INSTRUCTOR_STAMP) $(HELM4) $(HELM3) $(SARIF_MULTITOOL)
 suite: $(SUITE_DEPS)
 ifeq ($(strip $(PYTEST_ARGS)),)
-	@scripts/run-suite.sh $(BIN)/python $(WORKERS)
+	@rm -f .cache/test-timeline.jsonl
+	@GDX_TEST_TIMELINE=$(abspath .cache/test-timeline.jsonl) scripts/run-suite.sh $(BIN)/python $(WORKERS)
 else
 	@$(call PYTEST,$(PYTEST_ARGS))
 endif

@@ -13,6 +13,8 @@ import pytest
 from tools.harness import TOKENIZER_JSON, VLLM_PAGE
 from tools.harness.processes import DaemonProcess, PageServer
 
+pytest_plugins = ["tests.support.timeline"]
+
 
 class _LogCallCheck:
     """A log-record factory that formats every record of the product's loggers (`gdx.*`) as it is made
@@ -92,9 +94,10 @@ def tokenizer_json() -> Path:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every system test runs alone (scripts/run-suite.sh): real vLLM servers on the CPU, soaks, fault
-    loops and live alerts time what they see and want the machine's cores."""
+    """Every system test, and every test marked `alone`, is `serial` (scripts/run-suite.sh): real vLLM
+    servers on the CPU, soaks, fault loops and live alerts run after the unit and integration tiers, not
+    beside their CPU-bound sweeps."""
     system = Path(__file__).parent / "system"
     for item in items:
-        if system in Path(str(item.fspath)).parents:
+        if system in Path(str(item.fspath)).parents or item.get_closest_marker("alone"):
             item.add_marker(pytest.mark.serial)

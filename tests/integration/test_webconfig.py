@@ -73,7 +73,7 @@ def test_tls_and_basic_auth(tmp_path: Path, daemon_factory: object) -> None:
         get(daemon.url.replace("https://", "http://") + "/metrics", None, (USER, PASSWORD))
 
 
-@pytest.mark.serial  # compares two paths' timing medians: wants the machine quiet
+@pytest.mark.alone  # compares two paths' timing medians: wants the machine quiet
 def test_an_unknown_user_name_answers_as_slowly_as_a_known_one(
     tmp_path: Path, daemon_factory: object
 ) -> None:

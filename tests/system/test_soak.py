@@ -24,7 +24,8 @@ RSS_LIMIT = 200 * 2**20  # absolute ceiling for the daemon under this load
 RSS_GROWTH = 24 * 2**20  # from the end of the first third to the end of the run
 COUNTER_SUFFIXES = ("_total", "_count", "_bucket", "_sum")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(SECONDS + 300)]
+# alone: its load generator's throughput and the scrapes per second are floors a neighbour would push down
+pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(SECONDS + 300)]
 
 
 def rss(pid: int) -> int:

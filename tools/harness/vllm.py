@@ -7,10 +7,12 @@ environment (`tools.harness.injected`); vLLM loads it as its plugin from the tre
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -21,6 +23,33 @@ from tools.harness import ROOT, free_port
 from tools.harness.injected import engine_env
 
 VLLM_PYTHON = Path(os.environ.get("GDX_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+MODELS = ROOT / ".cache" / "tiny-llama"
+
+
+def tiny_model(tokenizer_json: Path) -> Path:
+    """The tiny Llama every server loads, built once per tokenizer and builder, then shared (read only):
+    building it imports torch in vLLM's Python, about 6 s of CPU that each of a run's 9 servers paid.
+    Built beside its place and renamed into it, so a server never sees half a model, and two builders
+    side by side (pytest-xdist workers) both end with the same one."""
+    builder = Path(__file__).with_name("tiny_llama.py")
+    key = hashlib.sha256(tokenizer_json.read_bytes() + builder.read_bytes()).hexdigest()[:16]
+    target = MODELS / key
+    if target.is_dir():
+        return target
+    MODELS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=MODELS, prefix=".build-") as tmp:
+        built = Path(tmp) / "model"
+        subprocess.run(
+            [str(VLLM_PYTHON), str(builder), str(tokenizer_json), str(built)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+        with contextlib.suppress(OSError):  # another builder renamed its own first: the same model
+            built.rename(target)
+    return target
+
+
 START_TIMEOUT = 300.0
 
 
@@ -66,18 +95,7 @@ class VllmServer:
         more of `vllm serve`'s flags (`--tool-call-parser`...)."""
         if not VLLM_PYTHON.exists():
             raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make demo and make test do)")
-        self.model = workdir / "tiny-llama"
-        subprocess.run(
-            [
-                str(VLLM_PYTHON),
-                str(Path(__file__).with_name("tiny_llama.py")),
-                str(tokenizer_json),
-                str(self.model),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
+        self.model = tiny_model(tokenizer_json)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / "vllm.log"

@@ -88,7 +88,7 @@ class Ticker:
         return self.worst
 
 
-@pytest.mark.serial  # compares the loop's gaps with the same work inline: wants the machine quiet
+@pytest.mark.alone  # compares the loop's gaps with the same work inline: wants the machine quiet
 async def test_a_4_mib_schemas_message_is_checked_off_the_loop(tmp_path: Path) -> None:
     heap = [{"n": [n]} for n in range(600_000)]  # a busy daemon's objects: a full collection walks them
     texts = [dense(i) for i in range(TEXTS)]
