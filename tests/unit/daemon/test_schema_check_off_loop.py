@@ -21,7 +21,7 @@ import pytest
 
 from exporter import wire
 from exporter.daemon.receiver.listener import INLINE_BYTES, ProbeListener, classify
-from exporter.daemon.receiver.store import ProbeStore
+from exporter.daemon.receiver.store import EngineState, ProbeStore
 from exporter.probe.shipper import encode
 from exporter.schema.identity import spec_hashes
 
@@ -67,6 +67,16 @@ async def until(check: Callable[[], bool], seconds: float = 30.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.01)
+
+
+async def said_hello(listener: ProbeListener) -> tuple[asyncio.StreamWriter, EngineState]:
+    """A connection to `listener` whose hello the store has taken, and the engine it names."""
+    _reader, writer = await asyncio.open_unix_connection(listener.path)
+    writer.write(encode(HELLO))
+    await writer.drain()
+    await until(lambda: len(listener.store.engines) == 1)
+    (engine,) = listener.store.engines.values()
+    return writer, engine
 
 
 class Ticker:
@@ -150,11 +160,7 @@ async def test_a_spec_is_unknown_until_its_check_lands_and_the_connection_keeps_
     listener = ProbeListener(str(tmp_path / "probe.sock"), "", (), store)
     await listener.start()
     try:
-        _reader, writer = await asyncio.open_unix_connection(listener.path)
-        writer.write(encode(HELLO))
-        await writer.drain()
-        await until(lambda: len(store.engines) == 1)
-        (engine,) = store.engines.values()
+        writer, engine = await said_hello(listener)
         async with listener._check_turn:  # another connection's message is being checked
             writer.write(schemas_line(texts) + row_snapshot(range(4)))
             await writer.drain()
@@ -201,11 +207,7 @@ async def test_a_check_process_that_dies_costs_its_message_only(
     await listener.start()
     checks = listener._checks
     try:
-        _reader, writer = await asyncio.open_unix_connection(listener.path)
-        writer.write(encode(HELLO))
-        await writer.drain()
-        await until(lambda: len(store.engines) == 1)
-        (engine,) = store.engines.values()
+        writer, engine = await said_hello(listener)
         writer.write(schemas_line([dense(i) for i in range(TEXTS)]))  # about 0.5-2 s in the child
         await writer.drain()
         await until(lambda: checks._proc is not None)
