@@ -28,10 +28,26 @@ def busy_ticks() -> int:
     return user + nice + system + irq + softirq + steal
 
 
+RUN = "GDX_TEST_TIMELINE_RUN"  # the pid of the pytest a step started, for the processes below it
+_recording = False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Records in the step's own pytest and its xdist workers, not in the pytest runs some tests start
+    inside themselves (the engine-version sweeps): their tests are counted once, as the outer test."""
+    global _recording
+    outer = os.environ.get(RUN)
+    if outer is None:
+        os.environ[RUN] = str(os.getpid())
+        _recording = True
+    else:
+        _recording = bool(os.environ.get("PYTEST_XDIST_WORKER")) and str(os.getppid()) == outer
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     path = os.environ.get("GDX_TEST_TIMELINE")
-    if not path:
+    if not path or not _recording:
         yield
         return
     start, ticks = time.time(), busy_ticks()
