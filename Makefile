@@ -168,6 +168,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy exporter
+	$(BIN)/lint-imports --no-cache
 
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
 PYTEST = rc=0; $(BIN)/python -m pytest $(1) || rc=$$?; \

@@ -15,33 +15,39 @@ import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
 
 from exporter import wire
+from exporter.kernel.lint_options import LINT_OPTIONS, LintOptions, lint_field
+from exporter.kernel.names import SCRAPE_ANNOTATION
+from exporter.kernel.options import (  # re-exported: the daemon's modules and tests read them from here
+    ENV_PREFIX as ENV_PREFIX,
+)
+from exporter.kernel.options import ArgumentAdder as ArgumentAdder
+from exporter.kernel.options import ConfigError as ConfigError
+from exporter.kernel.options import add_flag as add_flag
+from exporter.kernel.options import choice as choice
+from exporter.kernel.options import option as option
+from exporter.kernel.options import parse_bool as parse_bool
+from exporter.kernel.options import parse_count as parse_count
+from exporter.kernel.options import parse_duration as parse_duration
+from exporter.kernel.options import parse_option as parse_option
+from exporter.kernel.options import parse_positive_float as parse_positive_float
+from exporter.kernel.options import parse_positive_int as parse_positive_int
+from exporter.kernel.options import parse_size as parse_size
+from exporter.kernel.options import show_default as show_default
 from exporter.schema.lint import Thresholds
-from exporter.schema.walk import Budget
 
-ENV_PREFIX = "GDX_"
 DEFAULT_PORT = 9479
 DEFAULT_SOCKET = wire.DEFAULT_SOCKET
 DEFAULT_AUDIENCE = wire.DEFAULT_AUDIENCE
 COLLECTORS = ("cpu", "nvml", "vllm", "probe")
 
 S = TypeVar("S")  # a collector's settings dataclass
-
-
-class ConfigError(ValueError):
-    """A configuration value is wrong; the message names the key, its origin and the problem."""
-
-    def __init__(self, key: str, problem: str, origin: str = "") -> None:
-        where = f" (from {origin})" if origin else ""
-        super().__init__(f"invalid configuration: {key}{where}: {problem}")
-        self.key = key
-        self.problem = problem
 
 
 @dataclass(frozen=True)
@@ -78,45 +84,6 @@ class Target:
 
 # ---- value parsers: each takes the raw value (str from flags/env, any type from YAML) ----------------
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_SIZE = re.compile(r"^\s*(\d+)\s*(B|KB|KiB|MB|MiB|GB|GiB)?\s*$")
-_SIZE_UNITS = {
-    None: 1,
-    "B": 1,
-    "KB": 10**3,
-    "KiB": 2**10,
-    "MB": 10**6,
-    "MiB": 2**20,
-    "GB": 10**9,
-    "GiB": 2**30,
-}
-_DURATION_UNITS = {None: 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "h": 3600.0}
-
-
-def parse_bool(raw: Any) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    text = str(raw).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{raw!r} is not a boolean (true/false)")
-
-
-def parse_duration(raw: Any) -> float:
-    """Seconds from `500ms`, `5s`, `1m`, `1h` or a bare number of seconds; must be positive."""
-    if isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not a duration (e.g. 500ms, 5s, 1m)")
-    match = _DURATION.match(str(raw))
-    if not match:
-        raise ValueError(f"{raw!r} is not a duration (e.g. 500ms, 5s, 1m)")
-    seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-    if seconds <= 0:
-        raise ValueError(f"{raw!r} must be greater than zero")
-    return seconds
-
-
 MAX_APPLY_INTERVAL = 1.5  # under the probe's 2 s send timeout: a probe blocked on a parked connection
 
 
@@ -139,53 +106,6 @@ def parse_profile(raw: Any) -> str:
     if name not in PROFILES:
         raise ValueError(f"{name!r} is not a profile ({' or '.join(PROFILES)})")
     return name
-
-
-def parse_size(raw: Any) -> int:
-    """Bytes from `16MiB`, `1GB`, `512KiB` or a bare number; must be positive."""
-    match = _SIZE.match(str(raw)) if not isinstance(raw, bool) else None
-    if not match:
-        raise ValueError(f"{raw!r} is not a size (e.g. 16MiB, 1GB, 65536)")
-    size = int(match.group(1)) * _SIZE_UNITS[match.group(2)]
-    if size <= 0:
-        raise ValueError(f"{raw!r} must be greater than zero")
-    return size
-
-
-def _parse_int(raw: Any) -> int:
-    if isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not an integer")
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"{raw!r} is not an integer") from None
-
-
-def parse_positive_int(raw: Any) -> int:
-    value = _parse_int(raw)
-    if value <= 0:
-        raise ValueError(f"{raw!r} must be greater than zero")
-    return value
-
-
-def parse_count(raw: Any) -> int:
-    """An integer, zero or more (zero: off)."""
-    value = _parse_int(raw)
-    if value < 0:
-        raise ValueError(f"{raw!r} must be zero or more")
-    return value
-
-
-def parse_positive_float(raw: Any) -> float:
-    if isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not a number")
-    try:
-        value = float(str(raw).strip())
-    except ValueError:
-        raise ValueError(f"{raw!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise ValueError(f"{raw!r} must be a number greater than zero")
-    return value
 
 
 def parse_port(raw: Any) -> int:
@@ -258,16 +178,6 @@ def parse_namespaces(raw: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
-def choice(*allowed: str) -> Callable[[Any], str]:
-    def parse(raw: Any) -> str:
-        text = str(raw).strip().lower()
-        if text not in allowed:
-            raise ValueError(f"{raw!r} is not one of {', '.join(allowed)}")
-        return text
-
-    return parse
-
-
 def _target_from(raw: Any, engine: Engine) -> Target:
     if isinstance(raw, Mapping):
         unknown = set(raw) - {"url", "pod", "namespace"}
@@ -324,46 +234,18 @@ def targets_of(engine: str) -> Callable[[Any], tuple[Target, ...]]:
 # ---- the option table ---------------------------------------------------------------------------------
 
 
-def _option(
-    default: Any,
-    flag: str,
-    parse: Callable[[Any], Any],
-    help: str,
-    *,
-    yaml_key: str | None = None,
-    repeat: bool = False,
-    metavar: str | None = None,
-) -> Any:
-    meta = {
-        "flag": flag,
-        "yaml": yaml_key or flag.replace("-", "_"),
-        "env": ENV_PREFIX + re.sub(r"[.-]", "_", flag).upper(),
-        "parse": parse,
-        "help": help,
-        "repeat": repeat,
-        "metavar": metavar,
-    }
-    if isinstance(default, (list, tuple)):
-        return field(default=tuple(default), metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-# The lint limits' defaults live with the rules (exporter/schema/lint.py); the options only expose them.
-_LINT_DEFAULTS = Thresholds()
-
-
 @dataclass(frozen=True)
 class Config:
     """The daemon's resolved configuration. Field metadata is the option table."""
 
-    web_listen_address: str = _option(
+    web_listen_address: str = option(
         f":{DEFAULT_PORT}",
         "web.listen-address",
         parse_address,
         "Address for /metrics, /healthz and / (':9479' = every interface; 9400 is dcgm-exporter's).",
         metavar="ADDR",
     )
-    web_config_file: str = _option(
+    web_config_file: str = option(
         "",
         "web.config.file",
         parse_text,
@@ -371,14 +253,14 @@ class Config:
         "(tls_server_config, basic_auth_users).",
         metavar="PATH",
     )
-    web_schemas: bool = _option(
+    web_schemas: bool = option(
         False,
         "web.schemas",
         parse_bool,
         "Serve /schemas: the exposed schemas' hashes, findings and structure with every literal value "
         "redacted. Off by default.",
     )
-    web_schemas_registry: int = _option(
+    web_schemas_registry: int = option(
         0,
         "web.schemas-registry",
         parse_count,
@@ -387,17 +269,17 @@ class Config:
         "error, kept while it is the only one). 0 (the default): not served.",
         metavar="N",
     )
-    log_level: str = _option(
+    log_level: str = option(
         "info",
         "log.level",
         choice("debug", "info", "warning", "error"),
         "Log level: debug, info, warning, error.",
         metavar="LEVEL",
     )
-    log_format: str = _option(
+    log_format: str = option(
         "logfmt", "log.format", choice("logfmt", "json"), "Log line format: logfmt or json.", metavar="FORMAT"
     )
-    metrics_profile: str = _option(
+    metrics_profile: str = option(
         "full",
         "metrics.profile",
         parse_profile,
@@ -407,23 +289,23 @@ class Config:
         " (docs/metrics.md: the series budget).",
         metavar="full|minimal",
     )
-    collector_cpu: bool = _option(True, "collector.cpu", parse_bool, "Per-core CPU seconds (psutil).")
-    collector_nvml: bool = _option(True, "collector.nvml", parse_bool, "GPU gauges from NVML.")
-    collector_vllm: bool = _option(
+    collector_cpu: bool = option(True, "collector.cpu", parse_bool, "Per-core CPU seconds (psutil).")
+    collector_nvml: bool = option(True, "collector.nvml", parse_bool, "GPU gauges from NVML.")
+    collector_vllm: bool = option(
         True,
         "collector.vllm",
         parse_bool,
         "Scrape the engines' metrics targets (vLLM, SGLang, TensorRT-LLM) and pass their families through.",
     )
-    collector_probe: bool = _option(True, "collector.probe", parse_bool, "Receive in-engine probe snapshots.")
-    collector_timeout: float = _option(
+    collector_probe: bool = option(True, "collector.probe", parse_bool, "Receive in-engine probe snapshots.")
+    collector_timeout: float = option(
         5.0,
         "collector.timeout",
         parse_duration,
         "Longest a scrape waits for the cpu, nvml and probe sources before marking one failed.",
         metavar="DURATION",
     )
-    vllm_targets: tuple[Target, ...] = _option(
+    vllm_targets: tuple[Target, ...] = option(
         (),
         "vllm.target",
         parse_targets,
@@ -433,21 +315,21 @@ class Config:
         repeat=True,
         metavar="URL",
     )
-    vllm_timeout: float = _option(
+    vllm_timeout: float = option(
         3.0,
         "vllm.timeout",
         parse_duration,
         "Per-target scrape timeout, whole body included (every engine's targets).",
         metavar="DURATION",
     )
-    vllm_max_body_bytes: int = _option(
+    vllm_max_body_bytes: int = option(
         16 * 2**20,
         "vllm.max-body-bytes",
         parse_size,
         "Largest metrics page accepted from a target of any engine; larger marks the target down.",
         metavar="SIZE",
     )
-    vllm_max_series: int = _option(
+    vllm_max_series: int = option(
         10_000,
         "vllm.max-series",
         parse_positive_int,
@@ -455,13 +337,13 @@ class Config:
         " (vLLM serves a few hundred, SGLang about 500); more marks it down.",
         metavar="N",
     )
-    vllm_passthrough: bool = _option(
+    vllm_passthrough: bool = option(
         True,
         "vllm.passthrough",
         parse_bool,
         "Re-export the targets' vllm:* families with a pod label (off when Prometheus scrapes vLLM itself).",
     )
-    sglang_targets: tuple[Target, ...] = _option(
+    sglang_targets: tuple[Target, ...] = option(
         (),
         "sglang.target",
         targets_of("sglang"),
@@ -470,13 +352,13 @@ class Config:
         repeat=True,
         metavar="URL",
     )
-    sglang_passthrough: bool = _option(
+    sglang_passthrough: bool = option(
         True,
         "sglang.passthrough",
         parse_bool,
         "Re-export the SGLang targets' sglang:* families (its grammar metrics among them) with a pod label.",
     )
-    trtllm_targets: tuple[Target, ...] = _option(
+    trtllm_targets: tuple[Target, ...] = option(
         (),
         "trtllm.target",
         targets_of("trtllm"),
@@ -486,13 +368,13 @@ class Config:
         repeat=True,
         metavar="URL",
     )
-    trtllm_passthrough: bool = _option(
+    trtllm_passthrough: bool = option(
         True,
         "trtllm.passthrough",
         parse_bool,
         "Re-export the TensorRT-LLM targets' trtllm_* families with a pod label.",
     )
-    probe_socket: str = _option(
+    probe_socket: str = option(
         DEFAULT_SOCKET,
         "probe.socket",
         parse_text,
@@ -500,7 +382,7 @@ class Config:
         "Empty: none (probes over TCP only).",
         metavar="PATH",
     )
-    probe_socket_group: str = _option(
+    probe_socket_group: str = option(
         "",
         "probe.socket-group",
         parse_text,
@@ -508,7 +390,7 @@ class Config:
         "Empty: the daemon's.",
         metavar="GROUP",
     )
-    probe_allowed_uids: tuple[int, ...] = _option(
+    probe_allowed_uids: tuple[int, ...] = option(
         (),
         "probe.allowed-uids",
         parse_uids,
@@ -516,7 +398,7 @@ class Config:
         "counted). Empty: whoever the socket's mode lets in.",
         metavar="UID,...",
     )
-    probe_listen_address: str = _option(
+    probe_listen_address: str = option(
         "",
         "probe.listen-address",
         parse_listen_address,
@@ -527,14 +409,14 @@ class Config:
         "the unix socket only.",
         metavar="HOST:PORT",
     )
-    probe_token_audience: str = _option(
+    probe_token_audience: str = option(
         DEFAULT_AUDIENCE,
         "probe.token-audience",
         parse_text,
         "The audience a probe's token must be minted for (the projected volume's audience).",
         metavar="AUDIENCE",
     )
-    probe_max_schemas: int = _option(
+    probe_max_schemas: int = option(
         50,
         "probe.max-schemas",
         parse_positive_int,
@@ -542,7 +424,7 @@ class Config:
         'schema_hash="other".',
         metavar="N",
     )
-    probe_max_families: int = _option(
+    probe_max_families: int = option(
         50,
         "probe.max-families",
         parse_positive_int,
@@ -550,7 +432,7 @@ class Config:
         'family="other".',
         metavar="N",
     )
-    probe_max_engines: int = _option(
+    probe_max_engines: int = option(
         64,
         "probe.max-engines",
         parse_positive_int,
@@ -558,7 +440,7 @@ class Config:
         " disconnected engine can make room.",
         metavar="N",
     )
-    probe_max_engines_per_pod: int = _option(
+    probe_max_engines_per_pod: int = option(
         16,
         "probe.max-engines-per-pod",
         parse_positive_int,
@@ -566,14 +448,14 @@ class Config:
         " it is refused and counted, unless a disconnected engine of the pod can make room.",
         metavar="N",
     )
-    probe_engine_ttl: float = _option(
+    probe_engine_ttl: float = option(
         120.0,
         "probe.engine-ttl",
         parse_duration,
         "Drop an engine and its series when its probe has sent nothing for this long.",
         metavar="DURATION",
     )
-    probe_apply_interval: float = _option(
+    probe_apply_interval: float = option(
         1.0,
         "probe.apply-interval",
         parse_apply_interval,
@@ -583,14 +465,14 @@ class Config:
         " is read and applied as it arrives.",
         metavar="DURATION",
     )
-    probe_titles: bool = _option(
+    probe_titles: bool = option(
         True,
         "probe.titles",
         parse_bool,
         "Put a schema's sanitised top-level title ([A-Za-z0-9_.-], 64 chars) in schema_info's title label,"
         " and a family's name (its title, else one built from its structure) in family_info's name label.",
     )
-    shape_window: float = _option(
+    shape_window: float = option(
         600.0,
         "shape.window",
         parse_duration,
@@ -598,104 +480,38 @@ class Config:
         " and requests counted are those within it.",
         metavar="DURATION",
     )
-    lint_depth: int = _option(
-        _LINT_DEFAULTS.depth,
-        "lint.depth",
-        parse_positive_int,
-        "Object/array nesting levels allowed.",
-        metavar="N",
-    )
-    lint_max_items: int = _option(
-        _LINT_DEFAULTS.max_items,
-        "lint.max-items",
-        parse_positive_int,
-        "minItems/maxItems allowed in the grammar.",
-        metavar="N",
-    )
-    lint_union_depth: int = _option(
-        _LINT_DEFAULTS.union_depth,
-        "lint.union-depth",
-        parse_positive_int,
-        "anyOf/oneOf nesting allowed.",
-        metavar="N",
-    )
-    lint_union_width: int = _option(
-        _LINT_DEFAULTS.union_width,
-        "lint.union-width",
-        parse_positive_int,
-        "Branches per anyOf/oneOf allowed.",
-        metavar="N",
-    )
-    lint_enum_size: int = _option(
-        _LINT_DEFAULTS.enum_size, "lint.enum-size", parse_positive_int, "Enum members allowed.", metavar="N"
-    )
-    lint_quantifier: int = _option(
-        _LINT_DEFAULTS.quantifier,
-        "lint.quantifier",
-        parse_positive_int,
-        "Largest regex {m,n} upper bound allowed.",
-        metavar="N",
-    )
-    lint_budget: float = _option(
-        _LINT_DEFAULTS.budget.max_seconds,
-        "lint.budget",
-        parse_duration,
-        "Analysis time per schema; past it the schema gets a too_complex finding.",
-        metavar="DURATION",
-    )
-    lint_budget_nodes: int = _option(
-        _LINT_DEFAULTS.budget.max_nodes,
-        "lint.budget-nodes",
-        parse_positive_int,
-        "Subschemas visited per schema; past it the schema gets a too_complex finding. Unlike the time"
-        " budget, it stops at the same place on a busy node as on an idle one.",
-        metavar="N",
-    )
-    lint_dynamic_reuse: float = _option(
-        _LINT_DEFAULTS.dynamic_reuse,
-        "lint.dynamic-reuse",
-        parse_positive_float,
-        "dynamic_schema: a family whose variants are used fewer times than this on average (requests per"
-        " variant) is injected per request. Static variants each reused stay quiet.",
-        metavar="X",
-    )
-    lint_dynamic_seconds: float = _option(
-        _LINT_DEFAULTS.dynamic_seconds,
-        "lint.dynamic-seconds",
-        parse_duration,
-        "dynamic_schema is an error once the family's compiles cost this much (in the window; in gdx lint,"
-        " measured with --tokenizer); a warning below.",
-        metavar="DURATION",
-    )
-    lint_dynamic_span: float = _option(
-        _LINT_DEFAULTS.dynamic_span,
-        "lint.dynamic-span",
-        parse_duration,
-        "dynamic_schema in the daemon: warn only once new variants of the family have kept arriving this"
-        " long (a static set's first requests are all new variants too); a request log has no clock.",
-        metavar="DURATION",
-    )
-    nvml_retry_interval: float = _option(
+    lint_depth: int = lint_field("lint_depth")
+    lint_max_items: int = lint_field("lint_max_items")
+    lint_union_depth: int = lint_field("lint_union_depth")
+    lint_union_width: int = lint_field("lint_union_width")
+    lint_enum_size: int = lint_field("lint_enum_size")
+    lint_quantifier: int = lint_field("lint_quantifier")
+    lint_budget: float = lint_field("lint_budget")
+    lint_budget_nodes: int = lint_field("lint_budget_nodes")
+    lint_dynamic_reuse: float = lint_field("lint_dynamic_reuse")
+    lint_dynamic_seconds: float = lint_field("lint_dynamic_seconds")
+    lint_dynamic_span: float = lint_field("lint_dynamic_span")
+    nvml_retry_interval: float = option(
         60.0,
         "nvml.retry-interval",
         parse_duration,
         "How long to wait before retrying NVML initialisation after it failed.",
         metavar="DURATION",
     )
-    kubernetes_enabled: bool = _option(
+    kubernetes_enabled: bool = option(
         False,
         "kubernetes.enabled",
         parse_bool,
         "Discover engine pods on this node through the Kubernetes API (in-cluster service account).",
     )
-    kubernetes_node_name: str = _option(
+    kubernetes_node_name: str = option(
         "",
         "kubernetes.node-name",
         parse_text,
         "This node's name; defaults to $NODE_NAME (set it from the downward API spec.nodeName).",
         metavar="NAME",
     )
-    kubernetes_namespaces: tuple[str, ...] = _option(
+    kubernetes_namespaces: tuple[str, ...] = option(
         (),
         "kubernetes.namespaces",
         parse_namespaces,
@@ -703,7 +519,7 @@ class Config:
         " no ClusterRole). Empty: one list over every namespace (a ClusterRole).",
         metavar="NS,...",
     )
-    kubernetes_pod_selector: str = _option(
+    kubernetes_pod_selector: str = option(
         "",
         "kubernetes.pod-selector",
         parse_text,
@@ -711,8 +527,8 @@ class Config:
         " that carries the scrape annotation.",
         metavar="SELECTOR",
     )
-    kubernetes_pod_annotation: str = _option(
-        "guided-decoding-exporter.io/scrape",
+    kubernetes_pod_annotation: str = option(
+        SCRAPE_ANNOTATION,
         "kubernetes.pod-annotation",
         parse_text,
         "Annotation that opts a pod in when set to 'true' (ignored when a pod selector is set). The pod's"
@@ -720,7 +536,7 @@ class Config:
         " '<prefix>/port' and '<prefix>/path' override the port and the engine's path.",
         metavar="KEY",
     )
-    kubernetes_default_port: int = _option(
+    kubernetes_default_port: int = option(
         8000,
         "kubernetes.default-port",
         parse_port,
@@ -728,28 +544,28 @@ class Config:
         " one (a container port named http or metrics, else the first declared).",
         metavar="PORT",
     )
-    kubernetes_refresh_interval: float = _option(
+    kubernetes_refresh_interval: float = option(
         30.0,
         "kubernetes.refresh-interval",
         parse_duration,
         "How often the pod list is refreshed.",
         metavar="DURATION",
     )
-    kubernetes_api_server: str = _option(
+    kubernetes_api_server: str = option(
         "https://kubernetes.default.svc",
         "kubernetes.api-server",
         parse_text,
         "Kubernetes API address.",
         metavar="URL",
     )
-    kubernetes_token_file: str = _option(
+    kubernetes_token_file: str = option(
         "/var/run/secrets/kubernetes.io/serviceaccount/token",
         "kubernetes.token-file",
         parse_text,
         "Service-account token (re-read on every list: projected tokens rotate).",
         metavar="PATH",
     )
-    kubernetes_ca_file: str = _option(
+    kubernetes_ca_file: str = option(
         "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
         "kubernetes.ca-file",
         parse_text,
@@ -781,32 +597,11 @@ class Config:
 
     def lint_thresholds(self) -> Thresholds:
         """The lint rules' limits from the `lint.*` options (the daemon's analysis and `gdx lint` alike)."""
-        return Thresholds(
-            depth=self.lint_depth,
-            max_items=self.lint_max_items,
-            union_depth=self.lint_union_depth,
-            union_width=self.lint_union_width,
-            enum_size=self.lint_enum_size,
-            quantifier=self.lint_quantifier,
-            budget=Budget(max_nodes=self.lint_budget_nodes, max_seconds=self.lint_budget),
-            dynamic_reuse=self.lint_dynamic_reuse,
-            dynamic_seconds=self.lint_dynamic_seconds,
-            dynamic_span=self.lint_dynamic_span,
-        )
-
-
-class ArgumentAdder(Protocol):
-    """An argparse parser or argument group: whatever flags can be added to."""
-
-    def add_argument(self, *name_or_flags: str, **kwargs: Any) -> argparse.Action: ...
+        return LintOptions(**{f.name: getattr(self, f.name) for f in LINT_OPTIONS}).thresholds()
 
 
 OPTIONS: tuple[dataclasses.Field[Any], ...] = dataclasses.fields(Config)
 OPTION_NAMES = frozenset(option.name for option in OPTIONS)
-# The `lint.*` options: `gdx serve` and `gdx lint` both take exactly these, so their findings agree.
-LINT_OPTIONS: tuple[dataclasses.Field[Any], ...] = tuple(
-    f for f in OPTIONS if f.metadata["flag"].startswith("lint.")
-)
 _BY_YAML = {f.metadata["yaml"]: f for f in OPTIONS}
 
 
@@ -822,58 +617,6 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     for f in OPTIONS:
         add_flag(parser, f, show_env=True)
-
-
-def add_lint_flags(parser: ArgumentAdder) -> None:
-    """The `lint.*` options as `gdx lint` flags: same names, defaults, parsers and help as `gdx serve`.
-
-    Flags only: `gdx lint` in CI should do what its command line says, not what the daemon's
-    `GDX_LINT_*` environment on the same machine says."""
-    for f in LINT_OPTIONS:
-        add_flag(parser, f, show_env=False)
-
-
-def add_flag(parser: ArgumentAdder, option: dataclasses.Field[Any], *, show_env: bool) -> None:
-    """One option as a flag; its value stays the raw text until `load` or `lint_thresholds_from`."""
-    meta = option.metadata
-    dest = option.name
-    env = f"env {meta['env']}; " if show_env else ""
-    text = f"{meta['help']} ({env}default {_show_default(option.default)})"
-    flag = "--" + meta["flag"]
-    if meta["parse"] is parse_bool:
-        parser.add_argument(
-            flag, dest=dest, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=text
-        )
-    elif meta["repeat"]:
-        parser.add_argument(
-            flag, dest=dest, action="append", default=argparse.SUPPRESS, metavar=meta["metavar"], help=text
-        )
-    else:
-        parser.add_argument(flag, dest=dest, default=argparse.SUPPRESS, metavar=meta["metavar"], help=text)
-
-
-def lint_thresholds_from(flags: Mapping[str, Any]) -> Thresholds:
-    """`gdx lint`'s limits: the given `lint.*` flags over the defaults, built by `Config.lint_thresholds`
-    as the daemon's are. Raises `ConfigError` as `load` does."""
-    values = {
-        f.name: _parse(f, flags[f.name], "--" + f.metadata["flag"]) for f in LINT_OPTIONS if f.name in flags
-    }
-    return Config(**values).lint_thresholds()
-
-
-def _parse(option: dataclasses.Field[Any], raw: Any, origin: str) -> Any:
-    try:
-        return option.metadata["parse"](raw)
-    except ValueError as err:
-        raise ConfigError(option.metadata["flag"], str(err), origin) from None
-
-
-def _show_default(value: Any) -> str:
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if value in ((), ""):
-        return "none"
-    return str(value)
 
 
 def _flatten(doc: Any, prefix: str = "") -> dict[str, Any]:
@@ -936,7 +679,7 @@ def load(flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | No
             raw, origin = from_yaml[meta["yaml"]], f"{config_file}: {meta['yaml']}"
         else:
             continue
-        values[f.name] = _parse(f, raw, origin)
+        values[f.name] = parse_option(f, raw, origin)
     config = Config(**values)
     _check_target_urls(config)
     if config.kubernetes_enabled and not config.kubernetes_node_name:

@@ -19,12 +19,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exporter.daemon import config
 from exporter.fix import postcheck, registry, toolcheck, toolfix
 from exporter.fix.plan import FamilyPlan, plans, schemas_by_hash, slow_plans
 from exporter.fix.proof import MAX_VARIANTS
+from exporter.kernel import lint_options, options
 from exporter.lint import targets
-from exporter.lint.command import FlagError, sglang_engine, tool_server, vllm_router
+from exporter.lint.flags import FlagError, sglang_engine, tool_server, vllm_router
 from exporter.lint.prove.engine import LlguidanceEngine, ProofEngine, XgrammarEngine
 from exporter.lint.report import analyse
 from exporter.lint.requests import KINDS, InputError, read_inputs
@@ -41,13 +41,13 @@ ENGINES = ("xgrammar", "llguidance")  # the order the proofs run and are reporte
 
 def fix_main(args: argparse.Namespace) -> int:
     try:
-        thresholds = config.lint_thresholds_from(vars(args))
+        thresholds = lint_options.lint_thresholds_from(vars(args))
         sglang, asked = sglang_engine(args.engine or [])
         router, asked = vllm_router(asked)
         names = proof_engines(asked)
         tools = tool_server(args.tool_call_parser, args.tool_strict_level, router, sglang)
         inputs = read_inputs(args.files, sys.stdin, args.kind, tools, args.client)
-    except (config.ConfigError, FlagError, InputError) as err:
+    except (options.ConfigError, FlagError, InputError) as err:
         print(f"gdx fix: {err}", file=sys.stderr)
         return 2
     out = Path(args.out)
@@ -322,7 +322,7 @@ def _unit(result: dict[str, Any]) -> str:
 
 
 def add_parser(commands: Any) -> None:
-    from exporter.lint.command import CLIENT_HELP, add_tool_flags
+    from exporter.lint.flags import CLIENT_HELP, add_tool_flags
 
     parser = commands.add_parser(
         "fix",
@@ -384,4 +384,4 @@ def add_parser(commands: Any) -> None:
     )
     add_tool_flags(parser)
     limits = parser.add_argument_group("limits", "gdx lint's --lint.* options: where dynamic_schema fires.")
-    config.add_lint_flags(limits)
+    lint_options.add_lint_flags(limits)

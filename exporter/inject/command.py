@@ -22,6 +22,7 @@ from exporter.inject.documents import load_documents
 from exporter.inject.errors import InvalidManifest
 from exporter.inject.manifests import InjectOutcome, inject_object
 from exporter.inject.podspec import TRANSPORTS, InjectError, InjectOptions
+from exporter.kernel.names import CONTAINER_ANNOTATION, ENGINE_KINDS
 from exporter.wire import DEFAULT_AUDIENCE, DEFAULT_TCP_PORT
 
 DEFAULT_IMAGE = f"guided-decoding-exporter:{__version__}"
@@ -38,7 +39,7 @@ def add_parsers(commands: Any) -> None:
             " many, or a List) and write it to stdout with the guided-decoding probe added to every"
             " Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, Pod, LeaderWorkerSet and KServe"
             " InferenceService whose engine container it finds: by --container, the pod annotation"
-            " guided-decoding-exporter.io/container, or a command line / image of vLLM, SGLang or"
+            f" {CONTAINER_ANNOTATION}, or a command line / image of vLLM, SGLang or"
             " TensorRT-LLM. An init container copies the probe from the exporter image into an emptyDir;"
             " the engine gets it first on PYTHONPATH (a literal PYTHONPATH is kept after it), the daemon's"
             " address, its pod name and namespace, and, for the TCP transports, a projected token. Other"
@@ -60,7 +61,7 @@ def add_parsers(commands: Any) -> None:
     )
     parser.add_argument(
         "--engine",
-        choices=("vllm", "sglang", "trtllm"),
+        choices=ENGINE_KINDS,
         default="",
         help="the engine kind (default: recognised)",
     )

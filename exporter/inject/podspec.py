@@ -11,21 +11,29 @@ projected ServiceAccount token. Every function returns new objects and leaves it
 from __future__ import annotations
 
 import copy
-import re
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from exporter.inject import shapes, warmhook
 from exporter.inject.errors import InjectError as InjectError  # re-exported: callers import it from here
+from exporter.kernel import engine_pods
+from exporter.kernel.engine_pods import (  # re-exported: inject's callers and tests import them from here
+    BLOCKER_TEXT as BLOCKER_TEXT,
+)
+from exporter.kernel.engine_pods import EngineContainer as EngineContainer
+from exporter.kernel.engine_pods import blockers as blockers
+from exporter.kernel.engine_pods import command_line as command_line
+from exporter.kernel.engine_pods import engine_kind_of as engine_kind_of
+from exporter.kernel.names import CONTAINER_ANNOTATION as CONTAINER_ANNOTATION
+from exporter.kernel.names import ENGINE_ANNOTATION, SCRAPE_ANNOTATION
+from exporter.kernel.names import ENGINE_KINDS as ENGINE_KINDS
+from exporter.kernel.names import PLUGIN as PLUGIN
+from exporter.kernel.names import PROBE_ANNOTATION as PROBE_ANNOTATION
+from exporter.kernel.names import PYTHONPATH_ANNOTATION as PYTHONPATH_ANNOTATION
 from exporter.wire import DEFAULT_AUDIENCE, DEFAULT_SOCKET, DEFAULT_TCP_PORT, DEFAULT_TOKEN_FILE
 
-PREFIX = "guided-decoding-exporter.io"
-CONTAINER_ANNOTATION = f"{PREFIX}/container"  # names the engine container where it is not recognised
-PROBE_ANNOTATION = f"{PREFIX}/probe"  # "injected" on every pod this module injected
 # The PYTHONPATH an image sets in its own ENV, which a PYTHONPATH in the pod spec replaces (Kubernetes
-# cannot see image ENV): given by --image-pythonpath or this annotation, else known for these images.
-PYTHONPATH_ANNOTATION = f"{PREFIX}/image-pythonpath"
+# cannot see image ENV): given by --image-pythonpath or PYTHONPATH_ANNOTATION, else known for these images.
 IMAGE_PYTHONPATHS = {
     # kserve/kserve python/huggingface_server.Dockerfile: ENV PYTHONPATH=/kserve-workspace/huggingfaceserver
     "kserve/huggingfaceserver": "/kserve-workspace/huggingfaceserver",
@@ -42,24 +50,9 @@ STATE_DIR = "/gdx-probe-state"
 IMAGE_TREE = "/opt/guided-decoding-exporter/probe"  # where the exporter image carries the tree
 TOKEN_DIR = DEFAULT_TOKEN_FILE.rsplit("/", 1)[0]
 SOCKET_DIR = DEFAULT_SOCKET.rsplit("/", 1)[0]
-PLUGIN = "guided_decoding_probe"  # the vllm.general_plugins entry point's name (VLLM_PLUGINS lists it)
 EXPORTER_GROUP = 65532
 EXPORTER_USER = 65532  # the exporter image's USER (deploy/Dockerfile)
 TRANSPORTS = ("service", "hostip", "socket")
-ENGINE_KINDS = ("vllm", "sglang", "trtllm")
-# How an engine's command line or image gives it away (checked in this order).
-_COMMANDS = (
-    ("vllm", re.compile(r"\bvllm(?:\s+serve\b|\.entrypoints\.)|\bhuggingfaceserver\b")),
-    ("sglang", re.compile(r"\bsglang(?:\.launch_server\b|\s+serve\b)")),
-    ("trtllm", re.compile(r"\btrtllm-serve\b|\btensorrt_llm\.")),
-)
-_IMAGES = (
-    ("vllm", re.compile(r"vllm|huggingfaceserver")),
-    ("sglang", re.compile(r"sglang")),
-    ("trtllm", re.compile(r"tensorrt[-_]llm|trtllm")),
-)
-_PYTHON = re.compile(r"(?:^|/)python(?:\d+(?:\.\d+)?)?$")
-_IGNORES_ENVIRONMENT = re.compile(r"^-[A-Za-z]*[EI][A-Za-z]*$")
 
 
 @dataclass(frozen=True)
@@ -79,15 +72,6 @@ class InjectOptions:
 
 
 @dataclass(frozen=True)
-class EngineContainer:
-    """The container that runs the engine and the kind of engine it is."""
-
-    index: int
-    name: str
-    kind: str
-
-
-@dataclass(frozen=True)
 class Injected:
     """One pod template's outcome: `spec`/`metadata` new (or the input's when nothing changed)."""
 
@@ -99,102 +83,15 @@ class Injected:
     warnings: tuple[str, ...] = ()  # what will keep the probe from arming
 
 
-def command_line(container: dict[str, Any]) -> list[str]:
-    """The container's command and args as words (a `sh -c "..."` script split too)."""
-    words: list[str] = []
-    for part in list(container.get("command") or []) + list(container.get("args") or []):
-        text = str(part)
-        try:
-            words.extend(shlex.split(text) if any(c.isspace() for c in text) else [text])
-        except ValueError:
-            words.extend(text.split())
-    return words
-
-
-def engine_kind_of(container: dict[str, Any]) -> str:
-    """ "vllm", "sglang", "trtllm" by the container's command line, else its image; "" if neither."""
-    line = " ".join(command_line(container))
-    for kind, pattern in _COMMANDS:
-        if pattern.search(line):
-            return kind
-    image = str(container.get("image") or "").lower()
-    for kind, pattern in _IMAGES:
-        if pattern.search(image.rsplit("/", 1)[-1].split(":")[0]) or pattern.search(image.split(":")[0]):
-            return kind
-    return ""
-
-
 def find_engine(
     spec: dict[str, Any], metadata: dict[str, Any], options: InjectOptions
 ) -> EngineContainer | None:
-    """The engine container: by --container, else the pod's container annotation, else the first
-    container whose command line or image is an engine's. Raises InjectError for a named container
-    the pod does not have."""
-    containers = spec.get("containers") or []  # objects, every one (shapes.pod_template): indexes hold
-    wanted = options.container or str((metadata.get("annotations") or {}).get(CONTAINER_ANNOTATION) or "")
-    for index, container in enumerate(containers):
-        name = str(container.get("name") or "")
-        if wanted and name != wanted:
-            continue
-        kind = options.engine_kind or engine_kind_of(container) or ("vllm" if wanted else "")
-        if kind:
-            return EngineContainer(index, name, kind)
-    if wanted:
-        raise InjectError(f"no container named {wanted!r}")
-    return None
-
-
-def _env_value(container: dict[str, Any], name: str) -> dict[str, Any] | None:
-    for item in container.get("env") or []:
-        if isinstance(item, dict) and item.get("name") == name:
-            return item
-    return None
-
-
-def _ignores_environment(words: list[str]) -> bool:
-    """Whether a Python in the command line runs with -E or -I (alone or among other letters)."""
-    for at, word in enumerate(words):
-        if _PYTHON.search(word):
-            for option in words[at + 1 :]:
-                if not option.startswith("-") or option in ("-m", "-c"):
-                    break
-                if _IGNORES_ENVIRONMENT.match(option):
-                    return True
-    return False
-
-
-def blockers(container: dict[str, Any], kind: str) -> list[str]:
-    """Pure: what in the container's spec keeps an injected probe from arming, as reasons:
-    vllm_plugins (VLLM_PLUGINS is an allowlist without the probe), python_ignores_environment
-    (`python -E` or `-I`: PYTHONPATH is not read), probe_disabled (GDX_PROBE=0),
-    pythonpath_from_valuefrom (a PYTHONPATH that cannot be extended)."""
-    found = []
-    plugins = _env_value(container, "VLLM_PLUGINS")
-    allowed = [p.strip() for p in str((plugins or {}).get("value") or "").split(",")]
-    if kind == "vllm" and plugins is not None and "value" in plugins and PLUGIN not in allowed:
-        found.append("vllm_plugins")
-    if _ignores_environment(command_line(container)):
-        found.append("python_ignores_environment")
-    disabled = _env_value(container, "GDX_PROBE")
-    if disabled is not None and str(disabled.get("value", "1")).strip().lower() in (
-        "0",
-        "false",
-        "no",
-        "off",
-    ):
-        found.append("probe_disabled")
-    pythonpath = _env_value(container, "PYTHONPATH")
-    if pythonpath is not None and "valueFrom" in pythonpath:
-        found.append("pythonpath_from_valuefrom")
-    return found
-
-
-BLOCKER_TEXT = {
-    "vllm_plugins": f"VLLM_PLUGINS is set and does not list {PLUGIN}: vLLM will not load the probe",
-    "python_ignores_environment": "the engine starts Python with -E or -I, which ignore PYTHONPATH",
-    "probe_disabled": "GDX_PROBE turns the probe off",
-    "pythonpath_from_valuefrom": "PYTHONPATH comes from valueFrom and cannot be extended",
-}
+    """`engine_pods.find_engine` with `gdx inject`'s --container and --engine; InjectError for a named
+    container the pod does not have."""
+    try:
+        return engine_pods.find_engine(spec, metadata, options.container, options.engine_kind)
+    except engine_pods.NoSuchContainer as err:
+        raise InjectError(str(err)) from None
 
 
 def _init_security(engine: dict[str, Any], pod_security: dict[str, Any]) -> dict[str, Any]:
@@ -253,7 +150,7 @@ def probe_env(
     """The engine container's env with the probe's variables; PYTHONPATH gets the tree in front of
     the spec's literal one, else of `image_path` (what the image's ENV would have set)."""
     env = copy.deepcopy([e for e in container.get("env") or [] if isinstance(e, dict)])
-    current = _env_value(container, "PYTHONPATH")
+    current = engine_pods.env_value(container, "PYTHONPATH")
     if current is not None and "valueFrom" in current:
         raise InjectError(
             f"container {container.get('name')!r}: PYTHONPATH comes from valueFrom, which cannot be"
@@ -341,9 +238,9 @@ def inject(spec: dict[str, Any], metadata: dict[str, Any], options: InjectOption
     }
     spec["initContainers"] = [*(spec.get("initContainers") or []), init]
     annotations = dict(metadata.get("annotations") or {})
-    annotations[f"{PREFIX}/scrape"] = "true"
+    annotations[SCRAPE_ANNOTATION] = "true"
     annotations[PROBE_ANNOTATION] = "injected"
     if engine.kind != "vllm":
-        annotations[f"{PREFIX}/engine"] = engine.kind
+        annotations[ENGINE_ANNOTATION] = engine.kind
     metadata["annotations"] = annotations
     return Injected(spec, metadata, "injected", engine, warnings=warnings)

@@ -22,8 +22,11 @@ PACKAGE = Path(exporter.__file__).resolve().parent
 # warmhook.py) load (tests/unit/inject checks this against a clean interpreter).
 MODULES = (
     "__init__.py", "wire.py", "schema/__init__.py", "schema/identity.py", "fix/__init__.py", "fix/warm.py",
+    "kernel/__init__.py", "kernel/names.py",
 )  # fmt: skip
 PACKAGES = ("probe",)
+# The probe's sitecustomize: copied to the tree's top as `sitecustomize.py`, not as a module of the probe.
+SITECUSTOMIZE = Path("probe") / "sitecustomize_file.py"
 ENTRY_POINTS = "[vllm.general_plugins]\nguided_decoding_probe = exporter.probe:register\n"
 
 
@@ -32,7 +35,7 @@ def sources() -> list[Path]:
     found = [Path(m) for m in MODULES]
     for package in PACKAGES:
         found.extend(sorted(p.relative_to(PACKAGE) for p in (PACKAGE / package).rglob("*.py")))
-    return found
+    return [p for p in found if p != SITECUSTOMIZE]
 
 
 def write_tree(dest: Path) -> list[Path]:
@@ -59,6 +62,6 @@ def write_tree(dest: Path) -> list[Path]:
     for name, text in files.items():
         (info / name).write_text(text, encoding="utf-8")
         written.append((info / name).relative_to(dest))
-    shutil.copyfile(PACKAGE / "inject" / "sitecustomize_file.py", dest / "sitecustomize.py")
+    shutil.copyfile(PACKAGE / SITECUSTOMIZE, dest / "sitecustomize.py")
     written.append(Path("sitecustomize.py"))
     return written

@@ -19,9 +19,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from exporter.daemon import config
+from exporter.kernel import lint_options, options
 from exporter.lint import lintconfig, sarif, suppress, targets
 from exporter.lint.engines import Engines
+from exporter.lint.flags import (
+    CLIENT_HELP,
+    FlagError,
+    add_tool_flags,
+    sglang_engine,
+    tool_server,
+    vllm_router,
+)
 from exporter.lint.locate import Locator
 from exporter.lint.located import located
 from exporter.lint.prove.engine import XgrammarEngine
@@ -40,7 +48,7 @@ from exporter.lint.requests import (
     spec_text,
     target_request,
 )
-from exporter.schema import backends, identity, routing, sglang_toolcalls, spec, toolcalls
+from exporter.schema import backends, identity, routing, sglang_toolcalls, spec
 from exporter.schema.lint import RULES, SEVERITIES, Finding
 
 # The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
@@ -55,18 +63,6 @@ OLD_SPELLINGS = {
     "--budget-seconds": "lint.budget",
     "--budget-nodes": "lint.budget-nodes",
 }
-CLIENT_HELP = (
-    "for a FILE that names a Python target, module:Name or path/to/file.py:Name (a Pydantic model, a "
-    "TypeAdapter or a dataclass; importing it runs its module): the client whose schema to take, by the "
-    "installed library's own code. pydantic (default): Model.model_json_schema(), as passed by hand; "
-    "openai: what the OpenAI SDK's chat.completions.parse(response_format=Model) sends (strict: every "
-    "property required, additionalProperties false); instructor: from_openai(client, "
-    "mode=Mode.JSON_SCHEMA) (model_json_schema() unchanged); pydantic-ai: Agent(OpenAIChatModel(...), "
-    "output_type=NativeOutput(Model)) (no titles, additionalProperties false); langchain: "
-    "ChatOpenAI().with_structured_output(Model, method='json_schema') (the OpenAI SDK's strict schema). "
-    "The last three are run offline: the request body is read where it would be sent, and nothing is. "
-    "A target that does not import, or a client that is not installed, exits 2 with the reason"
-)
 SHOWN_HASHES = 3  # schema hashes listed on a "same for the other variants" line
 SHOWN_CHARS = 300  # of a counterexample in the text output (--format json has it whole)
 
@@ -133,8 +129,8 @@ def lint_main(args: argparse.Namespace) -> int:
     try:
         settings = lint_config(args.config)
         baseline = suppress.read_baseline(args.baseline) if args.baseline else frozenset()
-        given = {f.name: vars(args)[f.name] for f in config.LINT_OPTIONS if f.name in vars(args)}
-        thresholds = config.lint_thresholds_from({**settings.thresholds, **given})
+        given = {f.name: vars(args)[f.name] for f in lint_options.LINT_OPTIONS if f.name in vars(args)}
+        thresholds = lint_options.lint_thresholds_from({**settings.thresholds, **given})
         sglang, asked = sglang_engine(args.engine or list(settings.engines))
         router, asked = vllm_router(asked)
         engines, versions = engine_versions(asked or ["all"], bool(args.tokenizer))
@@ -146,13 +142,13 @@ def lint_main(args: argparse.Namespace) -> int:
         server = None
         if router and args.api_server_validate:
             try:
-                memory = config.parse_size(args.api_server_memory)
+                memory = options.parse_size(args.api_server_memory)
             except ValueError as err:
                 raise FlagError(f"--api-server.memory-limit: {err}") from None
             if not args.api_server_timeout > 0:
                 raise FlagError(f"--api-server.timeout {args.api_server_timeout:g}: must be above 0")
             server = ServerBounds(memory, args.api_server_timeout)
-    except (config.ConfigError, FlagError, lintconfig.LintConfigError, suppress.BaselineError) as err:
+    except (options.ConfigError, FlagError, lintconfig.LintConfigError, suppress.BaselineError) as err:
         print(f"gdx lint: {err}", file=sys.stderr)
         return 2
     try:
@@ -231,62 +227,6 @@ def lint_config(path: str | None) -> lintconfig.LintConfig:
         return lintconfig.load(Path(path))
     found = lintconfig.find(Path.cwd())
     return lintconfig.load(found) if found else lintconfig.LintConfig()
-
-
-def vllm_router(values: Sequence[str]) -> tuple[str, list[str]]:
-    """The vLLM version whose router `--engine vllm[==VERSION]` asks for ("" for none), and the rest."""
-    router, rest = "", []
-    for value in values:
-        name, _, version = value.partition("==")
-        if name.strip().lower() != "vllm":
-            rest.append(value)
-            continue
-        version = version.strip() or routing.ROUTER_VERSIONS[-1]
-        if version not in routing.ROUTER_VERSIONS:
-            raise FlagError(
-                f"--engine {value}: the router is known for vLLM {', '.join(routing.ROUTER_VERSIONS)}"
-            )
-        router = version
-    return router, rest
-
-
-def sglang_engine(values: Sequence[str]) -> tuple[str, list[str]]:
-    """The SGLang version `--engine sglang[==VERSION]` asks for ("" for none), and the rest."""
-    chosen, rest = "", []
-    for value in values:
-        name, _, version = value.partition("==")
-        if name.strip().lower() != "sglang":
-            rest.append(value)
-            continue
-        versions = sorted(sglang_toolcalls.PARSER_TABLES)
-        chosen = version.strip() or versions[-1]
-        if chosen not in sglang_toolcalls.PARSER_TABLES:
-            raise FlagError(f"--engine {value}: SGLang's tool calls are known for {', '.join(versions)}")
-    return chosen, rest
-
-
-def tool_server(parser: str | None, strict_level: str | None, router: str, sglang: str = "") -> ToolServer:
-    """The server's tool-call settings, for the vLLM version `--engine vllm==VERSION` names (else the
-    newest verified), or the SGLang one `--engine sglang==VERSION` names: a parser that version does
-    not register is a flag error."""
-    if sglang:
-        if router:
-            raise FlagError("--engine vllm and --engine sglang: one server's tool calls at a time")
-        if parser is not None and sglang_toolcalls.parser_family(parser, sglang) is None:
-            known = ", ".join(sorted(sglang_toolcalls.PARSER_TABLES[sglang]))
-            raise FlagError(
-                f"--tool-call-parser {parser}: SGLang {sglang} registers no such parser ({known})"
-            )
-        return ToolServer(parser, sglang, strict_level, "sglang")
-    version = router or routing.ROUTER_VERSIONS[-1]
-    if parser is not None and toolcalls.parser_info(parser, version) is None:
-        known = ", ".join(sorted(toolcalls.PARSER_TABLES[version]))
-        raise FlagError(f"--tool-call-parser {parser}: vLLM {version} registers no such parser ({known})")
-    return ToolServer(parser, version, strict_level)
-
-
-class FlagError(ValueError):
-    """Flags that do not go together; exit 2 with the message."""
 
 
 def engine_versions(values: Sequence[str], compiling: bool) -> tuple[list[str], backends.Versions]:
@@ -425,31 +365,6 @@ def _duration(seconds: float) -> str:
 
 def _count(number: int, noun: str, plural: str = "") -> str:
     return f"{number} {noun if number == 1 else plural or noun + 's'}"
-
-
-def add_tool_flags(parser: argparse.ArgumentParser) -> None:
-    """--tool-call-parser and --tool-strict-level, as `gdx lint` and `gdx fix` read request logs."""
-    tools = parser.add_argument_group(
-        "tool calls (vLLM's flags of the same names)",
-        "A request with `tools` and tool_choice required or a named function compiles a grammar vLLM "
-        "derives from the tools, replacing the request's own structured outputs; which one depends on the "
-        "server's tool parser. Give the server's flags to lint that grammar (the vLLM version is the one "
-        "--engine vllm==VERSION names, else the newest verified; --engine sglang==VERSION: an SGLang "
-        "server's, which derives a JSON Schema without a parser too, its strict level being "
-        "SGLANG_TOOL_STRICT_LEVEL 0, 1, 2 for auto, function, parameter). A request that gets no grammar "
-        "is counted by reason in the summary; one the server answers with HTTP 400 (an unknown named tool, "
-        "clashing `$defs`) is a request_rejected error.",
-    )
-    tools.add_argument(
-        "--tool-call-parser", metavar="NAME",
-        help="the server's --tool-call-parser (with --enable-auto-tool-choice). Unset: tool_choice "
-        "required/named requests are skipped, the others linted by their own structured outputs",
-    )  # fmt: skip
-    tools.add_argument(
-        "--tool-strict-level", choices=toolcalls.STRICT_LEVELS, metavar="LEVEL",
-        help="the server's --tool-strict-level (auto, function, parameter; default unset): from which level "
-        "a structural-tag parser constrains tool_choice auto too",
-    )  # fmt: skip
 
 
 class _OldSpelling(argparse.Action):
@@ -614,8 +529,8 @@ def add_parsers(commands: Any) -> None:
         "Where each rule starts to fire. These are `gdx serve`'s --lint.* options: given the daemon's "
         "values, a schema gets the same findings here as on the daemon's /metrics.",
     )
-    config.add_lint_flags(limits)
-    dests = {option.metadata["flag"]: option.name for option in config.LINT_OPTIONS}
+    lint_options.add_lint_flags(limits)
+    dests = {option.metadata["flag"]: option.name for option in lint_options.LINT_OPTIONS}
     for old, new in OLD_SPELLINGS.items():
         lint_parser.add_argument(
             old, dest=dests[new], action=_OldSpelling, new_flag=new, default=argparse.SUPPRESS,

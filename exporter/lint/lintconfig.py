@@ -25,14 +25,14 @@ from typing import Any
 
 import yaml
 
-from exporter.daemon import config
+from exporter.kernel import lint_options, options
 from exporter.schema.lint import RULES
 
 PYPROJECT = "pyproject.toml"
 YAML_FILE = ".gdx.yaml"
 REJECTED_RULE = "request_rejected"
 KNOWN_RULES = frozenset((*RULES, REJECTED_RULE))
-THRESHOLDS = {f.metadata["flag"].removeprefix("lint."): f.name for f in config.LINT_OPTIONS}
+THRESHOLDS = {f.metadata["flag"].removeprefix("lint."): f.name for f in lint_options.LINT_OPTIONS}
 KEYS = frozenset({"engines", "select", "ignore", "per-path-ignores", "exceptions", *THRESHOLDS})
 EXCEPTION_KEYS = frozenset({"path", "pointer", "rule", "reason"})
 
@@ -134,8 +134,8 @@ def parse(section: Mapping[str, Any], name: str, prefix: str) -> LintConfig:
             if isinstance(value, bool) or not isinstance(value, int | float | str):
                 raise LintConfigError(name, f"{prefix}.{key}", "a number")
             try:
-                config.lint_thresholds_from({dest: str(value)})
-            except config.ConfigError as err:
+                lint_options.lint_thresholds_from({dest: str(value)})
+            except options.ConfigError as err:
                 raise LintConfigError(name, f"{prefix}.{key}", str(err)) from None
             thresholds[dest] = str(value)
     return LintConfig(

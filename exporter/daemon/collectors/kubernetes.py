@@ -36,7 +36,8 @@ import aiohttp
 from exporter.daemon.collectors.base import CollectorError
 from exporter.daemon.config import ENGINES, Target
 from exporter.daemon.httpbody import BodyTooLarge, read_capped
-from exporter.inject.podspec import InjectError, InjectOptions, blockers, find_engine
+from exporter.kernel.engine_pods import NoSuchContainer, blockers, find_engine
+from exporter.kernel.names import SCRAPE_ANNOTATION
 
 MAX_POD_LIST_BYTES = 32 * 2**20
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -50,7 +51,7 @@ class DiscoverySettings:
     node_name: str = ""
     namespaces: tuple[str, ...] = ()  # empty: every namespace in one list
     pod_selector: str = ""  # label selector; empty: every pod on the node with the annotation
-    pod_annotation: str = "guided-decoding-exporter.io/scrape"
+    pod_annotation: str = SCRAPE_ANNOTATION
     default_port: int = 8000
     refresh_interval: float = 30.0
     api_server: str = "https://kubernetes.default.svc"
@@ -89,8 +90,8 @@ def node_pods_from_list(doc: dict[str, Any], settings: DiscoverySettings) -> lis
         spec = spec if isinstance(spec, dict) else {}
         if injected:
             try:
-                engine = find_engine(spec, meta, InjectOptions(image=""))
-            except InjectError:
+                engine = find_engine(spec, meta)
+            except NoSuchContainer:
                 engine = None
             if engine is not None:
                 why = tuple(blockers(spec["containers"][engine.index], engine.kind))

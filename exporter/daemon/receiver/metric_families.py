@@ -28,6 +28,7 @@ from exporter.daemon.receiver.analysis import AnalysisView, FamilyView
 from exporter.daemon.receiver.listener import RESULTS, ListenerView
 from exporter.daemon.receiver.rollup import RollupView
 from exporter.daemon.receiver.store import EngineView, StoreView
+from exporter.kernel.names import PROBE_ANNOTATION
 from exporter.schema import variants
 
 PREFIX = "guided_decoding_"
@@ -141,7 +142,7 @@ def absent_family(pods: Iterable[NodePod], view: StoreView) -> Metric:
     """Pods injected with the probe whose probe has not said hello, by what their spec shows."""
     family = GaugeMetricFamily(
         PREFIX + "probe_absent",
-        "Pods on this node injected with the probe (annotation guided-decoding-exporter.io/probe: injected)"
+        f"Pods on this node injected with the probe (annotation {PROBE_ANNOTATION}: injected)"
         " whose probe is not connected, by reason: vllm_plugins (VLLM_PLUGINS lacks guided_decoding_probe),"
         " python_ignores_environment (python -E or -I), probe_disabled (GDX_PROBE=0),"
         " pythonpath_from_valuefrom, not_connected (none of these: starting, refused, or unreachable).",

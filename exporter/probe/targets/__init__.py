@@ -13,6 +13,7 @@ Where the probe counts a compile:
 
 from __future__ import annotations
 
+from exporter.kernel import names
 from exporter.probe import patching
 from exporter.probe.recorder import Recorder
 from exporter.probe.targets.common import ARMED, ArmedRecorder, error_reason, spec_text
@@ -23,7 +24,7 @@ from exporter.probe.targets.vllm import patch_vllm, vllm_backend_name
 from exporter.probe.targets.vllm_api import patch_vllm_outlines_validation, patch_vllm_sampling
 from exporter.probe.targets.xgrammar import patch_xgrammar
 
-ENGINE_KINDS = ("vllm", "sglang", "trtllm", "generic")
+ENGINE_KINDS = (*names.ENGINE_KINDS, "generic")
 
 __all__ = [
     "ARMED",

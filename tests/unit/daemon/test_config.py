@@ -13,6 +13,7 @@ import pytest
 from exporter import cli
 from exporter.daemon import config
 from exporter.daemon.config import Config, ConfigError, Target
+from exporter.kernel import lint_options
 from exporter.schema.lint import Thresholds
 from tools.harness import ROOT
 
@@ -299,21 +300,21 @@ def test_lint_and_serve_take_the_same_lint_flags() -> None:
 
 
 def test_lint_and_serve_build_the_same_thresholds_from_the_same_flags() -> None:
-    args = [arg for f in config.LINT_OPTIONS for arg in _flag_args(f.name, SAMPLES[f.name][0])]
+    args = [arg for f in lint_options.LINT_OPTIONS for arg in _flag_args(f.name, SAMPLES[f.name][0])]
     from_serve = config.load(_parse_flags(args), environ={}).lint_thresholds()
     lint_args = vars(_subcommand("lint").parse_args([*args, "schema.json"]))
-    from_lint = config.lint_thresholds_from(lint_args)
+    from_lint = lint_options.lint_thresholds_from(lint_args)
     assert from_lint == from_serve
     assert (from_lint.depth, from_lint.budget.max_nodes, from_lint.budget.max_seconds) == (4, 5000, 0.25)
 
 
 def test_lint_threshold_defaults_are_the_rules_defaults() -> None:
-    assert config.lint_thresholds_from({}) == Thresholds() == Config().lint_thresholds()
+    assert lint_options.lint_thresholds_from({}) == Thresholds() == Config().lint_thresholds()
 
 
 def test_lint_thresholds_reject_a_bad_value_like_serve() -> None:
     with pytest.raises(ConfigError) as err:
-        config.lint_thresholds_from({"lint_depth": "0"})
+        lint_options.lint_thresholds_from({"lint_depth": "0"})
     assert str(err.value) == (
         "invalid configuration: lint.depth (from --lint.depth): '0' must be greater than zero"
     )
