@@ -19,6 +19,8 @@ from typing import IO
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
+from exporter.kernel.names import METRIC_PREFIX
+
 QUEUE_LINES = 1000
 DROPPED = {"queue_full": 0, "write_error": 0}
 
@@ -112,7 +114,7 @@ class DroppedCollector:
 
     def collect(self) -> Iterable[Metric]:
         family = CounterMetricFamily(
-            "guided_decoding_log_messages_dropped",
+            METRIC_PREFIX + "log_messages_dropped",
             "Log lines dropped: queue_full (the writer could not keep up or is blocked), "
             "write_error (stderr failed: disk full, closed).",
             labels=["reason"],

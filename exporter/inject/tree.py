@@ -15,8 +15,8 @@ from pathlib import Path
 
 import exporter
 from exporter import __version__
+from exporter.kernel.names import DISTRIBUTION
 
-DISTRIBUTION = "guided_decoding_exporter"
 PACKAGE = Path(exporter.__file__).resolve().parent
 # What `import exporter.probe` and `python -m exporter.fix.warm` (the warm hook, exporter/inject/
 # warmhook.py) load (tests/unit/inject checks this against a clean interpreter).

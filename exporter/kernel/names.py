@@ -12,3 +12,5 @@ PROBE_ANNOTATION = f"{ANNOTATION_PREFIX}/probe"  # "injected" on every pod `gdx 
 PYTHONPATH_ANNOTATION = f"{ANNOTATION_PREFIX}/image-pythonpath"  # the image's own ENV PYTHONPATH
 ENGINE_KINDS = ("vllm", "sglang", "trtllm")  # the serving engines recognised in a pod and injected
 PLUGIN = "guided_decoding_probe"  # the vllm.general_plugins entry point's name (VLLM_PLUGINS lists it)
+METRIC_PREFIX = "guided_decoding_"  # every family the daemon exports starts with it (docs/metrics.md)
+DISTRIBUTION = "guided_decoding_exporter"  # the package's distribution name (the probe tree's .dist-info)

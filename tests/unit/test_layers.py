@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -64,8 +65,8 @@ def test_a_cross_program_import_breaks_a_contract(
 
 
 def test_the_kernels_names_are_written_once() -> None:
-    """The annotation prefix and the engine list live in exporter/kernel/names.py; a program that spells
-    them out again would drift from it (docstrings may name them)."""
+    """The annotation prefix, the engine list and the metric namespace live in exporter/kernel/names.py;
+    a program that spells them out again would drift from it (docstrings and log lines may name them)."""
     owner = ROOT / "exporter" / "kernel" / "names.py"
     engines = set(names.ENGINE_KINDS)
     found = []
@@ -85,6 +86,8 @@ def test_the_kernels_names_are_written_once() -> None:
             text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
             if names.ANNOTATION_PREFIX in text and id(node) not in docstrings:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text[:60]!r}")
+            if re.fullmatch(names.METRIC_PREFIX + "[a-z_]+", text):  # a name, not a log line naming one
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text!r}")
             if isinstance(node, ast.Tuple | ast.List | ast.Set):
                 values = {e.value for e in node.elts if isinstance(e, ast.Constant)}
                 if engines <= values:

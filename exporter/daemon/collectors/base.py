@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from exporter.kernel.names import METRIC_PREFIX
+
 log = logging.getLogger("gdx.collector")
 T = TypeVar("T")
 
@@ -103,12 +105,12 @@ class SelfCollector:
 
     def collect(self) -> Iterable[Metric]:
         success = GaugeMetricFamily(
-            "guided_decoding_collector_success",
+            METRIC_PREFIX + "collector_success",
             "1 when the collector's last refresh succeeded, 0 when it failed (see /healthz for why).",
             labels=["collector"],
         )
         duration = GaugeMetricFamily(
-            "guided_decoding_collector_duration_seconds",
+            METRIC_PREFIX + "collector_duration_seconds",
             "Time the collector's last refresh took.",
             labels=["collector"],
         )

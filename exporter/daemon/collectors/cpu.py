@@ -14,6 +14,7 @@ from prometheus_client.samples import Sample
 
 from exporter.daemon.collectors.base import Collector
 from exporter.daemon.exposition import SharedLabels
+from exporter.kernel.names import METRIC_PREFIX
 
 # psutil's Linux fields that node_exporter reports as modes; guest time is already inside user.
 MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -54,7 +55,7 @@ class CpuCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         family = CounterMetricFamily(
-            "guided_decoding_cpu_seconds",
+            METRIC_PREFIX + "cpu_seconds",
             "Seconds each CPU spent in each mode (as node_cpu_seconds_total).",
             labels=["cpu", "mode"],
         )

@@ -25,6 +25,7 @@ from exporter.daemon.collectors.base import Collector, CollectorError, pod_label
 from exporter.daemon.collectors.kubernetes import PodDiscovery
 from exporter.daemon.config import ENGINES, Target
 from exporter.daemon.httpbody import BodyTooLarge, read_capped
+from exporter.kernel.names import METRIC_PREFIX
 
 log = logging.getLogger("gdx.collector.vllm")
 # Ask for the classic text format: it is what the passthrough parser is tuned for.
@@ -248,12 +249,12 @@ class VllmCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         up = GaugeMetricFamily(
-            "guided_decoding_target_up",
+            METRIC_PREFIX + "target_up",
             "1 when the engine's metrics page answered and parsed, else 0.",
             labels=["target", "pod"],
         )
         duration = GaugeMetricFamily(
-            "guided_decoding_target_scrape_duration_seconds",
+            METRIC_PREFIX + "target_scrape_duration_seconds",
             "Time the last scrape of the engine took.",
             labels=["target", "pod"],
         )
@@ -266,12 +267,12 @@ class VllmCollector(Collector):
         yield up
         yield duration
         yield CounterMetricFamily(
-            "guided_decoding_passthrough_type_conflicts",
+            METRIC_PREFIX + "passthrough_type_conflicts",
             "Families dropped from the passthrough because targets declared them with different types.",
             value=self.type_conflicts,
         )
         dropped = CounterMetricFamily(
-            "guided_decoding_passthrough_samples_dropped",
+            METRIC_PREFIX + "passthrough_samples_dropped",
             "Samples of engines' pages dropped at scrapes for labels Prometheus would refuse the whole page "
             "for (duplicate_label, reserved_label) or that their type requires (missing_label).",
             labels=["reason"],

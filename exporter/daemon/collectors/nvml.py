@@ -16,35 +16,36 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from exporter.daemon.collectors.base import Collector, CollectorError
+from exporter.kernel.names import METRIC_PREFIX
 
 LABELS = ["gpu", "uuid", "name"]
 # metric name -> (help, reader(nvml, handle) -> value in base units)
 GAUGES: dict[str, tuple[str, Any]] = {
-    "guided_decoding_gpu_utilization_ratio": (
+    METRIC_PREFIX + "gpu_utilization_ratio": (
         "Fraction of the last sample period in which a kernel ran on the GPU (NVML utilization.gpu / 100).",
         lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0,
     ),
-    "guided_decoding_gpu_memory_used_bytes": (
+    METRIC_PREFIX + "gpu_memory_used_bytes": (
         "GPU memory in use.",
         lambda nv, h: float(nv.nvmlDeviceGetMemoryInfo(h).used),
     ),
-    "guided_decoding_gpu_memory_total_bytes": (
+    METRIC_PREFIX + "gpu_memory_total_bytes": (
         "GPU memory installed.",
         lambda nv, h: float(nv.nvmlDeviceGetMemoryInfo(h).total),
     ),
-    "guided_decoding_gpu_power_watts": (
+    METRIC_PREFIX + "gpu_power_watts": (
         "GPU power draw.",
         lambda nv, h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
     ),
-    "guided_decoding_gpu_sm_clock_hertz": (
+    METRIC_PREFIX + "gpu_sm_clock_hertz": (
         "Current SM clock.",
         lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM) * 1e6,
     ),
-    "guided_decoding_gpu_pcie_rx_bytes_per_second": (
+    METRIC_PREFIX + "gpu_pcie_rx_bytes_per_second": (
         "PCIe receive throughput over NVML's last 20 ms sample (KiB/s from NVML, in bytes).",
         lambda nv, h: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) * 1024.0,
     ),
-    "guided_decoding_gpu_pcie_tx_bytes_per_second": (
+    METRIC_PREFIX + "gpu_pcie_tx_bytes_per_second": (
         "PCIe transmit throughput over NVML's last 20 ms sample (KiB/s from NVML, in bytes).",
         lambda nv, h: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) * 1024.0,
     ),

@@ -28,10 +28,10 @@ from exporter.daemon.receiver.analysis import AnalysisView, FamilyView
 from exporter.daemon.receiver.listener import RESULTS, ListenerView
 from exporter.daemon.receiver.rollup import RollupView
 from exporter.daemon.receiver.store import EngineView, StoreView
-from exporter.kernel.names import PROBE_ANNOTATION
+from exporter.kernel.names import METRIC_PREFIX, PROBE_ANNOTATION
 from exporter.schema import variants
 
-PREFIX = "guided_decoding_"
+PREFIX = METRIC_PREFIX
 # An engine's series carry `namespace` first where its probe knows it (GDX_POD_NAMESPACE); older
 # probes and engines outside Kubernetes give none, and their series keep the labels below. Samples are
 # added with their own label dicts (`counter`, `gauge`, `histogram`, `info`) so a family can hold both.
