@@ -17,6 +17,7 @@ import contextlib
 import logging
 import pickle
 import sys
+import time
 from dataclasses import dataclass
 
 import orjson
@@ -26,6 +27,10 @@ from exporter.daemon.receiver.schema_check import Identities, SpecChecker
 
 log = logging.getLogger("gdx.collector.probe")
 MAX_MESSAGE_BYTES = 4 * 2**20
+# A message the child has not read by then is dropped and the child replaced: the largest honest one
+# (4 MiB of dense schema texts) takes 0.5 to 2 s, and while one is read no other large message is.
+CHECK_TIMEOUT = 30.0
+LOG_EVERY = 60.0  # at most one line a minute about the child ending
 
 
 def classify(line: bytes) -> tuple[str, wire.Message | None]:
@@ -73,29 +78,31 @@ class CheckProcess:
     rejected, and logged). A plain `python -m` child talking over its pipes: multiprocessing's spawn
     would run the daemon's main script again in the child."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout: float = CHECK_TIMEOUT) -> None:
         self._proc: asyncio.subprocess.Process | None = None
-        self.deaths = 0
+        self.timeout = timeout
+        self.deaths = 0  # the child ended, or was ended, with a message in it
+        self._logged = -LOG_EVERY
 
     async def prepare(self, line: bytes, who: str) -> Prepared:
         """The message read in the child; the caller lets one message in at a time."""
         try:
-            proc = await self._started()
-            assert proc.stdin is not None and proc.stdout is not None
-            proc.stdin.write(len(line).to_bytes(4, "big") + line)
-            await proc.stdin.drain()
-            size = int.from_bytes(await proc.stdout.readexactly(4), "big")
-            body = await proc.stdout.readexactly(size)
-        except (OSError, EOFError, asyncio.IncompleteReadError, ConnectionError) as err:
+            body = await asyncio.wait_for(self._exchange(line), self.timeout)
+        except (OSError, EOFError, asyncio.IncompleteReadError, ConnectionError, TimeoutError) as err:
             self.deaths += 1
             await self.close()
-            log.warning(
-                "the process that reads large probe messages ended (%s) on a %d-byte message from %s; "
-                "that message is dropped (counted as rejected) and the next one starts it again",
-                type(err).__name__,
-                len(line),
-                who,
-            )
+            why = f"no answer in {self.timeout:g}s" if isinstance(err, TimeoutError) else type(err).__name__
+            now = time.monotonic()
+            if now - self._logged >= LOG_EVERY:
+                self._logged = now
+                log.warning(
+                    "the process that reads large probe messages ended (%s) on a %d-byte message from %s;"
+                    " that message is dropped (counted as rejected) and the next one starts it again"
+                    " (at most one such line a minute)",
+                    why,
+                    len(line),
+                    who,
+                )
             return Prepared("rejected", None)
         except BaseException:
             await self.close()  # cancelled mid-message: the pipe is out of step
@@ -103,6 +110,14 @@ class CheckProcess:
         # our own child's answer; unpickled in a thread, as its objects can be many
         prepared: Prepared = await asyncio.to_thread(pickle.loads, body)
         return prepared
+
+    async def _exchange(self, line: bytes) -> bytes:
+        proc = await self._started()
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(len(line).to_bytes(4, "big") + line)
+        await proc.stdin.drain()
+        size = int.from_bytes(await proc.stdout.readexactly(4), "big")
+        return await proc.stdout.readexactly(size)
 
     async def _started(self) -> asyncio.subprocess.Process:
         if self._proc is None or self._proc.returncode is not None:

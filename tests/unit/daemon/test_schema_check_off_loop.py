@@ -235,3 +235,31 @@ async def test_a_check_process_that_dies_costs_its_message_only(
     finally:
         await listener.close()
     assert checks._proc is None and first.returncode is not None  # closed with the listener
+
+
+async def test_a_message_the_child_does_not_read_in_time_is_dropped_and_the_child_replaced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A child that has not answered within its timeout (it would hold every large message of the node
+    behind it) is ended, its message counted as rejected; one line a minute says so, whatever the count."""
+    store = ProbeStore()
+    listener = ProbeListener(str(tmp_path / "probe.sock"), "", (), store)
+    await listener.start()
+    checks = listener._checks
+    checks.timeout = 0.05  # a 4 MiB message of dense texts takes 0.5 s and more
+    try:
+        writer, engine = await said_hello(listener)
+        with caplog.at_level(logging.WARNING, "gdx.collector.probe"):
+            for n in (1, 2):
+                writer.write(schemas_line([dense(i) for i in range(TEXTS)]))
+                await writer.drain()
+                await until(lambda n=n: listener.counts["rejected"] == n)
+        assert checks.deaths == 2 and engine.specs == {}
+        assert caplog.text.count("no answer in 0.05s") == 1  # the second within the minute: counted only
+        checks.timeout = 30.0
+        writer.write(schemas_line([dense(i) for i in range(2)]))
+        await writer.drain()
+        await until(lambda: len(engine.specs) == 2)
+        writer.close()
+    finally:
+        await listener.close()
