@@ -648,6 +648,7 @@ def test_the_daemon_judges_as_ci_from_the_same_gdx_yaml(helm: str, tmp_path: Pat
     """`helm upgrade -f .gdx.yaml`: the lint thresholds `gdx lint` reads from the file are the daemon's;
     CI's own keys pass the values schema; an explicit config.lint key wins; a typo is refused."""
     from exporter.daemon import config as cfg
+    from exporter.kernel.lint_options import lint_thresholds_from
     from exporter.lint import lintconfig
 
     gdx_yaml = tmp_path / ".gdx.yaml"
@@ -663,7 +664,7 @@ def test_the_daemon_judges_as_ci_from_the_same_gdx_yaml(helm: str, tmp_path: Pat
     (configmap,) = [d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "ConfigMap"]
     (tmp_path / "config.yaml").write_text(configmap["data"]["config.yaml"])
     daemon = cfg.load({"config_file": str(tmp_path / "config.yaml")}, {"NODE_NAME": "node-a"})
-    assert daemon.lint_thresholds() == cfg.lint_thresholds_from(ci.thresholds)
+    assert daemon.lint_thresholds() == lint_thresholds_from(ci.thresholds)
     assert daemon.lint_thresholds() != cfg.load({}, {"NODE_NAME": "node-a"}).lint_thresholds()
     assert (daemon.lint_max_items, daemon.lint_enum_size, daemon.lint_budget) == (30, 64, 2.0)
     both = template(helm, {"lint": {"max-items": 30}, "config": {"lint": {"max_items": 40}}})
