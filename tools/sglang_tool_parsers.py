@@ -1,4 +1,4 @@
-"""SGLang's registry of tool-call parsers, as `exporter.schema.sglang_toolcalls` tabulates it.
+"""SGLang's registry of tool-call parsers, as `exporter.engines.sglang.toolcalls` tabulates it.
 
 Run with SGLang's files (and the xgrammar it pins) on PYTHONPATH:
     PYTHONPATH=.cache/sglang:.cache/engines/xgrammar-0.2.7 .venv/bin/python tools/sglang_tool_parsers.py

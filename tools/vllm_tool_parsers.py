@@ -1,4 +1,4 @@
-"""vLLM's registry of tool parsers, as `exporter.schema.toolcalls` tabulates it.
+"""vLLM's registry of tool parsers, as `exporter.engines.vllm.toolcalls` tabulates it.
 
 Run with the vLLM virtualenv's Python (for 0.33.0, its files first on PYTHONPATH):
 `python tools/vllm_tool_parsers.py` prints one JSON line, `{"vllm": VERSION, "parsers": {NAME:
@@ -16,7 +16,7 @@ hands the request to the tool parser; `response_template`, `cohere_command`, `ki
 their own. A composer whose optional dependency is missing (Cohere's) is named from the module that
 failed to import. `default_tool_strict_level` is the parser's own floor for structural tags (an int of
 vLLM's ToolStrictLevel, or None where the version leaves it unset). `own_get_structural_tag` names the
-parsers that override `get_structural_tag` (read by hand: exporter.schema.toolcalls.NEVER_AUTO).
+parsers that override `get_structural_tag` (read by hand: exporter.engines.vllm.toolcalls.NEVER_AUTO).
 """
 
 from __future__ import annotations

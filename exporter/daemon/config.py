@@ -40,7 +40,7 @@ from exporter.kernel.options import parse_positive_float as parse_positive_float
 from exporter.kernel.options import parse_positive_int as parse_positive_int
 from exporter.kernel.options import parse_size as parse_size
 from exporter.kernel.options import show_default as show_default
-from exporter.schema.lint import Thresholds
+from exporter.schema.findings import Thresholds
 
 DEFAULT_PORT = 9479
 DEFAULT_SOCKET = wire.DEFAULT_SOCKET

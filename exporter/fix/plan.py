@@ -18,8 +18,8 @@ from typing import Any
 from exporter.lint.report import FamilyReport, Report
 from exporter.lint.requests import Request
 from exporter.schema import identity
+from exporter.schema.findings import Thresholds
 from exporter.schema.flatten import flatten
-from exporter.schema.lint import Thresholds
 from exporter.schema.static import Merged, Moved, Rewrite, merge
 from exporter.schema.walk import unescape
 

@@ -2,7 +2,7 @@
 the check that each call's tool was enabled for its request, and the proof on xgrammar.
 
 An agent that sends each request the tools its tenant enabled makes the server build a new structural
-tag per subset (exporter/schema/tooltags): one family varying at the tag's call list. The fix is on
+tag per subset (exporter/engines/vllm/tooltags): one family varying at the tag's call list. The fix is on
 the client: send the union of every tool in every request, in one order, so vLLM builds one tag and
 its cache hits; `toolcheck.check` (copied as check.py) then refuses, after decoding, a call to a tool
 the request did not enable, or a second call where it allowed one. The union is exact only where
@@ -23,12 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.engines.sglang import toolcalls as sglang_toolcalls
+from exporter.engines.vllm import toolcalls
 from exporter.fix.plan import dynamic_severity, folder_name
 from exporter.fix.proof import SAMPLES, FixProof, spread
 from exporter.fix.toolcheck import check, enabled_tools
 from exporter.lint.report import Report
 from exporter.lint.requests import SGLANG_LEVELS, Request, ToolServer
-from exporter.schema import identity, sglang_toolcalls, toolcalls
+from exporter.schema import identity
 
 KIND = "structural_tag"
 SETTINGS = ("tool_choice", "parallel_tool_calls", "response_format", "structured_outputs", "text")

@@ -1,6 +1,6 @@
 """The `lint.*` options: `gdx serve`, `gdx lint` and `gdx fix` take exactly these (the daemon as flags,
 environment and YAML, lint and fix as flags), so their findings agree; the rules' limits built from them
-(`LintOptions.thresholds`). The defaults live with the rules (exporter/schema/lint.py)."""
+(`LintOptions.thresholds`). The defaults live with the rules (exporter/analysis/lint.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from exporter.kernel.options import (
     parse_positive_float,
     parse_positive_int,
 )
-from exporter.schema.lint import Thresholds
+from exporter.schema.findings import Thresholds
 from exporter.schema.walk import Budget
 
 _DEFAULTS = Thresholds()

@@ -19,6 +19,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from exporter.analysis import spec
+from exporter.analysis.lint import RULES
+from exporter.engines.grammars import backends
+from exporter.engines.sglang import toolcalls as sglang_toolcalls
+from exporter.engines.vllm import routing
 from exporter.kernel import lint_options, options
 from exporter.lint import lintconfig, sarif, suppress, targets
 from exporter.lint.engines import Engines
@@ -48,8 +53,8 @@ from exporter.lint.requests import (
     spec_text,
     target_request,
 )
-from exporter.schema import backends, identity, routing, sglang_toolcalls, spec
-from exporter.schema.lint import RULES, SEVERITIES, Finding
+from exporter.schema import identity
+from exporter.schema.findings import SEVERITIES, Finding
 
 # The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
 # kept for one release (0.1.x), that say which flag replaces them.

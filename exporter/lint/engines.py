@@ -1,9 +1,9 @@
 """`gdx lint --tokenizer`: compile a schema with the real engines and probe the keywords it uses.
 
 Imports xgrammar / llguidance lazily (they are optional for the daemon). The keyword probes compile
-each keyword's reference example from `exporter.schema.backends` with the installed engine and feed
+each keyword's reference example from `exporter.engines.grammars.backends` with the installed engine and feed
 its must-reject instance, so a user learns what *their* engine version does, keyword by keyword.
-Each compile also keeps what the engine said (exporter/schema/enginelogs.py makes findings of it):
+Each compile also keeps what the engine said (exporter/engines/grammars/enginelogs.py makes findings of it):
 xgrammar's log lines, written by its C++ to fd 2 and captured around the compile, and llguidance's
 error or warnings.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from exporter.schema import backends, enginelogs
+from exporter.engines.grammars import backends, enginelogs
 
 _FD2 = threading.Lock()  # one capture of fd 2 at a time
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from exporter.engines.sglang import toolcalls as sglang_toolcalls
+from exporter.engines.vllm import routing, toolcalls
 from exporter.lint.requests import ToolServer
-from exporter.schema import routing, sglang_toolcalls, toolcalls
 
 CLIENT_HELP = (
     "for a FILE that names a Python target, module:Name or path/to/file.py:Name (a Pydantic model, a "

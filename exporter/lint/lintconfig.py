@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
+from exporter.analysis.lint import RULES
 from exporter.kernel import lint_options, options
-from exporter.schema.lint import RULES
 
 PYPROJECT = "pyproject.toml"
 YAML_FILE = ".gdx.yaml"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from exporter.lint.locate import Location, Locator
 from exporter.lint.report import Report
 from exporter.lint.requests import Request
-from exporter.schema.lint import Finding
+from exporter.schema.findings import Finding
 
 
 @dataclass(frozen=True)

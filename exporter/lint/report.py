@@ -5,7 +5,7 @@ compiles every request; one schema hash per variant would hide that. So the spec
 families (exporter/schema/family.py: the same spec up to injected literals, key order, whitespace and
 per-request subsets) and each family is reported with its traffic, what varies and the reuse-aware
 `dynamic_schema` finding (exporter/schema/injection.py, shared with the daemon); then each distinct
-spec with its own findings (exporter/schema/spec.py), computed once per schema hash however many
+spec with its own findings (exporter/analysis/spec.py), computed once per schema hash however many
 lines send it. Printing and exit codes are exporter/lint/command.py's.
 """
 
@@ -17,23 +17,17 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.analysis import spec_report
+from exporter.engines.grammars import backends
+from exporter.engines.sglang import toolcalls as sglang_toolcalls
+from exporter.engines.vllm import routing, toolcalls
 from exporter.lint import bounded
 from exporter.lint.engines import CompileResult, Engines, ProbeResult
 from exporter.lint.prove.search import Prover
 from exporter.lint.requests import Inputs, Rejected, Request, Skipped
-from exporter.schema import (
-    backends,
-    family,
-    identity,
-    injection,
-    routing,
-    sglang_toolcalls,
-    spec_report,
-    toolcalls,
-    variants,
-)
+from exporter.schema import family, identity, injection, variants
 from exporter.schema.family import Fingerprint, Variation
-from exporter.schema.lint import SEVERITIES, Finding, Thresholds
+from exporter.schema.findings import SEVERITIES, Finding, Thresholds
 from exporter.schema.walk import Budget
 
 
@@ -389,7 +383,7 @@ def _schema(
     prover: Prover | None = None,
     versions: backends.Versions | None = None,
 ) -> _Member:
-    """One distinct spec: the core's verdict (the daemon's, exporter/schema/spec_report.py) with what
+    """One distinct spec: the core's verdict (the daemon's, exporter/analysis/spec_report.py) with what
     the engines said compiling it, then what only `gdx lint` adds: unstable_serialization over its
     exact strings, the keyword probes and, with --prove, a counterexample per xgrammar finding."""
     request = item.first

@@ -6,7 +6,7 @@ request per line: a schema, a JSONSchemaBench `{"id", "schema"}` line, an OpenAI
 a batch line `{"custom_id", "body"}`). Each Request keeps the exact string the engine would be sent:
 engines cache compiled grammars by that string, so two serialisations of one schema are two compiles.
 
-A request body with `tools` gets the grammar the server derives from them (exporter.schema.toolcalls)
+A request body with `tools` gets the grammar the server derives from them (exporter.engines.vllm.toolcalls)
 when `ToolServer` says how the server is configured (`--tool-call-parser`, `--tool-strict-level`);
 a request that gets no grammar is a `Skipped` with its reason, one vLLM would answer with a 400 a
 `Rejected`: neither is dropped silently.
@@ -19,8 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from exporter.analysis import spec
+from exporter.engines.sglang import toolcalls as sglang_toolcalls
+from exporter.engines.vllm import toolcalls
 from exporter.lint import targets, yamlspec
-from exporter.schema import identity, sglang_toolcalls, spec, toolcalls
+from exporter.schema import identity
 
 # What each file holds, as `gdx lint --kind` takes it (parse_file says how each is read).
 KINDS = ("auto", "json", "regex", "grammar", "structural_tag")
@@ -123,7 +126,7 @@ class ToolServer:
     parser: str | None = None
     version: str = toolcalls.DEFAULT_VERSION
     strict_level: str | None = None
-    engine: str = "vllm"  # or "sglang" (exporter.schema.sglang_toolcalls; `version` is SGLang's then)
+    engine: str = "vllm"  # or "sglang" (exporter.engines.sglang.toolcalls; `version` is SGLang's then)
 
 
 NO_TOOL_SERVER = ToolServer()

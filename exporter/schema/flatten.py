@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from exporter.schema.findings import Thresholds
 from exporter.schema.identity import canonical_json
-from exporter.schema.lint import Thresholds, union_depth
 from exporter.schema.static import KNOWN, Rewrite
+from exporter.schema.structure import union_depth
 from exporter.schema.walk import SUBSCHEMAS, Node, TooComplex, escape, unescape, walk
 
 UNIONS = ("anyOf", "oneOf")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from exporter.schema.family import Variation
-from exporter.schema.lint import Finding, Thresholds
+from exporter.schema.findings import Finding, Thresholds
 
 RULE = "dynamic_schema"
 MIN_VARIANTS = 3  # two variants are a version change as often as an injection

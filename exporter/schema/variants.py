@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from exporter.schema.findings import Finding
 from exporter.schema.identity import LITERAL_KEYS, canonical_json
-from exporter.schema.lint import Finding
 from exporter.schema.walk import Budget, TooComplex, escape, walk
 
 LiteralMap = dict[str, str]  # JSON pointer of a literal -> digest of its canonical value

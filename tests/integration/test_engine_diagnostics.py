@@ -20,7 +20,7 @@ import pytest
 from exporter.lint.engines import Engines
 from exporter.lint.report import analyse
 from exporter.lint.requests import read_inputs
-from exporter.schema.lint import Finding, Thresholds
+from exporter.schema.findings import Finding, Thresholds
 from tools.harness import ROOT
 
 ENGINES = Path(os.environ.get("GDX_ENGINES_DIR", ROOT / ".cache" / "engines"))

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
+from exporter.analysis.lint import lint
 from exporter.lint.prove.engine import LlguidanceEngine, XgrammarEngine
 from exporter.lint.prove.validator import Validator
+from exporter.schema.findings import Thresholds
 from exporter.schema.identity import schema_hash
-from exporter.schema.lint import Thresholds, lint
 from tests.integration.test_fix_cli import chat, fix, load_check, proven, write_log
 from tools.harness import JSONSCHEMABENCH
 

@@ -168,7 +168,7 @@ def test_an_agents_tool_subsets_get_the_union_and_a_check_that_the_tool_was_enab
     assert static["maxItems"] == 1 and len(static["items"]["anyOf"]) == len(
         {n for b in bodies for t in b["tools"] for n in [t["function"]["name"]]}
     )
-    from exporter.schema.toolcalls import derive
+    from exporter.engines.vllm.toolcalls import derive
 
     request_schema = json.loads(derive(bodies[0], "pythonic", "0.33.0").spec_text or "")
     enabled = [t["function"]["name"] for t in bodies[0]["tools"]]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from exporter.schema.lint import lint
+from exporter.analysis.lint import lint
 from tools.harness import TOKENIZER_JSON
 
 POINT = {

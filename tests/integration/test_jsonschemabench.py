@@ -10,8 +10,9 @@ import sys
 import time
 from pathlib import Path
 
+from exporter.analysis.lint import RULES, lint
+from exporter.schema.findings import SEVERITIES
 from exporter.schema.identity import schema_hash, shape_hash
-from exporter.schema.lint import RULES, SEVERITIES, lint
 from tools.harness import JSONSCHEMABENCH
 
 SCHEMAS = JSONSCHEMABENCH / "schemas"

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from exporter.schema import toolcalls
+from exporter.engines.vllm import toolcalls
 from exporter.schema.identity import schema_hash, spec_hashes
 
 TOOLS: dict[str, dict[str, Any]] = {

@@ -62,7 +62,14 @@ def test_only_the_exporter_package_and_its_metadata(wheel: tuple[zipfile.ZipFile
         if "__pycache__" not in path.parts
     }
     assert shipped == in_repository  # every module of the package, nothing else (no data files)
-    for part in ("cli.py", "daemon/server.py", "probe/__init__.py", "schema/lint.py", "lint/command.py"):
+    for part in (
+        "cli.py",
+        "daemon/server.py",
+        "probe/__init__.py",
+        "analysis/lint.py",
+        "engines/vllm/routing.py",
+        "lint/command.py",
+    ):
         assert f"exporter/{part}" in shipped  # the CLI, the daemon, the probe, the schema analysis
 
 

@@ -16,10 +16,11 @@ from typing import Any
 import jsonschema
 import pytest
 
+from exporter.analysis.lint import lint
+from exporter.engines.grammars import backends
 from exporter.lint.prove.engine import XgrammarEngine
 from exporter.lint.prove.search import ProofSettings, prove
-from exporter.schema import backends
-from exporter.schema.lint import Finding, lint
+from exporter.schema.findings import Finding
 
 SETTINGS = ProofSettings(seconds=20.0, explore=0.0, patience=20.0)
 
@@ -140,7 +141,7 @@ def test_gdx_lint_prove_prints_and_exports_the_counterexample(tmp_path: Path, to
     assert "proven on xgrammar" in text.stdout and finding["proof"]["instance"] in text.stdout
 
 
-# What exporter/schema/compiled.py assumes of xgrammar's parser, on the installed version (and on
+# What exporter/engines/grammars/compiled.py assumes of xgrammar's parser, on the installed version (and on
 # every pinned one through test_engine_versions.py): (schema, instance, accepted).
 MODEL_PREMISES = [
     ({"allOf": [{"type": "integer"}, {"minimum": 0}]}, '"any value"', True),  # several branches: any

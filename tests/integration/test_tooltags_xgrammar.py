@@ -1,4 +1,4 @@
-"""exporter.schema.tooltags.xgrammar_models rebuilds xgrammar 0.2.8's builtin structural tags byte for
+"""exporter.engines.grammars.xgrammar_tag_models rebuilds xgrammar 0.2.8's builtin structural tags byte for
 byte: generated tool sets (0 to 5 tools, parameters absent, null, empty, nested, with `$defs`, enums,
 unicode; `strict` true, false, null or absent; now and then a repeated name or a builtin tool) and
 every tool choice go through `xgrammar.get_model_structural_tag(..., reasoning=False)` in the
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from exporter.schema.tooltags.toolset import BuiltinTool, Choice, FunctionTool
-from exporter.schema.tooltags.xgrammar_models import BUILDERS
+from exporter.engines.grammars.tag_tools import BuiltinTool, Choice, FunctionTool
+from exporter.engines.grammars.xgrammar_tag_models import BUILDERS
 from tools.harness import ROOT
 from tools.harness.vllm import VLLM_PYTHON
 

@@ -18,8 +18,9 @@ import statistics
 import time
 from pathlib import Path
 
+from exporter.analysis import lint
 from exporter.daemon.receiver.analysis import analyse, positions
-from exporter.schema import family, identity, lint, variants
+from exporter.schema import family, findings, identity, variants
 from tools.bench.schemas import DATA, read
 
 
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DATA, help=f"JSONSchemaBench folder (default {DATA})")
     parser.add_argument("--limit", type=int, default=0, help="schemas to read (default all)")
     args = parser.parse_args(argv)
-    thresholds = lint.Thresholds()
+    thresholds = findings.Thresholds()
     index = family.FamilyIndex(max_families=10_000)
     before: list[float] = []
     after: list[float] = []

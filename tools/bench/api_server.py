@@ -22,9 +22,9 @@ import sys
 from collections import Counter
 from typing import Any
 
+from exporter.engines.vllm import routing
 from exporter.lint import bounded
 from exporter.lint.report import xgrammar_converts
-from exporter.schema import routing
 from tools.harness import JSONSCHEMABENCH, ROOT
 
 VLLM_CHILD = r"""

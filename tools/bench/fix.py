@@ -23,7 +23,7 @@ from exporter.fix.proof import prove
 from exporter.lint.prove.engine import LlguidanceEngine, ProofEngine, XgrammarEngine
 from exporter.lint.report import analyse
 from exporter.lint.requests import Inputs, Request, ToolServer, parse_file
-from exporter.schema.lint import Thresholds
+from exporter.schema.findings import Thresholds
 from tools.harness import TOKENIZER_JSON
 
 REQUESTS = 40

@@ -27,8 +27,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from exporter.schema import backends
-from exporter.schema.lint import lint
+from exporter.analysis.lint import lint
+from exporter.engines.grammars import backends
 from tools.harness import ROOT
 
 CACHE = ROOT / ".cache" / "maskbench"

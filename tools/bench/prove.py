@@ -36,11 +36,11 @@ def _worker(tokenizer: str, engines_path: str, seconds: float, inbox: Any, outbo
         sys.path[:0] = engines_path.split(os.pathsep)
     from importlib import metadata
 
+    from exporter.analysis.lint import lint
+    from exporter.engines.grammars import backends
     from exporter.lint.prove.engine import XgrammarEngine
     from exporter.lint.prove.search import ProofSettings, covers, prove
     from exporter.lint.prove.validator import Validator
-    from exporter.schema import backends
-    from exporter.schema.lint import lint
 
     engine = XgrammarEngine(tokenizer)
     version = metadata.version("xgrammar")
@@ -106,7 +106,7 @@ class _Recheck:
             matcher.accept_string(instance) and matcher.accept_token(self.stop) and matcher.is_terminated()
         ):
             return "engine rejects"
-        from exporter.schema.backends import draft
+        from exporter.engines.grammars.backends import draft
 
         drafts = {"4": jsonschema.Draft4Validator, "6": jsonschema.Draft6Validator,
                   "7": jsonschema.Draft7Validator, "2019-09": jsonschema.Draft201909Validator}  # fmt: skip
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0, help="stop after this many schemas")
     parser.add_argument("--dump", type=Path, help="write each schema's verdicts here (JSON lines)")
     args = parser.parse_args(argv)
-    from exporter.schema.lint import lint
+    from exporter.analysis.lint import lint
     from tools.bench.machine import header
 
     print(header("tools.bench.prove", argv), flush=True)

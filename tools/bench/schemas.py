@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from exporter.analysis.lint import lint
 from exporter.schema import identity, variants
-from exporter.schema.lint import lint
 from tools.harness import JSONSCHEMABENCH
 
 DATA = JSONSCHEMABENCH

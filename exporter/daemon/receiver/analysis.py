@@ -19,12 +19,15 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from exporter.analysis import spec_report
+from exporter.analysis.spec_report import EngineSaid, SpecReport
 from exporter.daemon.receiver import redaction
 from exporter.daemon.receiver.rollup import FamilyUsage
-from exporter.schema import backends, family, identity, injection, lint, routing, spec_report, variants
+from exporter.engines.grammars import backends
+from exporter.engines.vllm import routing
+from exporter.schema import family, identity, injection, variants
+from exporter.schema.findings import Finding, Thresholds, count
 from exporter.schema.identity import JSON_KINDS
-from exporter.schema.lint import Thresholds
-from exporter.schema.spec_report import EngineSaid, SpecReport
 
 log = logging.getLogger("gdx.collector.probe.analysis")
 DEFAULT_WINDOW = 600.0
@@ -101,7 +104,7 @@ class FamilyVerdict:
     name: str  # its title, else built from structure ("" when titles are off)
     variation: family.Variation
     findings: FindingCounts  # dynamic_schema
-    finding: lint.Finding | None  # the same, with its message and fix (for /schemas)
+    finding: Finding | None  # the same, with its message and fix (for /schemas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +352,7 @@ class SchemaAnalysis:
                     kind=meta.kind if meta is not None else "other",
                     name=name,
                     variation=variation,
-                    findings=lint.count(found),
+                    findings=count(found),
                     finding=found[0] if found else None,
                 )
             self._variations = {f: v for f, v in self._variations.items() if f in usage}
@@ -437,7 +440,7 @@ def redact(kind: str, parsed: Any) -> str:
     return shape if len(shape) <= REDACTED_CHARS else shape[:REDACTED_CHARS] + "...<truncated>"
 
 
-def places(findings: Iterable[lint.Finding]) -> tuple[Place, ...]:
+def places(findings: Iterable[Finding]) -> tuple[Place, ...]:
     """Where each finding sits, for /schemas: rule, severity, pointer and keyword (never a message,
     which may quote the schema), at most MAX_PLACES."""
     return tuple(Place(f.rule, f.severity, f.pointer, f.keyword) for f in findings)[:MAX_PLACES]
@@ -451,7 +454,7 @@ def analyse(
     versions: backends.Versions | None = None,
     warnings: tuple[str, ...] = (),
 ) -> tuple[SchemaResult, SpecReport]:
-    """The core's verdict on one spec text (exporter/schema/spec_report.py, the same as gdx lint's)
+    """The core's verdict on one spec text (exporter/analysis/spec_report.py, the same as gdx lint's)
     and what the daemon keeps of it. `versions`: whose backend tables apply. `warnings`: what
     llguidance said it ignores when the engine compiled it, merged in as `llguidance_ignored`."""
     llguidance = (versions or backends.NEWEST).llguidance
@@ -459,14 +462,14 @@ def analyse(
     found = spec_report.report(kind, text, thresholds, versions=versions, said=said)
     if found.failure:
         log.warning("schema analysis failed on a %s spec (shape %s): %s", kind, shape, found.failure)
-    counts = lint.count(found.findings)
+    counts = count(found.findings)
     return SchemaResult(
         shape, counts, found.literals, found.fingerprint, routed_places(kind, found.parsed)
     ), found
 
 
 def routed_places(kind: str, parsed: Any) -> tuple[Place, ...]:
-    """Where vLLM's `auto` router takes a JSON Schema off xgrammar (exporter/schema/routing.py), at
+    """Where vLLM's `auto` router takes a JSON Schema off xgrammar (exporter/engines/vllm/routing.py), at
     most MAX_PLACES: a keyword and its pointer, never a value."""
     if kind not in JSON_KINDS or not isinstance(parsed, dict):
         return ()

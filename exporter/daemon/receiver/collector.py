@@ -25,7 +25,7 @@ from exporter.daemon.receiver.store import (
     with_namespaces,
 )
 from exporter.daemon.receiver.tokenreview import TokenReviewer
-from exporter.schema.lint import Finding, Thresholds
+from exporter.schema.findings import Finding, Thresholds
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ from exporter.daemon.receiver.series import (
     delta,
     subtract,
 )
-from exporter.schema import backends, identity
+from exporter.engines.grammars import backends
+from exporter.schema import identity
 
 log = logging.getLogger("gdx.collector.probe")
 OTHER = "other"

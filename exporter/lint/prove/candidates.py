@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, TypeGuard
 
-from exporter.schema.compiled import declared
+from exporter.engines.grammars.compiled import declared
 from exporter.schema.values import is_number
 from exporter.schema.walk import escape, resolve
 

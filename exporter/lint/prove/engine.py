@@ -73,7 +73,7 @@ class XgrammarEngine:
         """`kind` "structural_tag": a structural tag's text, compiled as vLLM's xgrammar backend does."""
         import xgrammar
 
-        from exporter.schema import enginelogs
+        from exporter.engines.grammars import enginelogs
 
         compiler = xgrammar.GrammarCompiler(self._info, max_threads=8, cache_enabled=False)
         with engines.stderr_captured() as written:  # `gdx lint` already reports these logs

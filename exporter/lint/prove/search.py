@@ -20,7 +20,7 @@ from typing import Any
 from exporter.lint.prove import candidates
 from exporter.lint.prove.engine import CompiledGrammar, XgrammarEngine
 from exporter.lint.prove.validator import Validator, Violation, dumps
-from exporter.schema.lint import Finding, Proof
+from exporter.schema.findings import Finding, Proof
 from exporter.schema.walk import resolve
 
 RULE = "xgrammar_unenforced"

@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.engines.grammars import backends
 from exporter.lint.prove.ecma_keywords import with_ecma_patterns
-from exporter.schema import backends
 from exporter.schema.walk import escape, resolve
 
 MAX_ERRORS = 16  # per instance: the first ones are enough to place the violation
@@ -119,7 +119,7 @@ def _trail(root: Any, path: list[Any]) -> tuple[str, ...]:
 
 
 def _undeclared_draft(schema: Any, jsonschema: Any) -> Any:
-    """The validator class for the draft the lint assumes (exporter/schema/backends.py `draft`)."""
+    """The validator class for the draft the lint assumes (exporter/engines/grammars/backends.py `draft`)."""
     return {
         "4": jsonschema.Draft4Validator,
         "6": jsonschema.Draft6Validator,

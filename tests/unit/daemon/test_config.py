@@ -14,7 +14,7 @@ from exporter import cli
 from exporter.daemon import config
 from exporter.daemon.config import Config, ConfigError, Target
 from exporter.kernel import lint_options
-from exporter.schema.lint import Thresholds
+from exporter.schema.findings import Thresholds
 from tools.harness import ROOT
 
 # A valid raw value (as text) for every option and the parsed value it must become.

@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from exporter import wire
+from exporter.analysis.lint import lint, parse_and_lint
 from exporter.daemon.receiver.listener import RESULTS, classify
+from exporter.schema.findings import Thresholds
 from exporter.schema.identity import schema_hash, shape_hash
-from exporter.schema.lint import Thresholds, lint, parse_and_lint
 from exporter.schema.variants import literals
 from exporter.schema.walk import Budget
 

@@ -10,7 +10,7 @@ from typing import Any
 from exporter.fix.plan import FamilyPlan, plans, schemas_by_hash, slow_plans
 from exporter.lint.report import analyse
 from exporter.lint.requests import Inputs, Request
-from exporter.schema.lint import Thresholds
+from exporter.schema.findings import Thresholds
 from exporter.schema.static import Moved, Rewrite
 
 

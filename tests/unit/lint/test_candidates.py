@@ -7,11 +7,12 @@ import random
 
 import pytest
 
+from exporter.analysis.lint import lint
+from exporter.engines.grammars import backends
 from exporter.lint.prove import candidates
 from exporter.lint.prove.search import covers
 from exporter.lint.prove.validator import Violation
-from exporter.schema import backends
-from exporter.schema.lint import Finding, lint
+from exporter.schema.findings import Finding
 
 
 def _finding(pointer: str, keyword: str) -> Finding:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from exporter.analysis.lint import RULES
 from exporter.lint.locate import Location
 from exporter.lint.located import Located, fingerprint
 from exporter.lint.rules import HELP, LEVELS
 from exporter.lint.sarif import github, sarif
-from exporter.schema.lint import RULES, SEVERITIES, Finding
+from exporter.schema.findings import SEVERITIES, Finding
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from exporter.engines.vllm import toolcalls
 from exporter.lint.requests import (
     REPLACED,
     SKIP_REASONS,
@@ -17,7 +18,6 @@ from exporter.lint.requests import (
     ToolServer,
     parse_file,
 )
-from exporter.schema import toolcalls
 from exporter.schema.identity import schema_hash
 
 PARAMS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

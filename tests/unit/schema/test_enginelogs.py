@@ -1,4 +1,4 @@
-"""The engines' own diagnostics as findings (exporter/schema/enginelogs.py): xgrammar's log lines as
+"""The engines' own diagnostics as findings (exporter/engines/grammars/enginelogs.py): xgrammar's log lines as
 xgrammar 0.2.7, 0.2.8 and 0.2.9 print them (file:line differ), each mapped to its place in the schema;
 llguidance's errors and warnings as 1.7.6 and 1.9.1 return them; the merge with the table findings."""
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from exporter.schema import enginelogs
-from exporter.schema.enginelogs import llguidance_sites, merge, parse, xgrammar_sites
-from exporter.schema.lint import lint
+from exporter.analysis.lint import lint
+from exporter.engines.grammars import enginelogs
+from exporter.engines.grammars.enginelogs import llguidance_sites, merge, parse, xgrammar_sites
 from exporter.schema.walk import Budget
 
 ONEOF = "oneOf with overlapping or non-provably-disjoint branches cannot be represented exactly; falling back to anyOf semantics"  # noqa: E501
@@ -329,7 +329,7 @@ def test_the_engines_warnings_reach_the_daemons_analysis() -> None:
     import json
 
     from exporter.daemon.receiver.analysis import analyse
-    from exporter.schema.lint import Thresholds
+    from exporter.schema.findings import Thresholds
 
     schema = {"type": "object", "properties": {"a": {"type": "string", "format": "foo"}}}
     text = json.dumps({**schema, "x-guidance": {"lenient": True}})

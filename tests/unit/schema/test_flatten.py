@@ -11,11 +11,13 @@ import json
 import time
 from typing import Any
 
+from exporter.analysis.lint import lint
 from exporter.lint.prove import candidates
 from exporter.lint.prove.validator import Validator
+from exporter.schema.findings import Thresholds
 from exporter.schema.flatten import Flattened, flatten
 from exporter.schema.identity import canonical_json
-from exporter.schema.lint import Thresholds, lint, union_depth
+from exporter.schema.structure import union_depth
 from exporter.schema.walk import TooComplex, walk
 from tests.unit.schema.test_static import MASKBENCH
 

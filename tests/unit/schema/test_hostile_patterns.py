@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter.schema import compiled
+from exporter.engines.grammars import compiled
 
 HOSTILE = [
     ("nested quantifier", "^(a+)+$", "a" * 40 + "!"),
@@ -52,7 +52,7 @@ def test_the_daemons_analysis_of_a_hostile_pattern_finishes(name: str, pattern: 
     code = (
         "import json, sys, time\n"
         "from exporter.daemon.receiver.analysis import analyse\n"
-        "from exporter.schema.lint import Thresholds\n"
+        "from exporter.analysis.lint import Thresholds\n"
         "start = time.perf_counter()\n"
         f"result, report = analyse('s', 'json', {text!r}, Thresholds())\n"
         "print(json.dumps({'seconds': time.perf_counter() - start, 'failure': report.failure}))\n"
@@ -72,7 +72,7 @@ def test_gdx_lint_on_the_hostile_schema_finishes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("name", "pattern", "value"), HOSTILE, ids=[h[0] for h in HOSTILE])
 def test_refuses_answers_a_hostile_pattern_in_ecma_terms(name: str, pattern: str, value: str) -> None:
     code = (
-        "from exporter.schema import compiled\n"
+        "from exporter.engines.grammars import compiled\n"
         f"print(compiled.refuses({{}}, {{'type': 'string', 'pattern': {pattern!r}}}, {value!r}))\n"
     )
     assert run_bounded(code).strip() == "True"

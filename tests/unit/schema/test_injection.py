@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from exporter.schema.family import what_varies
+from exporter.schema.findings import Thresholds
 from exporter.schema.injection import Usage, dynamic_schema
-from exporter.schema.lint import Thresholds
 
 ENUM = "/properties/label/enum"
 

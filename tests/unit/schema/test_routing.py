@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from exporter.schema.routing import Route, RouteReason, route, too_deep, xgrammar_objections
+from exporter.engines.vllm.routing import Route, RouteReason, route, too_deep, xgrammar_objections
 
 
 def obj(**properties: Any) -> dict[str, Any]:
@@ -91,7 +91,7 @@ def test_a_root_that_is_not_an_object_is_not_walked() -> None:
 
 
 def test_the_usual_backend_is_the_one_most_requests_get_and_the_others_are_errors() -> None:
-    from exporter.schema.routing import majority, mismatch_findings
+    from exporter.engines.vllm.routing import majority, mismatch_findings
 
     plain, odd = route(obj(a={"type": "string"})), route(obj(n={"type": "integer", "multipleOf": 5}))
     assert majority({"p": (plain, 9), "o": (odd, 1)}) == "xgrammar"
@@ -111,7 +111,7 @@ def test_the_usual_backend_is_the_one_most_requests_get_and_the_others_are_error
 def test_the_api_servers_outlines_validation_is_a_crash_or_a_stall_by_what_it_measured() -> None:
     """server_crash when the bounded step died, server_stall by seconds (warning from 0.1 s, error from
     1 s), nothing below; each names the keywords that sent it to outlines and the two fixes."""
-    from exporter.schema.routing import ServerStep, server_findings
+    from exporter.engines.vllm.routing import ServerStep, server_findings
 
     schema = {"type": "object", "properties": {"a": {}}, "patternProperties": {"^x": {}}}
     found = route(schema)

@@ -1,4 +1,4 @@
-"""exporter/schema/compiled.py: where xgrammar's parser reaches, and when a dropped keyword shows.
+"""exporter/engines/grammars/compiled.py: where xgrammar's parser reaches, and when a dropped keyword shows.
 
 The premises (allOf with several branches is any value, an untyped branch is any value, objects are
 closed, a pattern matches the whole string) are checked on the real engines, every pinned version,
@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from exporter.schema import compiled
-from exporter.schema.lint import lint
+from exporter.analysis.lint import lint
+from exporter.engines.grammars import compiled
 
 
 def _unenforced(schema: Any) -> list[tuple[str, str]]:

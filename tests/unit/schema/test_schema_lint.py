@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from exporter.schema import backends
-from exporter.schema.lint import Thresholds, count, lint, parse_and_lint
+from exporter.analysis.lint import lint, parse_and_lint
+from exporter.engines.grammars import backends
+from exporter.schema.findings import Thresholds, count
 from exporter.schema.regex import analyse
 from exporter.schema.walk import Budget
 from tools.bench.schemas import DATA, read

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (schemas and spec strings read better on one line)
-"""The tool-call constraint SGLang 0.5.23 derives from `tools` (exporter.schema.sglang_toolcalls): the
+"""The tool-call constraint SGLang 0.5.23 derives from `tools` (exporter.engines.sglang.toolcalls): the
 exact strings, each reason there is none, the 400s and 500s, and hostile input
 (tests/integration/test_sglang_toolcalls_agreement.py checks them against SGLang's own code)."""
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from exporter.schema import sglang_toolcalls as sg
+from exporter.engines.sglang import toolcalls as sg
+from exporter.engines.sglang.toolcalls import derive
 from exporter.schema.identity import schema_hash
-from exporter.schema.sglang_toolcalls import derive
 
 SIMPLE = {"type": "object", "properties": {"x": {"type": "integer"}}}
 WITH_DEFS = {"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}, "$defs": {"P": {"type": "string"}}}

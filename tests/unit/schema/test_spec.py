@@ -10,10 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from exporter.analysis.lint import RULES, lint
+from exporter.analysis.spec import GRAMMAR_RULES, detect, grammar_facts, inner_schemas, lint_spec
 from exporter.schema import identity
-from exporter.schema.lint import RULES, SEVERITIES, Finding, Thresholds, lint
+from exporter.schema.findings import SEVERITIES, Finding, Thresholds
 from exporter.schema.regex import analyse, facts
-from exporter.schema.spec import GRAMMAR_RULES, detect, grammar_facts, inner_schemas, lint_spec
 from exporter.schema.walk import Budget
 
 

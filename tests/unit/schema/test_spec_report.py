@@ -1,4 +1,4 @@
-"""The analysis core (exporter/schema/spec_report.py): one verdict per spec, its text decoded once on
+"""The analysis core (exporter/analysis/spec_report.py): one verdict per spec, its text decoded once on
 every path that analyses it (the core itself, the daemon's analysis, `gdx lint`'s report)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from exporter.analysis import spec_report
 from exporter.daemon.receiver.analysis import SchemaAnalysis
 from exporter.lint.report import analyse as lint_analyse
 from exporter.lint.requests import Inputs, Request, parse_file
 from exporter.probe.spec_identity import identify
-from exporter.schema import spec_report
-from exporter.schema.lint import Thresholds
+from exporter.schema.findings import Thresholds
 
 SCHEMA = {
     "title": "Invoice",

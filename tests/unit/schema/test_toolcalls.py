@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (schemas and spec strings read better on one line)
-"""The tool-call grammar vLLM derives from `tools` (exporter.schema.toolcalls): the exact strings, why
+"""The tool-call grammar vLLM derives from `tools` (exporter.engines.vllm.toolcalls): the exact strings, why
 there is none, the 400s, and hostile input (tests/integration/test_toolcalls_agreement.py checks the
 strings and the 400s against vLLM's own code)."""
 
@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-from exporter.schema.identity import schema_hash
-from exporter.schema.toolcalls import (
+from exporter.engines.vllm.parsers import PARSERS_0_32_0
+from exporter.engines.vllm.toolcalls import (
     DERIVED_REASONS,
     ERRORS,
     NO_GRAMMAR_REASONS,
     PARSER_TABLES,
-    PARSERS_0_32_0,
     ToolParserInfo,
     derive,
     parser_info,
 )
+from exporter.schema.identity import schema_hash
 
 SIMPLE = {"type": "object", "properties": {"x": {"type": "integer"}}}
 WITH_DEFS = {"type": "object", "properties": {"p": {"$ref": "#/$defs/P"}}, "$defs": {"P": {"type": "string"}}}

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from exporter.schema import backends, compiled, gaps
-from exporter.schema.lint import Finding
+from exporter.engines.grammars import backends, compiled, gaps
+from exporter.schema.findings import Finding
 from exporter.schema.values import declared_types, is_integral
 from exporter.schema.walk import Budget, Node, TooComplex, escape, resolve, walk
 
@@ -101,7 +101,7 @@ def findings(schema: Any, compiles: Iterable[CompileOutcome], budget: Budget) ->
 def observable(finding: Finding, schema: Any, live: frozenset[str] | None) -> bool:
     """Whether what xgrammar logged can change what it emits, as the table decides: not where the
     parser never reaches (`live`), not a oneOf whose branches exclude each other anyway (xgrammar's
-    own proof is narrower than the table's, exporter/schema/compiled.py)."""
+    own proof is narrower than the table's, exporter/engines/grammars/compiled.py)."""
     word = finding.keyword
     if not word or live is None:
         return True

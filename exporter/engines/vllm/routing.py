@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.schema.lint import Finding
+from exporter.schema.findings import Finding
 from exporter.schema.walk import escape
 
 NESTING_LIMIT = 64  # vllm.sampling_params.MAX_STRUCTURED_OUTPUT_JSON_NESTING

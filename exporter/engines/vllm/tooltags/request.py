@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.schema.tooltags import builders, formats
-from exporter.schema.tooltags.formats import Node
-from exporter.schema.tooltags.toolset import Choice, FunctionTool
+from exporter.engines.grammars import tag_formats as formats
+from exporter.engines.grammars.tag_formats import Node
+from exporter.engines.grammars.tag_tools import Choice, FunctionTool
+from exporter.engines.vllm.tooltags import builders
 
 PARAMETER_LEVEL = 2  # ToolStrictLevel.PARAMETER
 

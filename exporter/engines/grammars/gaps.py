@@ -1,4 +1,4 @@
-"""A schema read against the engines' tables (exporter/schema/backends.py): the keywords xgrammar
+"""A schema read against the engines' tables (exporter/engines/grammars/backends.py): the keywords xgrammar
 compiles and does not enforce here, what xgrammar or llguidance refuses, and whether a oneOf's
 branches exclude each other (xgrammar's own test and the table's). Pure functions over one node, the
 document at hand for its `$ref`s and its draft.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from exporter.schema import compiled, regex
-from exporter.schema.backends import (
+from exporter.engines.grammars import compiled
+from exporter.engines.grammars.backends import (
     BOUNDS,
     LLGUIDANCE_FORMATS,
     LLGUIDANCE_REFUSED,
@@ -29,6 +29,7 @@ from exporter.schema.backends import (
     Behaviour,
     draft,
 )
+from exporter.schema import regex
 from exporter.schema.values import declared_types, is_integral, is_number, value_types
 from exporter.schema.walk import inline_ref
 

@@ -2,7 +2,7 @@
 
 For SGLang 0.5.23 (its wheel's files named below, under sglang/srt/), what the server's
 `--tool-call-parser` makes of a /v1/chat/completions body with `tools`, as `ToolCallGrammar`
-(exporter.schema.toolcalls): the spec string the grammar backend keys and compiles (hash it with
+(exporter.engines.vllm.toolcalls): the spec string the grammar backend keys and compiles (hash it with
 identity.schema_hash), or why there is none, or the 400 the server answers.
 
 Where each rule comes from:
@@ -56,7 +56,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from exporter.schema.toolcalls import ToolCallGrammar
+from exporter.engines.toolcall import ToolCallGrammar
 
 DEFAULT_VERSION = "0.5.23"
 KIND_JSON = "json"

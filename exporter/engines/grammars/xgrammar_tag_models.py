@@ -16,9 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from exporter.schema.tooltags import formats as f
-from exporter.schema.tooltags.formats import Node
-from exporter.schema.tooltags.toolset import Builder, BuiltinTool, Choice, FunctionTool, function_parameters
+from exporter.engines.grammars import tag_formats as f
+from exporter.engines.grammars.tag_formats import Node
+from exporter.engines.grammars.tag_tools import (
+    Builder,
+    BuiltinTool,
+    Choice,
+    FunctionTool,
+    function_parameters,
+)
 
 THINK = ["<think>", "</think>"]
 FORCED_NO_TOOL = "Forced tool choice must resolve to exactly one tool."

@@ -24,8 +24,10 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from exporter.schema import backends, family, identity, regex
-from exporter.schema.lint import MAX_INPUT_CHARS, Finding, Thresholds, lint, parse_and_lint
+from exporter.analysis.lint import lint, parse_and_lint
+from exporter.engines.grammars import backends
+from exporter.schema import family, identity, regex
+from exporter.schema.findings import MAX_INPUT_CHARS, Finding, Thresholds
 from exporter.schema.walk import Budget, TooComplex, escape
 
 MAX_REGEX_CHARS = 100_000  # a whole regex request is parsed up to this (about 0.1 s); longer: no findings
@@ -92,7 +94,7 @@ def lint_spec(
     json_object: the JSON Schema rules; regex, grammar, structural_tag: below; choice, other and an
     unknown kind: none (a choice list compiles to as many literal strings, cheap). `versions`: the
     engine versions whose backend tables apply (default: the newest known). `parsed`: a structural
-    tag already decoded (exporter/schema/spec_report.py decodes each spec once)."""
+    tag already decoded (exporter/analysis/spec_report.py decodes each spec once)."""
     engines = tuple(engines)
     if kind == "auto":
         kind = detect(text)

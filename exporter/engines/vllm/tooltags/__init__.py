@@ -11,12 +11,13 @@ tests/integration/test_toolcalls_agreement.py compares every string with vLLM's 
 
 from __future__ import annotations
 
-from exporter.schema.tooltags.toolset import Builder
+from exporter.engines.grammars.tag_tools import Builder
 
 
 def builders() -> dict[str, Builder]:
     """Every structural-tag model's builder; vLLM's own win over xgrammar's of the same name, as in
     `get_model_structural_tag`."""
-    from exporter.schema.tooltags import vllm_models, xgrammar_models
+    from exporter.engines.grammars import xgrammar_tag_models as xgrammar_models
+    from exporter.engines.vllm.tooltags import vllm_models
 
     return {**xgrammar_models.BUILDERS, **vllm_models.BUILDERS}

@@ -16,10 +16,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.schema import enginelogs, family, identity, lint, spec, variants
-from exporter.schema.backends import Versions
+from exporter.analysis import lint, spec
+from exporter.engines.grammars import enginelogs
+from exporter.engines.grammars.backends import Versions
+from exporter.schema import family, identity, variants
+from exporter.schema.findings import MAX_INPUT_CHARS, SEVERITIES, Finding, Thresholds
 from exporter.schema.identity import JSON_KINDS
-from exporter.schema.lint import SEVERITIES, Finding, Thresholds
 from exporter.schema.walk import Budget
 
 TEXT_KINDS = ("regex", "grammar")  # never JSON: not decoded
@@ -75,7 +77,7 @@ def report(
     xgrammar's logs); `parsed`: the decoded text when the caller already has it."""
     engines = tuple(engines)
     if kind == "auto":  # as spec.detect decides, from the one decode
-        if parsed is NOT_DECODED and len(text) <= lint.MAX_INPUT_CHARS:
+        if parsed is NOT_DECODED and len(text) <= MAX_INPUT_CHARS:
             parsed = identity.parse_spec(text)
         if parsed is None or parsed is NOT_DECODED:
             kind, parsed = family.text_kind(text[: family.MAX_TEXT]), NOT_DECODED
@@ -86,7 +88,7 @@ def report(
     if kind in TEXT_KINDS:
         pass
     elif kind in (*JSON_KINDS, "structural_tag"):
-        if parsed is not NOT_DECODED and len(text) <= lint.MAX_INPUT_CHARS:
+        if parsed is not NOT_DECODED and len(text) <= MAX_INPUT_CHARS:
             value = parsed
         else:
             value, refusal = lint.decode(text)

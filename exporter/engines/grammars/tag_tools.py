@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from exporter.schema.tooltags.formats import Node
+from exporter.engines.grammars.tag_formats import Node
 
 Choice = Literal["auto", "required", "forced"]
 

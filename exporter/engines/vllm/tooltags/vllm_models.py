@@ -15,9 +15,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from exporter.schema.tooltags import formats as f
-from exporter.schema.tooltags.formats import Node
-from exporter.schema.tooltags.toolset import Builder, BuiltinTool, Choice, FunctionTool, function_parameters
+from exporter.engines.grammars import tag_formats as f
+from exporter.engines.grammars.tag_formats import Node
+from exporter.engines.grammars.tag_tools import (
+    Builder,
+    BuiltinTool,
+    Choice,
+    FunctionTool,
+    function_parameters,
+)
 
 
 def _string(value: Any, where: str) -> str:

@@ -1,4 +1,6 @@
-"""Lint rules: why a schema is slow to compile, or not enforced, in words a developer acts on.
+"""Lint: every rule over one schema, in words a developer acts on. The structural rules are JSON
+Schema's (exporter/schema/structure.py); the backend rules read the grammar engines' tables
+(exporter/engines/grammars/), which is why this runs above both.
 
 Each rule is a small function over one subschema (or, for `dynamic_schema` and
 `unstable_serialization`, over a set of variants) and returns findings with a rule id, a severity,
@@ -10,138 +12,21 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
-from exporter.schema import backends, compiled, gaps, regex
-from exporter.schema.walk import Budget, Cycle, Node, TooComplex, escape, walk
-
-SEVERITIES = ("error", "warning", "info")
-MAX_INPUT_CHARS = 16 * 2**20
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """Where each rule starts to fire. Depth 3, 20 items and unions 3 deep are the limits taken from the
-    per-tenant enum incident this project started from (its invoice schema, the one `make demo` sends,
-    nests 3 levels); the other defaults were measured."""
-
-    depth: int = 3
-    max_items: int = 20
-    union_depth: int = 3
-    union_width: int = 8
-    enum_size: int = 64
-    quantifier: int = 32  # {8,64} compiled in 62-77 ms over the Llama 3 vocabulary, {8,640} in 300 ms
-    budget: Budget = field(default_factory=Budget)
-    # dynamic_schema (exporter/schema/injection.py): a family whose variants are used fewer times than
-    # this on average is injected per request; an error once its compiles cost this many seconds.
-    dynamic_reuse: float = 2.0
-    dynamic_seconds: float = 1.0
-    # In the daemon's window, new variants must have kept arriving this long before it warns: a static
-    # set's first requests are all new variants too.
-    dynamic_span: float = 30.0
-
-
-@dataclass(frozen=True)
-class Proof:
-    """What `gdx lint --prove` found for a finding: an instance the engine accepts token by token and
-    the validator rejects here (proven), or why none was found (unproven)."""
-
-    status: str  # "proven" or "unproven"
-    engine: str  # e.g. "xgrammar 0.2.9"
-    instance: str = ""  # the counterexample, exactly as fed to the engine
-    violation: str = ""  # the validator's error at the finding's pointer
-    tokens: int = 0
-    how: str = ""  # "mutation", "sampling", or why unproven
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True, order=True)
-class Finding:
-    rule: str
-    severity: str
-    pointer: str
-    message: str
-    fix: str
-    keyword: str = ""  # the keyword a backend rule is about (`format email`, `minLength`); "" for others
-    proof: Proof | None = field(default=None, compare=False)
-
-    def doc(self) -> dict[str, Any]:
-        out = asdict(self)
-        if self.proof is None:
-            del out["proof"]
-        return out
-
-
-Rule = Callable[[Node, Thresholds], Iterable[Finding]]
-
-
-def depth(node: Node, limits: Thresholds) -> Iterable[Finding]:
-    """Levels of objects and arrays, the root being level 1: the demo's invoice schema (envelope,
-    line_items array, line item) has 3."""
-    if node.depth == limits.depth and _is_container(node.schema):
-        yield Finding(
-            "depth", "warning", node.pointer,
-            f"object/array nesting reaches level {node.depth + 1} here (limit {limits.depth}): "
-            "every level multiplies grammar states",
-            f"flatten to at most {limits.depth} levels; "
-            "move deep detail into a second request or post-processing",
-        )  # fmt: skip
-
-
-def union_depth(node: Node, limits: Thresholds) -> Iterable[Finding]:
-    key = "anyOf" if "anyOf" in node.schema else "oneOf" if "oneOf" in node.schema else ""
-    if key and node.union_depth == limits.union_depth:
-        yield Finding(
-            "union_depth", "warning", f"{node.pointer}/{key}",
-            f"anyOf/oneOf nested {node.union_depth + 1} deep here (limit {limits.union_depth})",
-            "flatten the unions into one discriminated union at one level",
-        )  # fmt: skip
-
-
-def union_width(node: Node, limits: Thresholds) -> Iterable[Finding]:
-    for key in ("anyOf", "oneOf"):
-        branches = node.schema.get(key)
-        if isinstance(branches, list) and len(branches) > limits.union_width:
-            yield Finding(
-                "union_width", "info", f"{node.pointer}/{key}",
-                f"{len(branches)} branches (limit {limits.union_width})",
-                "split into fewer, distinct alternatives or into separate schemas per request type",
-            )  # fmt: skip
-
-
-def bounded_quantifier(node: Node, limits: Thresholds) -> Iterable[Finding]:
-    for pointer, pattern in _patterns(node):
-        facts = regex.analyse(pattern)
-        if facts is not None and facts.max_bounded_repeat > limits.quantifier:
-            yield Finding(
-                "bounded_quantifier", "warning", pointer,
-                f"a bounded repeat up to {facts.max_bounded_repeat} unrolls into as many grammar states",
-                "drop the length bound from the pattern (use maxLength) or check the format after decoding",
-            )  # fmt: skip
-
-
-def large_enum(node: Node, limits: Thresholds) -> Iterable[Finding]:
-    values = node.schema.get("enum")
-    if isinstance(values, list) and len(values) > limits.enum_size:
-        yield Finding(
-            "large_enum", "info", f"{node.pointer}/enum",
-            f"{len(values)} members (limit {limits.enum_size})",
-            "constrain to a string and validate membership after decoding",
-        )  # fmt: skip
-
-
-def max_items(node: Node, limits: Thresholds) -> Iterable[Finding]:
-    for key in ("minItems", "maxItems"):
-        value = node.schema.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value > limits.max_items:
-            yield Finding(
-                "max_items", "warning", f"{node.pointer}/{key}",
-                f"{key} {value} (limit {limits.max_items}): each counted item is a grammar state",
-                f"drop {key} from the grammar and check the count after decoding",
-            )  # fmt: skip
-
+from exporter.engines.grammars import backends, compiled, gaps
+from exporter.schema import regex
+from exporter.schema.findings import MAX_INPUT_CHARS, Finding, Rule, Thresholds
+from exporter.schema.structure import (
+    bounded_quantifier,
+    depth,
+    large_enum,
+    max_items,
+    union_depth,
+    union_width,
+)
+from exporter.schema.walk import Cycle, Node, TooComplex, escape, walk
 
 WHAT_IT_DOES = {  # where dropping the keyword reaches further than the keyword
     "allOf with several branches": ": this whole subschema accepts any JSON value",
@@ -158,7 +43,7 @@ def xgrammar_unenforced(
 ) -> Iterable[Finding]:
     """What xgrammar drops (a warning) and, on the versions that do, what fails its compile (an
     error, rule `xgrammar_refused`), from the table of the version reported (or the closest known).
-    Only where xgrammar compiles (`live`, exporter/schema/compiled.py): under a `not`, beside a
+    Only where xgrammar compiles (`live`, exporter/engines/grammars/compiled.py): under a `not`, beside a
     union, in a definition nothing compiled refers to, a dropped keyword changes nothing."""
     if live is not None and node.pointer not in live:
         return
@@ -235,7 +120,7 @@ TRIGGERS: dict[str, frozenset[str]] = {
     "xgrammar_unenforced": frozenset(_XGRAMMAR_KEYS),
     "llguidance_refused": frozenset(_LLGUIDANCE_KEYS),
 }
-# The rules of non-JSON specs (regex and grammar requests, exporter/schema/spec.py) come last.
+# The rules of non-JSON specs (regex and grammar requests, exporter/analysis/spec.py) come last.
 RULES = (
     *NODE_RULES, "recursive_ref", "dynamic_schema", "unstable_serialization", "too_complex", "invalid_spec",
     "xgrammar_refused", "regex_alternation", "grammar_size", "llguidance_ignored", "backend_mismatch",
@@ -342,36 +227,9 @@ def _with_versions(name: str, rule: Rule, versions: backends.Versions, root: Any
     return rule
 
 
-def _is_container(schema: dict[str, Any]) -> bool:
-    kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind]
-    return bool({"object", "array"} & {k for k in kinds if isinstance(k, str)}) or any(
-        keyword in schema for keyword in ("properties", "items", "prefixItems", "additionalProperties")
-    )
-
-
-def _patterns(node: Node) -> Iterable[tuple[str, str]]:
-    pattern = node.schema.get("pattern")
-    if isinstance(pattern, str):
-        yield f"{node.pointer}/pattern", pattern
-    names = node.schema.get("patternProperties")
-    if isinstance(names, dict):
-        for name in names:
-            yield f"{node.pointer}/patternProperties/{escape(name)}", name
-
-
 def _lookaround(node: Node) -> bool:
     pattern = node.schema.get("pattern")
     if not isinstance(pattern, str):
         return False
     facts = regex.analyse(pattern)
     return facts is not None and facts.lookaround
-
-
-def count(findings: Iterable[Finding]) -> dict[tuple[str, str], int]:
-    """Places each (rule, severity) fires: the value of `schema_lint_findings`."""
-    out: dict[tuple[str, str], int] = {}
-    for finding in findings:
-        key = (finding.rule, finding.severity)
-        out[key] = out.get(key, 0) + 1
-    return out
