@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from exporter.engines.sglang import parsers as sg_parsers
 from exporter.engines.sglang import toolcalls as sg
 from exporter.engines.vllm.toolcalls import ToolCallGrammar
 from exporter.schema.identity import schema_hash
@@ -33,7 +34,7 @@ DRIVER = ROOT / "tests" / "support" / "engines" / "sglang_toolcalls.py"
 SGLANG = Path(os.environ.get("GDX_SGLANG_PATH", ROOT / ".cache" / "sglang"))
 ENGINES = Path(os.environ.get("GDX_ENGINES_DIR", ROOT / ".cache" / "engines"))
 XGRAMMAR = ENGINES / "xgrammar-0.2.7"  # the version SGLang 0.5.23 pins
-EVERY_PARSER = ["", *sorted(sg.PARSERS_0_5_23)]  # "": no --tool-call-parser
+EVERY_PARSER = ["", *sorted(sg_parsers.PARSERS_0_5_23)]  # "": no --tool-call-parser
 # one parser of each family, for the strict levels and the real schemas
 ONE_PER_FAMILY = [
     "",
@@ -381,8 +382,10 @@ def test_the_derived_constraint_is_the_one_sglang_compiles(tmp_path: Path) -> No
     printed = json.loads(out.stdout.strip().splitlines()[-1])
     assert printed["sglang"] == sg.DEFAULT_VERSION
     # the module's table is the one the wheel gives
-    assert {name: tuple(row) for name, row in printed["table"]["parsers"].items()} == sg.PARSERS_0_5_23
-    assert printed["table"]["auto_tags"] == sg.AUTO_TAGS_0_5_23
+    assert {
+        name: tuple(row) for name, row in printed["table"]["parsers"].items()
+    } == sg_parsers.PARSERS_0_5_23
+    assert printed["table"]["auto_tags"] == sg_parsers.AUTO_TAGS_0_5_23
 
     counts: Counter[str] = Counter()
     by_parser: Counter[str] = Counter()

@@ -52,84 +52,24 @@ standard library only; hostile input gives a result with a reason, never an exce
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
 from typing import Any
 
+from exporter.engines.sglang.errors import SglangRejected, SglangTooComplex
+from exporter.engines.sglang.kimi import kimi_k3_refuses
+from exporter.engines.sglang.parsers import (
+    AUTO_TAG_TABLES,
+    DEFAULT_VERSION,
+    EVERY_TURN,
+    KIND_EBNF,
+    KIND_TAG,
+    NAME,
+    PARSER_TABLES,
+    parser_family,
+)
+from exporter.engines.sglang.validation import SglangRequest, SglangTool, validate, validate_tools
 from exporter.engines.toolcall import ToolCallGrammar
 
-DEFAULT_VERSION = "0.5.23"
-KIND_JSON = "json"
-KIND_TAG = "structural_tag"
-KIND_EBNF = "ebnf"
-NAME = "\x00"  # where the tool's name goes in a legacy tag's begin and trigger
-
-# name -> (detector, family, xgrammar model, legacy begin, legacy end, legacy trigger, auto tag):
-# FunctionCallParser.ToolCallParserEnum read from the installed wheel (families: the module docstring
-# of tools/sglang_tool_parsers.py). Regenerate with `python tools/sglang_tool_parsers.py --python`.
-# fmt: off
-PARSERS_0_5_23: dict[str, tuple[str, str, str | None, str | None, str | None, str | None, bool]] = {
-    # SGLang 0.5.23: tools/sglang_tool_parsers.py --python
-    'apertus2509': ('Apertus2509Detector', 'legacy_tag', None, '<|tools_prefix|>[{"\x00": ', '}]<|tools_suffix|>', '<|tools_prefix|>', False),  # noqa: E501
-    'beam': ('BeamDetector', 'response_template', None, None, None, None, False),
-    'cohere_command4': ('CohereCommand4Detector', 'json', None, None, None, None, False),
-    'deepseekv3': ('DeepSeekV3Detector', 'legacy_tag', None, '<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>function<\uff5ctool\u2581sep\uff5c>\x00\n```json\n', '\n```<\uff5ctool\u2581call\u2581end\uff5c><\uff5ctool\u2581calls\u2581end\uff5c>', '<\uff5ctool\u2581calls\u2581begin\uff5c>', False),  # noqa: E501
-    'deepseekv31': ('DeepSeekV31Detector', 'legacy_tag', None, '<\uff5ctool\u2581call\u2581begin\uff5c>\x00<\uff5ctool\u2581sep\uff5c>', '<\uff5ctool\u2581call\u2581end\uff5c>', '<\uff5ctool\u2581call\u2581begin\uff5c>', False),  # noqa: E501
-    'deepseekv32': ('DeepSeekV32Detector', 'native_tag', 'deepseek_v3_2', None, None, None, False),
-    'deepseekv4': ('DeepSeekV4Detector', 'native_tag', 'deepseek_v4', None, None, None, False),
-    'deepseekv41': ('DeepSeekV41Detector', 'native_tag', 'deepseek_v4_1', None, None, None, False),
-    'dots': ('DotsToolDetector', 'json', None, None, None, None, False),
-    'gemma4': ('Gemma4Detector', 'json', None, None, None, None, False),
-    'gigachat3': ('GigaChat3Detector', 'json', None, None, None, None, False),
-    'gigachat35': ('GigaChat35Detector', 'json', None, None, None, None, False),
-    'glm': ('Glm4MoeDetector', 'json', None, None, None, None, False),
-    'glm45': ('Glm4MoeDetector', 'json', None, None, None, None, False),
-    'glm47': ('Glm47MoeDetector', 'glm47', 'glm_4_7', None, None, None, False),
-    'gpt-oss': ('GptOssDetector', 'native_tag', 'harmony', None, None, None, False),
-    'hermes': ('HermesDetector', 'legacy_tag', None, '<tool_call>{"name":"\x00", "arguments":', '}</tool_call>', '<tool_call>', False),  # noqa: E501
-    'hunyuan': ('HunyuanDetector', 'native_parse', None, None, None, None, False),
-    'inkling': ('InklingDetector', 'legacy_tag', None, '<|message_model|>\x00<|content_invoke_tool_json|>{"name":"\x00","args":', '}<|end_message|>', '<|message_model|>\x00<|content_invoke_tool_json|>', True),  # noqa: E501
-    'interns1': ('InternlmDetector', 'legacy_tag', None, '<|action_start|> <|plugin|>\n{"name": "\x00", "parameters": ', '}<|action_end|>', '<|action_start|> <|plugin|>', False),  # noqa: E501
-    'iquest_q1': ('IQuestQ1Detector', 'required_parser', 'glm_4_7', None, None, None, False),
-    'k2_horizon': ('K2V3Detector', 'json', None, None, None, None, False),
-    'kimi_k2': ('KimiK2Detector', 'native_tag', 'kimi', None, None, None, False),
-    'kimi_k3': ('KimiK3Detector', 'native_tag', None, None, None, None, True),
-    'lfm2': ('Lfm2Detector', 'json', None, None, None, None, False),
-    'ling3': ('Ling3Detector', 'json', None, None, None, None, False),
-    'llama3': ('Llama32Detector', 'legacy_tag', None, '<|python_tag|>{"name":"\x00", "arguments":', '}', '<|python_tag|>', False),  # noqa: E501
-    'mimo': ('MiMoDetector', 'json', None, None, None, None, False),
-    'minicpm5': ('MiniCPM5Detector', 'json', None, None, None, None, False),
-    'minimax-m2': ('MinimaxM2Detector', 'json', None, None, None, None, False),
-    'minimax-m3': ('MinimaxM3Detector', 'json', None, None, None, None, False),
-    'mistral': ('MistralDetector', 'legacy_tag', None, '[TOOL_CALLS] [{"name":"\x00", "arguments":', '}]', '[TOOL_CALLS]', False),  # noqa: E501
-    'muse': ('MuseGlimmerDetector', 'native_parse', None, None, None, None, False),
-    'nanbeige': ('Qwen3CoderDetector', 'native_tag', 'qwen_3_coder', None, None, None, False),
-    'poolside_v1': ('PoolsideV1Detector', 'json', None, None, None, None, False),
-    'pythonic': ('PythonicDetector', 'json', None, None, None, None, False),
-    'qwen': ('Qwen25Detector', 'legacy_tag', None, '<tool_call>\n{"name":"\x00", "arguments":', '}\n</tool_call>', '<tool_call>', False),  # noqa: E501
-    'qwen25': ('Qwen25Detector', 'legacy_tag', None, '<tool_call>\n{"name":"\x00", "arguments":', '}\n</tool_call>', '<tool_call>', False),  # noqa: E501
-    'qwen3_coder': ('Qwen3CoderDetector', 'native_tag', 'qwen_3_coder', None, None, None, False),
-    'response_template': ('ResponseTemplateToolDetector', 'response_template', None, None, None, None, False),
-    'spark25': ('Spark25Detector', 'native_parse', None, None, None, None, False),
-    'step3': ('Step3Detector', 'json', None, None, None, None, False),
-    'step3p5': ('Qwen3CoderDetector', 'native_tag', 'qwen_3_coder', None, None, None, False),
-    'trinity': ('TrinityDetector', 'legacy_tag', None, '<tool_call>\n{"name":"\x00", "arguments":', '}\n</tool_call>', '<tool_call>', False),  # noqa: E501
-}
-# The auto tags that do not depend on the tools (the same text for every `auto` request), with the
-# xgrammar 0.2.7 SGLang 0.5.23 pins.
-AUTO_TAGS_0_5_23: dict[str, str] = {
-    # SGLang 0.5.23: tools/sglang_tool_parsers.py --python
-    'inkling': '{"type": "structural_tag", "format": {"type": "token_triggered_tags", "trigger_tokens": [200049], "tags": [{"type": "tag", "begin": {"type": "token", "token": 200049}, "content": {"type": "json_schema", "json_schema": {"type": "object", "properties": {"name": {"type": "string"}, "args": {"type": "object"}}, "required": ["name", "args"], "additionalProperties": false}, "style": "json", "any_order": false, "max_whitespace_cnt": null}, "end": {"type": "token", "token": 200010}}], "exclude_tokens": [], "at_least_one": false, "stop_after_first": false}}',  # noqa: E501
-}
-# fmt: on
-PARSER_TABLES = {"0.5.23": PARSERS_0_5_23}
-AUTO_TAG_TABLES = {"0.5.23": AUTO_TAGS_0_5_23}
-FAMILIES = frozenset({
-    "json", "legacy_tag", "native_tag", "native_parse", "required_parser", "glm47", "response_template",
-})  # fmt: skip
-# Response-template detectors whose tag constrains every turn, with or without tools
-# (`constrains_every_turn`, parser/response_template.py and function_call/beam_detector.py).
-EVERY_TURN = frozenset({"beam"})
+__all__ = ["DEFAULT_VERSION", "PARSER_TABLES", "ToolCallGrammar", "derive", "parser_family"]
 
 # Reasons (ToolCallGrammar.reason). Derived: the spec_text is the engine's string.
 TOOL_CHOICE_REQUIRED = "tool_choice_required"
@@ -166,53 +106,6 @@ ERRORS = frozenset({
 })  # fmt: skip
 ERROR_STATUS = {"internal_error": 500}
 UNCONVERTIBLE = "internal_error"  # a constraint to_sampling_params cannot serialise
-# JSON nesting past which SGLang's recursive checks may raise RecursionError (a 400 at a depth that
-# depends on the server's stack: from about 120 levels in a plain process): not vouched for here.
-MAX_DEPTH = 64
-
-_GENERIC_ROLES = frozenset(
-    {"system", "assistant", "tool", "function", "developer", "latest_reminder", "root"}
-)
-_TOOL_ROLES = frozenset({"root", "system", "developer"})
-_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
-_BOOL_WORDS = _TRUE | frozenset({"0", "off", "f", "false", "n", "no"})
-
-
-@dataclass(frozen=True, slots=True)
-class _SglangTool:
-    name: str
-    parameters: Any  # None when absent; any JSON value otherwise (normalized in place later)
-    strict: bool
-    type: str = "function"
-
-
-@dataclass(frozen=True, slots=True)
-class _SglangRequest:
-    tools: list[_SglangTool]  # the effective tools: the request's, then its system/developer/root messages'
-    message_tools: bool
-    choice: str  # "none", "auto", "required", "named"
-    named: str | None
-    parallel: bool
-    user_constraint: bool  # response_format other than text, or a non-empty regex or ebnf
-    schema_missing: bool  # a json_schema response_format without a schema
-    client_grammar: bool = False  # a non-empty regex or ebnf, or a structural_tag response_format
-
-
-class _SglangRejected(Exception):
-    def __init__(self, error: str, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
-class _TooComplex(Exception):
-    pass
-
-
-def parser_family(name: str, version: str = DEFAULT_VERSION) -> str | None:
-    """The family (FAMILIES) of SGLang `version`'s parser `name`, or None when it has no such name."""
-    row = PARSER_TABLES.get(version, {}).get(name)
-    return None if row is None else row[1]
 
 
 def derive(
@@ -223,9 +116,9 @@ def derive(
     (0 off, 1 function, 2 parameter; None: unset, 0), or why it compiles none."""
     try:
         return _derive(body, parser, version, strict_level)
-    except _SglangRejected as err:
+    except SglangRejected as err:
         return ToolCallGrammar(None, REJECTED, error=err.error, message=err.message)
-    except (_TooComplex, RecursionError, MemoryError) as err:
+    except (SglangTooComplex, RecursionError, MemoryError) as err:
         return ToolCallGrammar(None, TOO_COMPLEX, message=str(err) or type(err).__name__)
     except Exception as err:  # hostile input never raises
         return ToolCallGrammar(None, TOO_COMPLEX, message=f"{type(err).__name__}: {err}"[:200])
@@ -245,17 +138,17 @@ def _derive(body: Any, parser: Any, version: str, strict_level: Any) -> ToolCall
             None, UNKNOWN_STRICT_LEVEL, message=f"SGLANG_TOOL_STRICT_LEVEL {strict_level!r}"
         )
     level = strict_level or 0
-    request = _validate(body)
-    _validate_tools(request)
+    request = validate(body)
+    validate_tools(request)
     if request.schema_missing:
-        raise _SglangRejected("invalid_response_format", "a json_schema response_format without a schema")
+        raise SglangRejected("invalid_response_format", "a json_schema response_format without a schema")
     grammar = _constraint(request, parser, row, level, version)
     constrained = grammar.spec_text is not None or grammar.reason in NOT_DERIVED_REASONS
     if not constrained and grammar.error != UNCONVERTIBLE:  # an unconvertible spec fails after this
         return grammar
     if request.user_constraint:  # to_sampling_params: the request's own constraint stays
         if request.choice in ("required", "named") and grammar.kind != KIND_EBNF:
-            raise _SglangRejected(
+            raise SglangRejected(
                 "structured_outputs_conflict",
                 "required or named tool_choice beside response_format/regex/ebnf",
             )
@@ -264,7 +157,7 @@ def _derive(body: Any, parser: Any, version: str, strict_level: Any) -> ToolCall
 
 
 def _constraint(
-    request: _SglangRequest, parser: str | None, row: Any, level: int, version: str
+    request: SglangRequest, parser: str | None, row: Any, level: int, version: str
 ) -> ToolCallGrammar:
     """serving_chat._process_messages: the tool-call constraint, before to_sampling_params."""
     tools, choice = request.tools, request.choice
@@ -289,9 +182,9 @@ def _constraint(
         if not asked and (parser not in EVERY_TURN or request.user_constraint):
             return ToolCallGrammar(None, TOOL_CHOICE_AUTO)
         if any(tool.parameters is True for tool in tools):
-            raise _SglangRejected("internal_error", f"{parser}: a `true` parameters schema ('bool'.get)")
+            raise SglangRejected("internal_error", f"{parser}: a `true` parameters schema ('bool'.get)")
         if asked and choice == "auto" and request.client_grammar:  # _record_template_tool_call_grammar
-            raise _SglangRejected(
+            raise SglangRejected(
                 "template_unsupported", f"{parser}: strict or single calls under the request's grammar"
             )
         return ToolCallGrammar(None, STRUCTURAL_TAG, kind=KIND_TAG, message=f"{parser}: response template")
@@ -318,7 +211,7 @@ def _constraint(
         params = next(tool.parameters for tool in tools if tool.name == request.named) or {}
         if not isinstance(params, dict):  # convert_json_schema_to_str: TypeError, in to_sampling_params
             return ToolCallGrammar(None, REJECTED, error=UNCONVERTIBLE, message="non-object parameters")
-        return ToolCallGrammar(_dumps(params), TOOL_CHOICE_NAMED)
+        return ToolCallGrammar(dumps(params), TOOL_CHOICE_NAMED)
     if not forced:
         return ToolCallGrammar(None, TOOL_CHOICE_AUTO)
     if natively:
@@ -326,7 +219,7 @@ def _constraint(
     return _json_constraint(tools, choice, request.named, request.parallel)
 
 
-def _native_tag_refused(request: _SglangRequest, parser: str | None, level: int) -> bool:
+def _native_tag_refused(request: SglangRequest, parser: str | None, level: int) -> bool:
     """Whether the model-native tag raises (get_structure_constraint then logs it and returns None).
     xgrammar's get_model_structural_tag (builtin_structural_tag.py normalize_tool_choice) reads a tool
     as a function tool only when its type is "function" and its parameters an object or absent (else
@@ -336,11 +229,11 @@ def _native_tag_refused(request: _SglangRequest, parser: str | None, level: int)
     forced = request.choice in ("required", "named")
     if parser == "kimi_k3":  # its own builder (function_call/kimik3_structural_tag.py)
         chosen = [t for t in request.tools if request.choice != "named" or t.name == request.named]
-        return any(_kimi_k3_refuses(tool, tool.strict or level >= 2) for tool in chosen)
+        return any(kimi_k3_refuses(tool, tool.strict or level >= 2) for tool in chosen)
     if not forced:
         return False
 
-    def function_tool(tool: _SglangTool) -> bool:
+    def function_tool(tool: SglangTool) -> bool:
         if tool.type != "function":
             return False
         if parser == "kimi_k2" and not (tool.strict or level >= 2):
@@ -353,195 +246,8 @@ def _native_tag_refused(request: _SglangRequest, parser: str | None, level: int)
     return not functions and parser != "gpt-oss"
 
 
-_K3_TYPES = ("string", "number", "integer", "boolean", "array", "object", "null")
-_K3_KEYWORDS = (
-    (frozenset({"additionalProperties", "dependentRequired", "dependentSchemas", "maxProperties",
-                "minProperties", "patternProperties", "properties", "propertyNames", "required"}), "object"),
-    (frozenset({"contains", "items", "maxContains", "maxItems", "minContains", "minItems", "prefixItems",
-                "uniqueItems"}), "array"),
-    (frozenset({"format", "maxLength", "minLength", "pattern"}), "string"),
-    (frozenset({"exclusiveMaximum", "exclusiveMinimum", "maximum", "minimum", "multipleOf"}), "number"),
-)  # fmt: skip
-_K3_DEPTH = 200  # past this the builder's own recursion fails (and the failure is logged)
-
-
-class _KimiRefusal(Exception):
-    pass
-
-
-def _kimi_k3_refuses(tool: _SglangTool, strict: bool) -> bool:
-    """Whether get_kimik3_structural_tag raises on the tool (`_tool_arguments_format`)."""
-    parameters = tool.parameters
-    if not strict or parameters is None:
-        return False
-    if not isinstance(parameters, dict):
-        return True
-    try:
-        if "object" not in _k3_types(parameters, parameters, set(), 0):
-            return True
-        properties = parameters.get("properties", {})
-        required = parameters.get("required", [])
-        if not isinstance(properties, dict) or not isinstance(required, list):
-            return True
-        if not all(isinstance(item, str) for item in required) or set(required) - set(properties):
-            return True
-        for key, schema in properties.items():
-            if not isinstance(schema, bool | dict):
-                return True
-            if key in required and not _k3_accepts(schema, parameters):
-                return True
-        additional = parameters.get("additionalProperties", True)
-        if isinstance(additional, dict):
-            return not _k3_accepts(additional, parameters)
-        return not isinstance(additional, bool)
-    except (_KimiRefusal, RecursionError):
-        return True
-
-
-def _k3_json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
-
-
-def _k3_matches(value: Any, json_type: str) -> bool:
-    found = _k3_json_type(value)
-    return found == json_type or (json_type == "number" and found == "integer")
-
-
-def _k3_ref(ref: str, root: dict[str, Any]) -> Any:
-    if not ref.startswith("#/"):
-        return None
-    value: Any = root
-    for part in ref[2:].split("/"):
-        key = part.replace("~1", "/").replace("~0", "~")
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value if isinstance(value, bool | dict) else None
-
-
-def _k3_types(schema: Any, root: dict[str, Any], seen: set[str], depth: int) -> list[str]:
-    """_schema_types: the JSON types a schema admits."""
-    if depth > _K3_DEPTH:
-        raise _KimiRefusal
-    if schema is False:
-        return []
-    if schema is True:
-        return list(_K3_TYPES)
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref not in seen:
-        target = _k3_ref(ref, root)
-        if target is not None:
-            return _k3_types(target, root, seen | {ref}, depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, str):
-        return [kind] if kind in _K3_TYPES else list(_K3_TYPES)
-    if isinstance(kind, list):
-        return [t for t in _K3_TYPES if t in kind]
-    for keyword in ("anyOf", "oneOf"):
-        options = schema.get(keyword)
-        if isinstance(options, list):
-            found = {
-                t for o in options if isinstance(o, bool | dict) for t in _k3_types(o, root, seen, depth + 1)
-            }
-            return [t for t in _K3_TYPES if t in found]
-    options = schema.get("allOf")
-    if isinstance(options, list):
-        sets = [set(_k3_types(o, root, seen, depth + 1)) for o in options if isinstance(o, bool | dict)]
-        constrained = [types for types in sets if types != set(_K3_TYPES)]
-        if constrained:
-            result = constrained[0] | ({"integer"} if "number" in constrained[0] else set())
-            for types in constrained[1:]:
-                result &= types | ({"integer"} if "number" in types else set())
-            if "number" in result and "integer" in result:
-                result.remove("integer")
-            return [t for t in _K3_TYPES if t in result]
-    if "const" in schema:
-        return [_k3_json_type(schema["const"])]
-    enum = schema.get("enum")
-    if isinstance(enum, list):
-        found = {_k3_json_type(value) for value in enum}
-        return [t for t in _K3_TYPES if t in found]
-    for keywords, json_type in _K3_KEYWORDS:
-        if keywords.intersection(schema):
-            return [json_type]
-    return list(_K3_TYPES)
-
-
-def _k3_accepts(schema: Any, root: dict[str, Any]) -> bool:
-    """_argument_value_variants is not empty."""
-    return any(_k3_restrict(schema, t, root, 0) is not False for t in _k3_types(schema, root, set(), 0))
-
-
-def _k3_restrict(schema: Any, json_type: str, root: dict[str, Any], depth: int) -> Any:
-    """_restrict_schema_type: the schema narrowed to one JSON type, or False."""
-    if depth > _K3_DEPTH:
-        raise _KimiRefusal
-    if not isinstance(schema, dict):
-        return {"type": json_type} if schema else False
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        target = _k3_ref(ref, root)
-        if target is not None:
-            return _k3_with_root(_k3_restrict(target, json_type, root, depth + 1), root)
-    result = dict(schema)
-    kind = result.get("type")
-    if isinstance(kind, list):
-        if json_type not in kind:
-            return False
-        result["type"] = json_type
-    elif isinstance(kind, str):
-        if kind != json_type:
-            return False
-    else:
-        result["type"] = json_type
-    for keyword in ("anyOf", "oneOf"):
-        options = result.get(keyword)
-        if not isinstance(options, list):
-            continue
-        restricted = [
-            _k3_restrict(option, json_type, root, depth + 1)
-            for option in options
-            if isinstance(option, bool | dict) and json_type in _k3_types(option, root, set(), depth + 1)
-        ]
-        if not restricted:
-            return False
-        if len(restricted) == 1 and isinstance(restricted[0], dict):
-            result.pop(keyword)
-            result.update(restricted[0])
-        else:
-            result[keyword] = restricted
-    enum = result.get("enum")
-    if isinstance(enum, list):
-        result["enum"] = [value for value in enum if _k3_matches(value, json_type)]
-        if not result["enum"]:
-            return False
-    if "const" in result and not _k3_matches(result["const"], json_type):
-        return False
-    return _k3_with_root(result, root)
-
-
-def _k3_with_root(schema: Any, root: dict[str, Any]) -> Any:
-    if not isinstance(schema, dict):
-        return schema
-    result = dict(schema)
-    for key in ("$defs", "definitions"):
-        if key in root and key not in result:
-            result[key] = root[key]
-    return result
-
-
 def _json_constraint(
-    tools: list[_SglangTool], choice: str, named: str | None, parallel: bool
+    tools: list[SglangTool], choice: str, named: str | None, parallel: bool
 ) -> ToolCallGrammar:
     """get_json_schema_constraint (function_call/utils.py)."""
     schema: dict[str, Any]
@@ -550,7 +256,7 @@ def _json_constraint(
         schema = {"type": "array", "minItems": 1, "items": _tool_schema(tool)}
         if not parallel:
             schema["maxItems"] = 1
-        return ToolCallGrammar(_dumps(schema), TOOL_CHOICE_NAMED)
+        return ToolCallGrammar(dumps(schema), TOOL_CHOICE_NAMED)
     schema = {
         "type": "array",
         "minItems": 1,
@@ -561,10 +267,10 @@ def _json_constraint(
     defs = _tool_defs(tools)
     if defs:
         schema["$defs"] = defs
-    return ToolCallGrammar(_dumps(schema), TOOL_CHOICE_REQUIRED)
+    return ToolCallGrammar(dumps(schema), TOOL_CHOICE_REQUIRED)
 
 
-def _tool_schema(tool: _SglangTool) -> dict[str, Any]:
+def _tool_schema(tool: SglangTool) -> dict[str, Any]:
     return {
         "properties": {
             "name": {"type": "string", "enum": [tool.name]},
@@ -574,29 +280,29 @@ def _tool_schema(tool: _SglangTool) -> dict[str, Any]:
     }
 
 
-def _tool_defs(tools: list[_SglangTool]) -> dict[str, Any]:
+def _tool_defs(tools: list[SglangTool]) -> dict[str, Any]:
     """_get_tool_schema_defs: every tool's `$defs`, equal ones (Python `==`) merged, the later kept."""
     all_defs: dict[str, Any] = {}
     for tool in tools:
         if tool.parameters is None:
             continue
         if not isinstance(tool.parameters, dict):  # `.get` of a boolean schema: AttributeError
-            raise _SglangRejected("internal_error", f"parameters of {tool.name!r} are not an object")
+            raise SglangRejected("internal_error", f"parameters of {tool.name!r} are not an object")
         defs = tool.parameters.get("$defs", {})
         if not isinstance(defs, dict):
-            raise _SglangRejected("internal_error", f"`$defs` of {tool.name!r} is not an object")
+            raise SglangRejected("internal_error", f"`$defs` of {tool.name!r} is not an object")
         for def_name, def_schema in defs.items():
             if def_name in all_defs and all_defs[def_name] != def_schema:
-                raise _SglangRejected("defs_clash", f"definition {def_name!r} has multiple schemas")
+                raise SglangRejected("defs_clash", f"definition {def_name!r} has multiple schemas")
             all_defs[def_name] = def_schema
     return all_defs
 
 
-def _legacy_tag(tools: list[_SglangTool], row: Any, forced: bool, level: int) -> ToolCallGrammar | None:
+def _legacy_tag(tools: list[SglangTool], row: Any, forced: bool, level: int) -> ToolCallGrammar | None:
     """FunctionCallParser.get_legacy_structural_tag; None where it raises (and is logged)."""
     try:
         _tool_defs(tools)
-    except _SglangRejected:
+    except SglangRejected:
         return None
     begin, end, trigger = row[3], row[4], row[5]
     structures = []
@@ -612,490 +318,12 @@ def _legacy_tag(tools: list[_SglangTool], row: Any, forced: bool, level: int) ->
         return ToolCallGrammar(None, STRUCTURAL_TAG, kind=KIND_TAG, message="triggers in hash order")
     tag = {"type": "structural_tag", "structures": structures, "triggers": triggers, "at_least_one": forced}
     reason = TOOL_CHOICE_REQUIRED if forced else TOOL_CHOICE_AUTO_STRICT
-    return ToolCallGrammar(_dumps(tag), reason, kind=KIND_TAG)
+    return ToolCallGrammar(dumps(tag), reason, kind=KIND_TAG)
 
 
-def _dumps(value: Any) -> str:
+def dumps(value: Any) -> str:
     """convert_json_schema_to_str: json.dumps with its defaults (", ", ": ", ASCII)."""
     try:
         return json.dumps(value)
     except (TypeError, ValueError) as err:
-        raise _TooComplex(f"not JSON: {err}") from err
-
-
-# --- validation -----------------------------------------------------------------------------------
-
-
-def _validate(body: Any) -> _SglangRequest:
-    """ChatCompletionRequest's fields that decide the tool grammar, as pydantic validates them."""
-    if not isinstance(body, dict):
-        raise _SglangRejected("invalid_request", "the body is not a JSON object")
-    messages = body.get("messages")
-    if "messages" in body and not isinstance(messages, list):
-        raise _SglangRejected("invalid_request", "`messages` is not an array")
-    if messages == []:
-        raise _SglangRejected("invalid_request", "Messages cannot be empty.")
-    raw_tools = body.get("tools")
-    tools = None if raw_tools is None else _tools(raw_tools)
-    message_tools: list[_SglangTool] = []
-    has_message_tools = False
-    for message in messages or ():
-        role = _message_role(message)
-        if role not in _GENERIC_ROLES or message.get("tools") is None:
-            continue
-        listed = _tools(message["tools"])
-        if role in _TOOL_ROLES and listed:
-            has_message_tools = True
-            message_tools.extend(listed)
-    choice, named = _tool_choice(body, raw_tools, messages)
-    parallel = _lax_bool(body.get("parallel_tool_calls", True), "parallel_tool_calls")
-    if parallel is None:
-        raise _SglangRejected("invalid_request", "`parallel_tool_calls` is null")
-    user_constraint, schema_missing = _response_format(body.get("response_format"))
-    response_format = body.get("response_format")
-    client_grammar = isinstance(response_format, dict) and response_format.get("type") == "structural_tag"
-    for field in ("regex", "ebnf"):
-        value = body.get(field)
-        if value is not None and not isinstance(value, str):
-            raise _SglangRejected("invalid_request", f"`{field}` is not a string")
-        client_grammar = client_grammar or bool(value)
-    tools_all = (tools or []) + message_tools
-    return _SglangRequest(
-        tools_all,
-        has_message_tools,
-        choice,
-        named,
-        parallel,
-        user_constraint or client_grammar,
-        schema_missing,
-        client_grammar,
-    )
-
-
-def _tool_choice(body: dict[str, Any], raw_tools: Any, messages: Any) -> tuple[str, str | None]:
-    """set_tool_choice_default, then Union[ToolChoice, Literal["auto", "required", "none"]]."""
-    raw = body.get("tool_choice")
-    if raw is None:
-        listed = any(_message_role(m) in _TOOL_ROLES and bool(m.get("tools")) for m in messages or ())
-        return ("none" if raw_tools is None and not listed else "auto"), None
-    if isinstance(raw, str):
-        if raw in ("auto", "required", "none"):
-            return raw, None
-        raise _SglangRejected("invalid_request", f"`tool_choice` {raw[:40]!r}")
-    if not isinstance(raw, dict):
-        raise _SglangRejected("invalid_request", "`tool_choice` is neither a string nor an object")
-    function = raw.get("function")
-    if not isinstance(function, dict):
-        raise _SglangRejected("invalid_request", "`tool_choice.function` is not an object")
-    name = function.get("name")
-    if name is not None and not isinstance(name, str):
-        raise _SglangRejected("invalid_request", "`tool_choice.function.name` is not a string")
-    if raw.get("type", "function") != "function":
-        raise _SglangRejected("invalid_request", "`tool_choice.type` is not 'function'")
-    return "named", name
-
-
-def _message_role(message: Any) -> str | None:
-    role = message.get("role") if isinstance(message, dict) else None
-    return role.lower() if isinstance(role, str) else None
-
-
-def _tools(raw_tools: Any) -> list[_SglangTool]:
-    """List[Tool]: `type` a string, `function.name` a string, `parameters` anything."""
-    if not isinstance(raw_tools, list):
-        raise _SglangRejected("invalid_request", "`tools` is not an array")
-    tools = []
-    for raw in raw_tools:
-        if not isinstance(raw, dict) or not isinstance(raw.get("type", "function"), str):
-            raise _SglangRejected("invalid_request", "a tool is not an object with a string `type`")
-        function = raw.get("function")
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            raise _SglangRejected("invalid_request", "a tool without a string `function.name`")
-        description = function.get("description")
-        if description is not None and not isinstance(description, str):
-            raise _SglangRejected("invalid_request", f"description of {function['name']!r} is not a string")
-        strict = _lax_bool(function.get("strict"), "strict")
-        _lax_bool(function.get("defer_loading"), "defer_loading")
-        _lax_bool(raw.get("defer_loading"), "defer_loading")
-        tools.append(
-            _SglangTool(
-                function["name"], function.get("parameters"), bool(strict), raw.get("type", "function")
-            )
-        )
-    return tools
-
-
-def _response_format(value: Any) -> tuple[bool, bool]:
-    """(whether it constrains the output, whether it is a json_schema without a schema)."""
-    if value is None:
-        return False, False
-    if not isinstance(value, dict):  # set_json_schema reads `.get` of anything truthy: a 500
-        raise _SglangRejected(
-            "internal_error" if value else "invalid_request", "`response_format` is not an object"
-        )
-    kind = value.get("type")
-    if kind == "json_schema" and value:
-        _bare_schema(value)
-    if kind == "text":
-        return False, False
-    if kind == "json_object":
-        return True, False
-    if kind == "structural_tag":  # the legacy format or xgrammar's StructuralTag
-        legacy = isinstance(value.get("structures"), list) and isinstance(value.get("triggers"), list)
-        if not legacy and not isinstance(value.get("format"), dict):
-            raise _SglangRejected(
-                "invalid_request", "a structural_tag response_format without structures or format"
-            )
-        return True, False
-    if kind != "json_schema":
-        raise _SglangRejected("invalid_request", f"`response_format.type` {str(kind)[:40]!r}")
-    json_schema = value.get("json_schema")
-    if not json_schema and value.get("schema"):  # set_json_schema: a bare `schema` moves in
-        return True, False
-    if json_schema is None:
-        return False, True
-    if not isinstance(json_schema, dict) or not isinstance(json_schema.get("name"), str):
-        raise _SglangRejected("invalid_request", "`response_format.json_schema` without a string `name`")
-    schema = json_schema.get("schema")
-    if schema is not None and not isinstance(schema, dict):
-        raise _SglangRejected("invalid_request", "`response_format.json_schema.schema` is not an object")
-    if json_schema.get("strict") is not None and not isinstance(json_schema.get("strict"), bool):
-        raise _SglangRejected("invalid_request", "`response_format.json_schema.strict` is not a boolean")
-    return schema is not None, schema is None
-
-
-def _bare_schema(value: dict[str, Any]) -> None:
-    """ChatCompletionRequest.set_json_schema on a bare `schema` (named by its title, a `strict`
-    property popped): where it raises other than a ValueError, FastAPI answers a 500."""
-    schema = value.get("schema")
-    if value.get("json_schema") or not schema:
-        return
-    if not isinstance(schema, dict):
-        raise _SglangRejected("internal_error", "`response_format.schema` is not an object")
-    if "properties" in schema:
-        properties = schema["properties"]
-        if not isinstance(properties, dict | list | str):
-            raise _SglangRejected("internal_error", "`response_format.schema.properties` is not a container")
-        if "strict" in properties:
-            item = properties["strict"] if isinstance(properties, dict) else None
-            if not isinstance(properties, dict) or (item and not isinstance(item, dict)):
-                raise _SglangRejected(
-                    "internal_error", "`response_format.schema.properties.strict` is not a schema"
-                )
-    if not isinstance(schema.get("title", "Schema"), str):
-        raise _SglangRejected("invalid_request", "`response_format.schema.title` is not a string")
-
-
-def _validate_tools(request: _SglangRequest) -> None:
-    """OpenAIServingChat._validate_request's tool checks, normalizing each tool's parameters (a copy)."""
-    tools = request.tools
-    if request.choice == "required" and not tools:
-        raise _SglangRejected(
-            "tool_choice_without_tools", "Tools cannot be empty if tool choice is set to required."
-        )
-    if request.choice == "named":
-        if not tools:
-            raise _SglangRejected("tool_choice_without_tools", "a named tool_choice without tools")
-        if not any(tool.name == request.named for tool in tools):
-            raise _SglangRejected(
-                "unknown_named_tool", f"Tool {str(request.named)[:80]!r} not found in tools list."
-            )
-    if request.message_tools and len({tool.name for tool in tools}) != len(tools):
-        raise _SglangRejected(
-            "duplicate_tool_names", "Tool names must be unique across request and message tools."
-        )
-    for i, tool in enumerate(tools):
-        if tool.parameters is None:
-            continue
-        if _too_deep(tool.parameters, MAX_DEPTH):
-            raise _TooComplex(f"parameters of tool {i} nest deeper than {MAX_DEPTH}")
-        parameters = _copy(tool.parameters)
-        normalize_json_schema_types(parameters)
-        problem = metaschema_error(parameters)
-        if problem:
-            raise _SglangRejected(
-                "invalid_parameters_schema", f"Tool {i} function has invalid 'parameters' schema: {problem}"
-            )
-        tools[i] = _SglangTool(tool.name, parameters, tool.strict, tool.type)
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict | list):
-            if depth > limit:
-                return True
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
-    return False
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _copy(child) for key, child in value.items()}
-    if isinstance(value, list):
-        return [_copy(child) for child in value]
-    return value
-
-
-def _lax_bool(value: Any, field: str) -> bool | None:
-    """A `bool | None` field as pydantic reads it in lax mode: true/false, 0/1, and the usual words."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int | float) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.lower() in _BOOL_WORDS:
-        return value.lower() in _TRUE
-    raise _SglangRejected("invalid_request", f"`{field}` is not a boolean")
-
-
-# --- normalize_json_schema_types (function_call/utils.py) ------------------------------------------
-
-_STANDARD_TYPES = frozenset({"null", "boolean", "object", "array", "number", "string", "integer"})
-_TYPE_ALIASES = {
-    "str": "string", "text": "string", "varchar": "string", "char": "string", "enum": "string",
-    "uuid": "string", "date": "string", "datetime": "string", "time": "string", "timestamp": "string",
-    "binary": "string", "blob": "string", "bytea": "string", "bytes": "string", "varbinary": "string",
-    "bool": "boolean", "bigint": "integer", "smallint": "integer", "tinyint": "integer",
-    "double": "number", "decimal": "number", "real": "number", "numeric": "number", "arr": "array",
-    "tuple": "array", "set": "array", "map": "object",
-}  # fmt: skip
-_PREFIX_BOUNDARY = frozenset("0123456789[<( \t")
-_PREFIX_RULES = (
-    (("int", "uint", "long", "short", "unsigned"), "integer"),
-    (("num", "float"), "number"),
-    (("list",), "array"),
-    (("dict",), "object"),
-)
-
-
-def _normalize_type(raw: Any) -> Any:
-    if not isinstance(raw, str) or raw in _STANDARD_TYPES:
-        return raw
-    base = raw.split("(", 1)[0].strip().lower()
-    if base in _STANDARD_TYPES:
-        return base
-    if base in _TYPE_ALIASES:
-        return _TYPE_ALIASES[base]
-    for prefixes, target in _PREFIX_RULES:
-        for p in prefixes:
-            if base == p or (len(base) > len(p) and base.startswith(p) and base[len(p)] in _PREFIX_BOUNDARY):
-                return target
-    return raw
-
-
-def normalize_json_schema_types(schema: Any) -> None:
-    """SGLang's rewrite of DB/ORM type names to JSON Schema types, in place, where it walks."""
-    if isinstance(schema, list):
-        for item in schema:
-            normalize_json_schema_types(item)
-        return
-    if not isinstance(schema, dict):
-        return
-    if "type" in schema:
-        kind = schema["type"]
-        if isinstance(kind, str):
-            schema["type"] = _normalize_type(kind)
-        elif isinstance(kind, list):
-            items: list[Any] = []
-            for item in kind:
-                normalized = _normalize_type(item)
-                if normalized not in items:
-                    items.append(normalized)
-            schema["type"] = items
-    for key in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"):
-        nested = schema.get(key)
-        if isinstance(nested, dict):
-            for child in nested.values():
-                normalize_json_schema_types(child)
-    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
-        nested = schema.get(key)
-        if isinstance(nested, list):
-            for child in nested:
-                normalize_json_schema_types(child)
-    for key in (
-        "items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
-        "unevaluatedItems", "unevaluatedProperties",
-    ):  # fmt: skip
-        if key in schema:
-            normalize_json_schema_types(schema[key])
-
-
-# --- Draft 2020-12 metaschema (jsonschema's check_schema) -----------------------------------------
-
-
-class _Invalid(Exception):
-    pass
-
-
-_SIMPLE_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
-_ANCHOR = re.compile(r"^[A-Za-z_][-A-Za-z0-9._]*$")
-_ID = re.compile(r"^[^#]*#?$")
-# keyword -> what its value must be, in the metaschema's order (core, applicator, unevaluated,
-# validation, meta-data, format-annotation, content, then the deprecated keywords of the root)
-_KEYWORDS: tuple[tuple[str, str], ...] = (
-    ("$id", "id"), ("$schema", "string"), ("$ref", "string"), ("$anchor", "anchor"),
-    ("$dynamicRef", "string"), ("$dynamicAnchor", "anchor"), ("$vocabulary", "vocabulary"),
-    ("$comment", "string"), ("$defs", "schema_map"),
-    ("prefixItems", "schema_array"), ("items", "schema"), ("contains", "schema"),
-    ("additionalProperties", "schema"), ("properties", "schema_map"),
-    ("patternProperties", "pattern_map"), ("dependentSchemas", "schema_map"),
-    ("propertyNames", "schema"), ("if", "schema"), ("then", "schema"), ("else", "schema"),
-    ("allOf", "schema_array"), ("anyOf", "schema_array"), ("oneOf", "schema_array"), ("not", "schema"),
-    ("unevaluatedItems", "schema"), ("unevaluatedProperties", "schema"),
-    ("type", "type"), ("enum", "array"), ("multipleOf", "positive"), ("maximum", "number"),
-    ("exclusiveMaximum", "number"), ("minimum", "number"), ("exclusiveMinimum", "number"),
-    ("maxLength", "count"), ("minLength", "count"), ("pattern", "regex"), ("maxItems", "count"),
-    ("minItems", "count"), ("uniqueItems", "boolean"), ("maxContains", "count"),
-    ("minContains", "count"), ("maxProperties", "count"), ("minProperties", "count"),
-    ("required", "string_array"), ("dependentRequired", "string_array_map"),
-    ("title", "string"), ("description", "string"), ("deprecated", "boolean"),
-    ("readOnly", "boolean"), ("writeOnly", "boolean"), ("examples", "array"),
-    ("format", "string"), ("contentEncoding", "string"), ("contentMediaType", "string"),
-    ("contentSchema", "schema"),
-    ("definitions", "schema_map"), ("dependencies", "dependencies"), ("$recursiveAnchor", "anchor"),
-    ("$recursiveRef", "string"),
-)  # fmt: skip
-
-
-def metaschema_error(schema: Any) -> str:
-    """What Draft202012Validator.check_schema rejects in `schema` ('' when valid). An OverflowError
-    of `re` (a repeat count past its limit) is raised: SGLang answers it with a 500."""
-    try:
-        _check(schema)
-    except _Invalid as err:
-        return str(err)
-    except OverflowError as err:
-        raise _SglangRejected("internal_error", f"OverflowError: {err}") from err
-    except RecursionError as err:
-        raise _TooComplex("a pattern nests too deep") from err
-    return ""
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _is_integer(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-
-
-def _check(schema: Any) -> None:
-    if isinstance(schema, bool):
-        return
-    if not isinstance(schema, dict):
-        raise _Invalid(f"{_short(schema)} is not of type 'object', 'boolean'")
-    for keyword, rule in _KEYWORDS:
-        if keyword in schema:
-            _check_value(keyword, rule, schema[keyword])
-
-
-def _check_value(keyword: str, rule: str, value: Any) -> None:
-    bad = _Invalid(f"{_short(value)} is not valid under {keyword!r}")
-    if rule == "schema":
-        _check(value)
-    elif rule in ("string", "id", "anchor", "regex"):
-        if not isinstance(value, str):
-            raise bad
-        if rule == "id" and not _ID.search(value):
-            raise bad
-        if rule == "anchor" and not _ANCHOR.search(value):
-            raise bad
-        if rule == "regex":
-            _compile(value, bad)
-    elif rule == "schema_map":
-        if not isinstance(value, dict):
-            raise bad
-        for child in value.values():
-            _check(child)
-    elif rule == "pattern_map":
-        if not isinstance(value, dict):
-            raise bad
-        for child in value.values():
-            _check(child)
-        for key in value:
-            _compile(key, bad)
-    elif rule == "schema_array":
-        if not isinstance(value, list) or not value:
-            raise bad
-        for child in value:
-            _check(child)
-    elif rule == "vocabulary":
-        if not isinstance(value, dict) or not all(isinstance(v, bool) for v in value.values()):
-            raise bad
-    elif rule == "type":
-        if not _simple_types(value):
-            raise bad
-    elif rule == "array":
-        if not isinstance(value, list):
-            raise bad
-    elif rule == "number":
-        if not _is_number(value):
-            raise bad
-    elif rule == "positive":
-        if not _is_number(value) or value <= 0:
-            raise bad
-    elif rule == "count":
-        if not _is_integer(value) or value < 0:
-            raise bad
-    elif rule == "boolean":
-        if not isinstance(value, bool):
-            raise bad
-    elif rule == "string_array":
-        if not _string_array(value):
-            raise bad
-    elif rule == "string_array_map":
-        if not isinstance(value, dict) or not all(_string_array(v) for v in value.values()):
-            raise bad
-    elif rule == "dependencies":
-        if not isinstance(value, dict):
-            raise bad
-        for child in value.values():
-            if not _string_array(child):  # anyOf [a schema, a stringArray]
-                _check(child)
-
-
-def _simple_types(value: Any) -> bool:
-    """A simple type, or a non-empty array of distinct ones."""
-    if isinstance(value, str):
-        return value in _SIMPLE_TYPES
-    if not isinstance(value, list) or not value or not _unique(value):
-        return False
-    return all(isinstance(v, str) and v in _SIMPLE_TYPES for v in value)
-
-
-def _string_array(value: Any) -> bool:
-    return (
-        isinstance(value, list) and all(isinstance(v, str) for v in value) and len(set(value)) == len(value)
-    )
-
-
-def _unique(values: list[Any]) -> bool:
-    seen: list[Any] = []
-    for value in values:
-        if any(_same(value, other) for other in seen):
-            return False
-        seen.append(value)
-    return True
-
-
-def _same(a: Any, b: Any) -> bool:
-    """jsonschema's `equal`: booleans are not numbers."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    return bool(a == b)
-
-
-def _compile(pattern: str, bad: _Invalid) -> None:
-    """The `regex` format: Python's `re.compile`; its `re.error` makes the schema invalid."""
-    try:
-        re.compile(pattern)
-    except re.error as err:
-        raise bad from err
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+        raise SglangTooComplex(f"not JSON: {err}") from err

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from exporter.engines.sglang import metaschema
+from exporter.engines.sglang import parsers as sg_parsers
 from exporter.engines.sglang import toolcalls as sg
 from exporter.engines.sglang.toolcalls import derive
 from exporter.schema.identity import schema_hash
@@ -42,7 +44,7 @@ def call(name: str, parameters: str = EMPTY) -> str:
 
 def test_required_is_an_array_of_calls_with_every_tools_defs_at_the_root() -> None:
     got = derive(request(tool("get_weather", SIMPLE), tool("lookup", WITH_DEFS), tool("ping")), "pythonic")
-    assert (got.reason, got.kind, got.error) == (sg.TOOL_CHOICE_REQUIRED, sg.KIND_JSON, None)
+    assert (got.reason, got.kind, got.error) == (sg.TOOL_CHOICE_REQUIRED, sg_parsers.KIND_JSON, None)
     assert got.spec_text == (
         '{"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": ['
         + call("get_weather", json.dumps(SIMPLE))
@@ -140,7 +142,7 @@ def test_parameters_the_2020_12_metaschema_rejects_are_a_400(parameters: Any) ->
      {"$schema": "not a uri at all"}, {"format": "whatever", "x-extension": [1, {"type": 5}]}],
 )  # fmt: skip
 def test_parameters_the_metaschema_accepts(parameters: Any) -> None:
-    assert sg.metaschema_error(parameters) == ""
+    assert metaschema.metaschema_error(parameters) == ""
 
 
 def test_a_regex_repeat_past_res_limit_is_a_500() -> None:
@@ -175,7 +177,7 @@ def test_a_boolean_schema_breaks_the_defs_merge_with_a_500_but_not_named() -> No
 
 def test_legacy_structural_tags_are_derived_with_the_schema_only_for_strict_tools() -> None:
     got = derive(request(tool("get", SIMPLE), tool("put", SIMPLE, strict=True)), "hermes")
-    assert (got.reason, got.kind) == (sg.TOOL_CHOICE_REQUIRED, sg.KIND_TAG)
+    assert (got.reason, got.kind) == (sg.TOOL_CHOICE_REQUIRED, sg_parsers.KIND_TAG)
     assert got.spec_text == json.dumps({
         "type": "structural_tag",
         "structures": [
@@ -239,15 +241,15 @@ def test_inkling_triggers_carry_the_name_and_its_auto_tag_is_constant() -> None:
         and '"triggers": ["<|message_model|>a<|content_invoke_tool_json|>"]' in one.spec_text
     )
     two = derive(request(tool("a"), tool("b")), "inkling")  # list(set(...)): hash order
-    assert (two.spec_text, two.reason, two.kind) == (None, sg.STRUCTURAL_TAG, sg.KIND_TAG)
+    assert (two.spec_text, two.reason, two.kind) == (None, sg.STRUCTURAL_TAG, sg_parsers.KIND_TAG)
     auto = derive(request(tool("a"), choice="auto"), "inkling")
-    assert auto.reason == sg.AUTO_TAG and auto.spec_text == sg.AUTO_TAGS_0_5_23["inkling"]
+    assert auto.reason == sg.AUTO_TAG and auto.spec_text == sg_parsers.AUTO_TAGS_0_5_23["inkling"]
 
 
 @pytest.mark.parametrize("parser", ["deepseekv32", "qwen3_coder", "gpt-oss", "kimi_k2", "kimi_k3"])
 def test_model_native_tags_are_not_derived(parser: str) -> None:
     got = derive(request(tool("a", SIMPLE)), parser)
-    assert (got.spec_text, got.reason, got.kind) == (None, sg.STRUCTURAL_TAG, sg.KIND_TAG)
+    assert (got.spec_text, got.reason, got.kind) == (None, sg.STRUCTURAL_TAG, sg_parsers.KIND_TAG)
 
 
 def test_model_native_tags_fall_back_to_json_where_xgrammar_refuses_the_tools() -> None:
@@ -304,7 +306,7 @@ def test_kimi_k3_refuses_strict_tools_it_cannot_render() -> None:
 def test_glm47_takes_its_ebnf_for_every_choice_unless_a_tool_is_strict() -> None:
     for choice in ("auto", "required", named("a")):
         got = derive(request(tool("a", SIMPLE), choice=choice), "glm47")
-        assert (got.spec_text, got.reason, got.kind) == (None, sg.EBNF, sg.KIND_EBNF)
+        assert (got.spec_text, got.reason, got.kind) == (None, sg.EBNF, sg_parsers.KIND_EBNF)
     assert derive(request(tool("a", SIMPLE, strict=True)), "glm47").reason == sg.STRUCTURAL_TAG
     assert derive(request(tool("a", SIMPLE), choice="none"), "glm47").reason == sg.TOOL_CHOICE_NONE
 
@@ -333,7 +335,7 @@ def test_beam_tags_every_turn() -> None:
         request(tool("a")),
     ):
         got = derive(body, "beam")
-        assert (got.reason, got.kind) == (sg.STRUCTURAL_TAG, sg.KIND_TAG), body
+        assert (got.reason, got.kind) == (sg.STRUCTURAL_TAG, sg_parsers.KIND_TAG), body
     assert derive({"response_format": {"type": "json_object"}}, "beam").reason == sg.NO_TOOLS
     assert (
         derive(request(tool("a", True), choice="auto"), "beam").error == "internal_error"
@@ -433,12 +435,12 @@ def test_unknown_parsers_and_versions() -> None:
 
 
 def test_every_parser_has_a_known_family_and_every_reason_is_listed() -> None:
-    assert {row[1] for row in sg.PARSERS_0_5_23.values()} <= sg.FAMILIES
+    assert {row[1] for row in sg_parsers.PARSERS_0_5_23.values()} <= sg_parsers.FAMILIES
     assert (
         not sg.DERIVED_REASONS & sg.NO_GRAMMAR_REASONS and not sg.NOT_DERIVED_REASONS & sg.NO_GRAMMAR_REASONS
     )
     body = request(tool("a", SIMPLE), tool("b", WITH_DEFS, strict=True))
-    for parser in [None, *sg.PARSERS_0_5_23]:
+    for parser in [None, *sg_parsers.PARSERS_0_5_23]:
         for choice in ("auto", "required", named("b"), "none"):
             got = derive({**body, "tool_choice": choice}, parser)
             assert got.reason in sg.DERIVED_REASONS | sg.NOT_DERIVED_REASONS | sg.NO_GRAMMAR_REASONS, (
