@@ -28,14 +28,17 @@ from exporter.lint.flags import FlagError, sglang_engine, tool_server, vllm_rout
 from exporter.lint.prove.engine import LlguidanceEngine, ProofEngine, XgrammarEngine
 from exporter.lint.report import analyse
 from exporter.lint.requests import KINDS, InputError, read_inputs
-from exporter.schema import ecma_pattern, identity
+from exporter.schema import ecma_automaton, ecma_pattern, identity
 
 if TYPE_CHECKING:
     from exporter.fix.proof import FixProof
 
 MOVED_LINE = "MOVED: tuple[tuple[str, str], ...] = ()"
-INLINED_LINE = "from exporter.schema.ecma_pattern import ecma_search  # gdx fix inlines this module here"
+INLINED_LINE = "from exporter.schema.ecma_automaton import ecma_search  # gdx fix inlines this module here"
 FUTURE_LINE = "from __future__ import annotations\n"
+# The pattern reader check.py carries: its modules, inlined in this order (each imports those above it).
+READER_FILES = (Path(ecma_pattern.__file__), Path(ecma_automaton.__file__))
+READER_IMPORT = "from exporter.schema.ecma_"  # one reader module importing another: dropped, it is above
 ENGINES = ("xgrammar", "llguidance")  # the order the proofs run and are reported in
 
 
@@ -272,8 +275,21 @@ def standalone_check(moved: Sequence[tuple[str, str]]) -> str:
     line = f"MOVED: tuple[tuple[str, str], ...] = tuple(tuple(m) for m in json.loads({json.dumps(moved)!r}))"
     if source.count(MOVED_LINE) != 1 or source.count(INLINED_LINE) != 1:
         raise AssertionError("postcheck.py has no MOVED line to fill or no pattern reader to inline")
-    reader = Path(ecma_pattern.__file__).read_text(encoding="utf-8").replace(FUTURE_LINE, "", 1)
+    reader = "".join(_inlined(path) for path in READER_FILES)
     return source.replace(MOVED_LINE, line).replace(INLINED_LINE, f"# --- {INLINED_LINE}\n{reader}# ---\n")
+
+
+def _inlined(path: Path) -> str:
+    """One reader module as check.py holds it: without `from __future__` (check.py has its own, first)
+    and without its one-line imports of the reader modules inlined above it."""
+    kept = []
+    for line in path.read_text(encoding="utf-8").replace(FUTURE_LINE, "", 1).splitlines(keepends=True):
+        if line.startswith(READER_IMPORT) and "(" not in line:
+            continue
+        if line.startswith(("from exporter", "import exporter")):
+            raise AssertionError(f"{path.name}: {line.strip()}: check.py would not run alone")
+        kept.append(line)
+    return "".join(kept)
 
 
 def _summary(results: list[dict[str, Any]], out: Path, warm: Sequence[registry.Entry]) -> None:

@@ -13,11 +13,11 @@ subset of JSON Schema a grammar engine compiles (types, enum/const, bounds, leng
 properties, items, unions, local `$ref`s); formats and content keywords are not checked.
 
 Patterns are ECMA-262's, as the engine's grammar reads them (exporter/schema/ecma_pattern.py, which
-`gdx fix` inlines into check.py: `$` is the end only, `\\d` is [0-9]), matched by an automaton in
-linear time; lookaround and backreferences are not read, and say so. Bounded: the whole check costs at
-most MAX_STEPS steps (a subschema applied: STEP_COST; a pattern: its automaton's steps), nesting stops
-at MAX_DEPTH; past either, and on anything the check cannot read, the answer is a rejection that says
-"not checked", never an exception and never a pass.
+`gdx fix` inlines into check.py with its matcher, ecma_automaton.py: `$` is the end only, `\\d` is
+[0-9]), matched by an automaton in linear time; lookaround and backreferences are not read, and say
+so. Bounded: the whole check costs at most MAX_STEPS steps (a subschema applied: STEP_COST; a
+pattern: its automaton's steps), nesting stops at MAX_DEPTH; past either, and on anything the check
+cannot read, the answer is a rejection that says "not checked", never an exception and never a pass.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import math
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any
 
-from exporter.schema.ecma_pattern import ecma_search  # gdx fix inlines this module here
+from exporter.schema.ecma_automaton import ecma_search  # gdx fix inlines this module here
 
 # (schema pointer, keyword) pairs the static schema dropped; empty: check every constraint.
 MOVED: tuple[tuple[str, str], ...] = ()

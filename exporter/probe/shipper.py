@@ -29,7 +29,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from exporter.probe.recorder import Recorder, SpecMetadata
+from exporter.probe.aggregates import SpecMetadata
+from exporter.probe.recorder import Recorder
 from exporter.probe.settings import Address, parse_address
 from exporter.wire import DEFAULT_TOKEN_FILE, MAX_TOKEN_CHARS, VERSION
 

@@ -31,16 +31,8 @@ try:
 except ImportError:
     regex = None
 
-from exporter.schema.ecma_pattern import (
-    ECMA_MAX_CODE,
-    EcmaProgram,
-    EcmaUnsupported,
-    EcmaVerdict,
-    Node,
-    Ranges,
-    ecma_program,
-    parse_ecma,
-)
+from exporter.schema.ecma_automaton import EcmaProgram, EcmaVerdict, ecma_program
+from exporter.schema.ecma_pattern import ECMA_MAX_CODE, EcmaUnsupported, Node, Ranges, parse_ecma
 
 MAX_MEMORY = 8 << 20  # bytes RE2 may take for one pattern's automata
 LOOK_TIMEOUT = 0.05  # seconds one lookaround search may backtrack

@@ -1,6 +1,7 @@
 """Schema patterns as ECMA-262 reads them, in linear time (exporter/schema/ecma_regex.py, RE2; and
-exporter/schema/ecma_pattern.py, the standard-library automaton check.py carries): Python's `re`
-backtracked for minutes on a 350-byte schema and read `$`, `\\d`, `\\w` its own way."""
+exporter/schema/ecma_pattern.py and ecma_automaton.py, the standard-library reader and automaton
+check.py carries): Python's `re` backtracked for minutes on a 350-byte schema and read `$`, `\\d`,
+`\\w` its own way."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from exporter.schema import ecma_regex
-from exporter.schema.ecma_pattern import EcmaVerdict, ecma_search
+from exporter.schema.ecma_automaton import EcmaVerdict, ecma_search
 from tools.harness import JSONSCHEMABENCH
 
 ENGINES: dict[str, Callable[[str, str], EcmaVerdict]] = {
