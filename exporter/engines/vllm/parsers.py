@@ -11,11 +11,13 @@ DEFAULT_VERSION = "0.32.0"
 PLAIN_COMPOSER = "abstract_parser"  # DelegatingParser: hands the request to the tool parser
 RESPONSE_TEMPLATE = "response_template"  # `hf`: no tool grammar; rejects what it cannot guarantee
 
+ParserRow = tuple[str | None, bool, str, int | None]
+
 # name -> (structural_tag_model, supports_required_and_named, composer, default_tool_strict_level):
 # vLLM's ToolParserManager
 # registry read from the installed wheel with the default VLLM_ENFORCE_STRICT_TOOL_CALLING=1.
 # Regenerate with `python tools/vllm_tool_parsers.py --python` in the vLLM virtualenv.
-PARSERS_0_32_0: dict[str, tuple[str | None, bool, str, int | None]] = {
+PARSERS_0_32_0: dict[str, ParserRow] = {
     # vLLM 0.32.0: tools/vllm_tool_parsers.py --python
     "apertus": (None, True, "abstract_parser", None),
     "cohere_command3": (None, True, "cohere_command", None),
@@ -73,7 +75,7 @@ PARSERS_0_32_0: dict[str, tuple[str | None, bool, str, int | None]] = {
     "xlam": (None, True, "abstract_parser", None),
 }
 # 0.33.0 derives the same schema the same way; its registry adds four names.
-PARSERS_0_33_0: dict[str, tuple[str | None, bool, str, int | None]] = {
+PARSERS_0_33_0: dict[str, ParserRow] = {
     # vLLM 0.33.0: tools/vllm_tool_parsers.py --python
     "apertus": (None, True, "abstract_parser", 0),
     "beam": (None, True, "beam", 0),
@@ -134,9 +136,76 @@ PARSERS_0_33_0: dict[str, tuple[str | None, bool, str, int | None]] = {
     "step5": ("qwen_3_coder", False, "abstract_parser", 0),
     "xlam": (None, True, "abstract_parser", 0),
 }
-PARSER_TABLES: dict[str, dict[str, tuple[str | None, bool, str, int | None]]] = {
+# 0.34.0: musespark1x is renamed musespark; granite_toolcall_parser, ripple, zaya and zaya_xml are new.
+PARSERS_0_34_0: dict[str, ParserRow] = {
+    # vLLM 0.34.0: tools/vllm_tool_parsers.py --python
+    "apertus": (None, True, "abstract_parser", 0),
+    "beam": (None, True, "beam", 0),
+    "cohere_command3": (None, True, "cohere_command", 0),
+    "cohere_command4": (None, True, "cohere_command", 0),
+    "deepseek_v3": ("deepseek_r1", False, "abstract_parser", 0),
+    "deepseek_v31": ("deepseek_v3_1", False, "abstract_parser", 0),
+    "deepseek_v32": ("deepseek_v3_2", False, "abstract_parser", 0),
+    "deepseek_v4": ("deepseek_v4", False, "abstract_parser", 0),
+    "deepseek_v41": ("deepseek_v4_1", False, "abstract_parser", 0),
+    "dots": (None, False, "abstract_parser", 0),
+    "ernie45": (None, True, "abstract_parser", 0),
+    "functiongemma": (None, True, "abstract_parser", 0),
+    "gemma4": (None, False, "abstract_parser", 0),
+    "gigachat3": (None, True, "abstract_parser", 0),
+    "glm45": ("glm_4_7", False, "abstract_parser", 1),
+    "glm47": ("glm_4_7", False, "abstract_parser", 1),
+    "granite": (None, True, "abstract_parser", 0),
+    "granite-20b-fc": (None, True, "abstract_parser", 0),
+    "granite4": (None, True, "abstract_parser", 0),
+    "granite_toolcall_parser": ("qwen_3_coder", False, "abstract_parser", 0),
+    "hermes": ("hermes", False, "abstract_parser", 0),
+    "hf": (None, True, "response_template", 0),
+    "hunyuan_a13b": (None, True, "abstract_parser", 0),
+    "hy_v3": (None, True, "abstract_parser", 0),
+    "hy_v4": ("hy_v4", False, "abstract_parser", 0),
+    "inkling": (None, False, "abstract_parser", 0),
+    "internlm": (None, True, "abstract_parser", 0),
+    "jamba": (None, True, "abstract_parser", 0),
+    "k2_horizon": (None, False, "abstract_parser", 0),
+    "kimi_k2": ("kimi", False, "abstract_parser", 0),
+    "kimi_k3": ("kimi_k3", False, "kimi_k3", 0),
+    "lfm2": (None, True, "abstract_parser", 0),
+    "ling3": ("glm_4_7", False, "abstract_parser", 0),
+    "llama3_json": ("llama", False, "abstract_parser", 0),
+    "llama4_json": ("llama", False, "abstract_parser", 0),
+    "llama4_pythonic": (None, True, "abstract_parser", 0),
+    "longcat": ("longcat", False, "abstract_parser", 0),
+    "mimo": ("mimo", False, "abstract_parser", 0),
+    "minicpm5": (None, True, "abstract_parser", 0),
+    "minimax_m2": ("minimax", False, "abstract_parser", 0),
+    "minimax_m3": (None, False, "abstract_parser", 0),
+    "mistral": (None, False, "abstract_parser", 0),
+    "muse": (None, False, "abstract_parser", 0),
+    "muse_glimmer": (None, False, "abstract_parser", 0),
+    "musespark": (None, False, "abstract_parser", 0),
+    "olmo3": (None, True, "abstract_parser", 0),
+    "openai": ("harmony", False, "abstract_parser", 0),
+    "phi4_mini_json": (None, True, "abstract_parser", 0),
+    "plamo3": ("plamo3", False, "abstract_parser", 0),
+    "poolside_v1": (None, False, "abstract_parser", 0),
+    "pythonic": (None, True, "abstract_parser", 0),
+    "qwen3_coder": ("qwen_3_coder", False, "abstract_parser", 0),
+    "qwen3_json": ("hermes", False, "abstract_parser", 0),
+    "qwen3_xml": ("qwen_3_coder", False, "abstract_parser", 0),
+    "ripple": ("hermes", False, "abstract_parser", 0),
+    "seed_oss": (None, True, "abstract_parser", 0),
+    "step3": (None, True, "abstract_parser", 0),
+    "step3p5": ("qwen_3_coder", False, "abstract_parser", 0),
+    "step5": ("qwen_3_coder", False, "abstract_parser", 0),
+    "xlam": (None, True, "abstract_parser", 0),
+    "zaya": (None, True, "abstract_parser", 0),
+    "zaya_xml": (None, True, "abstract_parser", 0),
+}
+PARSER_TABLES: dict[str, dict[str, ParserRow]] = {
     "0.32.0": PARSERS_0_32_0,
     "0.33.0": PARSERS_0_33_0,
+    "0.34.0": PARSERS_0_34_0,
 }
 
 

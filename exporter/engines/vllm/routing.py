@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.engines.vllm.versions import RELEASES
 from exporter.schema.findings import Finding
 from exporter.schema.walk import escape
 
@@ -149,7 +150,6 @@ def route(schema: Any, converts: Callable[[Any], str | None] | None = None) -> R
     return Route("guidance", tuple(reasons))
 
 
-ROUTER_VERSIONS = ("0.32.0", "0.33.0")  # whose router this is (the same rules in both, measured)
 RULE = "backend_mismatch"
 
 
@@ -176,7 +176,8 @@ def mismatch_findings(routes: Mapping[str, tuple[Route, int]], version: str) -> 
         cause = f"`{reason.keyword}` ({reason.why})" if reason.keyword else reason.why
         message = f"vLLM {version}'s default router sends this schema to {found.backend}, not {usual}"
         message += " like most of these requests" + (f", because of {cause}" if cause else "")
-        if _release(version) >= (0, 33):
+        release = RELEASES.get(version)
+        if release is not None and release.one_backend_rejects:
             message += (
                 f": an engine already on {usual} rejects it (HTTP 400, 'only supports one backend per"
                 f" engine'), and an engine that gets it first rejects every {usual} request after it"
@@ -246,11 +247,3 @@ def server_findings(found: Route, step: ServerStep, version: str) -> list[Findin
 
 def _bytes(n: int) -> str:
     return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"
-
-
-def _release(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split(".")[:3]:
-        digits = "".join(ch for ch in part if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)

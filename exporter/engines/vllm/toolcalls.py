@@ -49,6 +49,7 @@ from exporter.engines.vllm.parsers import (
 )
 from exporter.engines.vllm.toolrequest import Tool, ToolRejected, ToolRequest, validate, validate_responses
 from exporter.engines.vllm.tooltags import request as tooltags_request
+from exporter.engines.vllm.versions import RELEASES
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -89,9 +90,6 @@ CHAT_TOOLS_ONLY = frozenset({"hy_v4"})
 # vLLM's `--tool-strict-level` (ToolStrictLevel AUTO, FUNCTION, PARAMETER = 0, 1, 2): the floor below
 # which a parser with a structural-tag model leaves `tool_choice: auto` unconstrained.
 STRICT_LEVELS = ("auto", "function", "parameter")
-# Versions where an explicit `--tool-strict-level auto` stays auto (0.33.0 reads the parser's own
-# default only when the flag is unset); 0.32.0 replaces auto by the parser's default either way.
-EXPLICIT_AUTO_KEPT = frozenset({"0.33.0"})
 # Parsers whose own get_structural_tag leaves `auto` unconstrained at every level (0.32.0 and 0.33.0:
 # vllm/tool_parsers/hy_v4_tool_parser.py); tools/vllm_tool_parsers.py lists the parsers that override it.
 NEVER_AUTO = frozenset({"hy_v4"})
@@ -113,10 +111,14 @@ def derive(
     none. `api`: "chat" (/v1/chat/completions) or "responses" (/v1/responses, whose flat tools,
     namespaces and custom tools become function tools first). Assumes a Hugging Face tokenizer and a
     model that is not Harmony (gpt-oss)."""
-    if version not in PARSER_TABLES:
+    release = RELEASES.get(version)
+    if release is None:
         return ToolCallGrammar(None, "unknown_version", message=f"no parser table for vLLM {version!r}")
     try:
-        request = validate_responses(request_body) if api == "responses" else validate(request_body)
+        if api == "responses":
+            request = validate_responses(request_body)
+        else:
+            request = validate(request_body, release.empty_tools_rejected)
     except ToolRejected as err:
         return _rejected(err)
     if request.tools is None:
@@ -136,12 +138,12 @@ def derive(
         return _rejected(ToolRejected("parser_error", f"{info.name} cannot read Responses API tools"))
     if strict_level is not None and strict_level not in STRICT_LEVELS:
         return ToolCallGrammar(None, "unknown_strict_level", message=f"--tool-strict-level {strict_level!r}")
-    return _for_parser(request, info, _strict_level(info, version, strict_level))
+    return _for_parser(request, info, _strict_level(info, version, strict_level), release.glm_values)
 
 
 def _strict_level(info: ToolParserInfo, version: str, flag: str | None) -> int:
     """The level Parser._apply_structural_tag starts from: the flag, or the parser's own default."""
-    if flag is None or (flag == "auto" and version not in EXPLICIT_AUTO_KEPT):
+    if flag is None or (flag == "auto" and not RELEASES[version].explicit_auto_kept):
         return info.default_strict_level or 0
     return STRICT_LEVELS.index(flag)
 
@@ -161,7 +163,9 @@ def _tag_applies(request: ToolRequest, level: int) -> bool:
     return not (request.choice == "auto" and level == 0 and not any(t.strict for t in request.tools or ()))
 
 
-def _for_parser(request: ToolRequest, info: ToolParserInfo, level: int = 0) -> ToolCallGrammar:
+def _for_parser(
+    request: ToolRequest, info: ToolParserInfo, level: int = 0, glm_values: str = "unless_string"
+) -> ToolCallGrammar:
     """vLLM's Parser.adjust_request, then ToolParser.adjust_request, for a request with tools."""
     if info.composer == RESPONSE_TEMPLATE:
         unsupported = _response_template_unsupported(request)
@@ -179,7 +183,7 @@ def _for_parser(request: ToolRequest, info: ToolParserInfo, level: int = 0) -> T
         )
     # a Responses request whose tools are all hosted has no function tool to tag
     applies = bool(request.tools) and not never and _tag_applies(request, level)
-    if tagged and applies and (tag := _structural_tag(request, info, level)) is not None:
+    if tagged and applies and (tag := _structural_tag(request, info, level, glm_values)) is not None:
         return tag
     if info.composer != PLAIN_COMPOSER and not tagged:
         return ToolCallGrammar(None, "structural_tag", message=f"{info.name}: {info.composer}")
@@ -206,7 +210,9 @@ def _for_parser(request: ToolRequest, info: ToolParserInfo, level: int = 0) -> T
         return ToolCallGrammar(None, "too_complex", message=type(err).__name__)
 
 
-def _structural_tag(request: ToolRequest, info: ToolParserInfo, level: int) -> ToolCallGrammar | None:
+def _structural_tag(
+    request: ToolRequest, info: ToolParserInfo, level: int, glm_values: str
+) -> ToolCallGrammar | None:
     """The tag Parser._apply_structural_tag compiles (exporter.engines.vllm.tooltags), or why it is not
     rebuilt here (`structural_tag` with no text: a grammar or a structural tag of the request's own
     beside `auto`). None: no tag after all (hy_v4's own get_structural_tag turns a builder's error into
@@ -229,6 +235,7 @@ def _structural_tag(request: ToolRequest, info: ToolParserInfo, level: int) -> T
             _tag_level(request, level),
             request.parallel_tool_calls is False,
             output,
+            glm_values,
         )
     except tooltags_request.NotDerived:
         return not_derived

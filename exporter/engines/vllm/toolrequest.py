@@ -42,18 +42,35 @@ _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _BOOL_WORDS = _TRUE | frozenset({"0", "off", "f", "false", "n", "no"})
 
 
-def validate(body: Any) -> ToolRequest:
+def validate(body: Any, empty_tools_rejected: bool = True) -> ToolRequest:
     """What ChatCompletionRequest's validators (check_structured_outputs_count, check_tool_usage) and
-    field types let through, for the fields that decide the tool grammar; ToolRejected where vLLM 400s."""
+    field types let through, for the fields that decide the tool grammar; ToolRejected where vLLM 400s.
+    `empty_tools_rejected`: `tools: []` is a 400 (before 0.34.0); else it reads as no tools, auto and
+    required becoming none, and only a named choice keeps the empty list (then a 400: no such tool)."""
     if not isinstance(body, dict):
         raise ToolRejected("invalid_request", "the body is not a JSON object")
     raw_tools = body.get("tools")
-    if raw_tools == []:
+    if raw_tools == [] and empty_tools_rejected:
         raise ToolRejected("empty_tools", "`tools` must not be an empty array")
     if "tool_choice" in body:
         choice: Any = body["tool_choice"]
     else:
         choice = "auto" if raw_tools else "none"
+    if raw_tools == [] and not isinstance(choice, dict):
+        raw_tools = None
+        if choice in ("auto", "required"):
+            choice = "none"
+    # pydantic runs the "before" validators last-defined first: check_tool_usage, then
+    # check_structured_outputs_count (the same in 0.32.0 to 0.34.0).
+    named = ""
+    if choice is not None and choice != "none":
+        if raw_tools is None:
+            raise ToolRejected("tool_choice_without_tools", "`tool_choice` without `tools`")
+        if isinstance(choice, dict):
+            named = _named_choice(choice, raw_tools)
+            choice = "named"
+        elif choice not in ("auto", "required"):
+            raise ToolRejected("invalid_tool_choice", f"`tool_choice` {str(choice)[:40]!r}")
     so = body.get("structured_outputs")
     if so is not None and not isinstance(so, dict):
         raise ToolRejected("invalid_request", "`structured_outputs` is not an object")
@@ -66,15 +83,6 @@ def validate(body: Any) -> ToolRequest:
         raise ToolRejected(
             "structured_outputs_conflict", "structured outputs beside a named tool or each other"
         )
-    named = ""
-    if choice is not None and choice != "none":
-        if raw_tools is None:
-            raise ToolRejected("tool_choice_without_tools", "`tool_choice` without `tools`")
-        if isinstance(choice, dict):
-            named = _named_choice(choice, raw_tools)
-            choice = "named"
-        elif choice not in ("auto", "required"):
-            raise ToolRejected("invalid_tool_choice", f"`tool_choice` {str(choice)[:40]!r}")
     tools = None if raw_tools is None else _tools(raw_tools)
     parallel = _lax_bool(body.get("parallel_tool_calls", True), "parallel_tool_calls")
     response_format = body.get("response_format")

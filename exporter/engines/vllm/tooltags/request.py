@@ -67,11 +67,13 @@ def tag_text(
     level: int,
     single_call: bool,
     output: Node | None = None,
+    glm_values: str = "unless_string",
 ) -> str:
     """The string vLLM compiles for a request whose tag applies (the caller decided that), with
     `level` the strict level after `parallel_tool_calls: false` raised it. ValueError where vLLM's
-    builders raise (a forced choice that is not exactly one tool, required with none)."""
-    build = builders().get(model)
+    builders raise (a forced choice that is not exactly one tool, required with none). `glm_values`: the
+    release's (versions.py)."""
+    build = builders(glm_values).get(model)
     if build is None:
         raise ValueError(f"Unknown format type: {model}")
     tag_choice = "required" if output is not None else choice

@@ -13,6 +13,7 @@ string with vLLM's own.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from exporter.engines.grammars import tag_formats as f
@@ -330,17 +331,21 @@ def _iterated(value: Any, where: str) -> list[Any]:
     raise ValueError(f"{where}: {value!r} is not iterable (vLLM fails)")
 
 
+def _glm_enum(prop: dict[str, Any]) -> Node:
+    values = [
+        f.const_string(v if isinstance(v, str) else json.dumps(v))
+        for v in _iterated(prop["enum"], "glm_4_7 enum")
+    ]
+    return values[0] if len(values) == 1 else f.or_(values)
+
+
 def _glm_value(prop: Any) -> Node:
-    """`_glm_4_7_value_format`: a property that is not an object fails there (`in` or `.get`); an
-    empty enum or type list is an empty `or`."""
+    """`_glm_4_7_value_format` (before 0.34.0): every type but string pinned as JSON. A property that
+    is not an object fails there (`in` or `.get`); an empty enum or type list is an empty `or`."""
     if not isinstance(prop, dict):
         raise ValueError(f"glm_4_7: property schema {prop!r} is not an object (vLLM fails)")
     if "enum" in prop:
-        values = [
-            f.const_string(v if isinstance(v, str) else json.dumps(v))
-            for v in _iterated(prop["enum"], "glm_4_7 enum")
-        ]
-        return values[0] if len(values) == 1 else f.or_(values)
+        return _glm_enum(prop)
     prop_type = prop.get("type")
     if isinstance(prop_type, list):
         formats = [_glm_value({"type": t}) for t in prop_type if t != "string"]
@@ -350,6 +355,36 @@ def _glm_value(prop: Any) -> Node:
     if prop_type in (None, "string"):
         return f.any_text(excludes=_GLM_VALUE_EXCLUDES)
     return f.json_schema({"type": prop_type})
+
+
+_GLM_JSON_SCALAR_TYPES = frozenset({"integer", "number", "boolean", "null"})
+
+
+def _glm_scalar_value(prop: Any) -> Node:
+    """`_glm_4_7_value_format` from 0.34.0: pinned as JSON only when every type is a scalar one, else
+    free text. vLLM tests each type's membership in a frozenset left to right and stops at the first
+    miss, so an object or list type reached first raises there (TypeError: unhashable)."""
+    if not isinstance(prop, dict):
+        raise ValueError(f"glm_4_7: property schema {prop!r} is not an object (vLLM fails)")
+    if "enum" in prop:
+        return _glm_enum(prop)
+    prop_type = prop.get("type")
+    types = prop_type if isinstance(prop_type, list) else [prop_type]
+    for t in types:
+        if isinstance(t, (dict, list)):
+            raise ValueError(f"glm_4_7: type {t!r} is unhashable (vLLM fails)")
+        if t not in _GLM_JSON_SCALAR_TYPES:
+            return f.any_text(excludes=_GLM_VALUE_EXCLUDES)
+    if not types:
+        return f.any_text(excludes=_GLM_VALUE_EXCLUDES)
+    formats = [f.json_schema({"type": t}) for t in types]
+    return formats[0] if len(formats) == 1 else f.or_(formats)
+
+
+GLM_VALUES: dict[str, Callable[[Any], Node]] = {
+    "unless_string": _glm_value,
+    "scalars_only": _glm_scalar_value,
+}
 
 
 def _glm_plain_properties(params: dict[str, Any]) -> dict[str, Any] | None:
@@ -364,7 +399,7 @@ def _glm_plain_properties(params: dict[str, Any]) -> dict[str, Any] | None:
     return properties
 
 
-def _glm_tag(tool: FunctionTool) -> Node:
+def _glm_tag(tool: FunctionTool, value: Callable[[Any], Node]) -> Node:
     """A non-strict tool: argument keys and basic value types pinned (`_glm_4_7_tool_tag`)."""
     begin = f"<tool_call>{tool.name}"
     properties = _glm_plain_properties(tool.parameters or {})
@@ -374,7 +409,7 @@ def _glm_tag(tool: FunctionTool) -> Node:
         f.sequence(
             [
                 f.const_string(f"<arg_key>{key}</arg_key><arg_value>"),
-                _glm_value(prop),
+                value(prop),
                 f.const_string("</arg_value>"),
             ]
         )
@@ -402,17 +437,23 @@ def _glm_all_strict(tools: list[FunctionTool], choice: Choice) -> Node:
     )
 
 
-def _glm_4_7(tools: list[FunctionTool], builtin_tools: list[BuiltinTool], choice: Choice) -> Node:
-    del builtin_tools
-    if tools and all(tool.strict for tool in tools):
-        return _glm_all_strict(tools, choice)
-    tags = [_glm_strict_tag(tool) if tool.strict else _glm_tag(tool) for tool in tools]
-    if choice == "auto":
-        excludes = [e for e in _GLM_VALUE_EXCLUDES if e != "<tool_call>"]
-        return f.structural_tag(f.triggered_tags(["<tool_call>"], tags, excludes=excludes))
-    return f.structural_tag(
-        f.tags_with_separator(tags, "", at_least_one=True, stop_after_first=choice == "forced")
-    )
+def glm_4_7(values: str) -> Builder:
+    """The glm_4_7 builder of a release whose non-strict values are pinned by GLM_VALUES[values]."""
+    value = GLM_VALUES[values]
+
+    def build(tools: list[FunctionTool], builtin_tools: list[BuiltinTool], choice: Choice) -> Node:
+        del builtin_tools
+        if tools and all(tool.strict for tool in tools):
+            return _glm_all_strict(tools, choice)
+        tags = [_glm_strict_tag(tool) if tool.strict else _glm_tag(tool, value) for tool in tools]
+        if choice == "auto":
+            excludes = [e for e in _GLM_VALUE_EXCLUDES if e != "<tool_call>"]
+            return f.structural_tag(f.triggered_tags(["<tool_call>"], tags, excludes=excludes))
+        return f.structural_tag(
+            f.tags_with_separator(tags, "", at_least_one=True, stop_after_first=choice == "forced")
+        )
+
+    return build
 
 
 BUILDERS: dict[str, Builder] = {
@@ -422,5 +463,5 @@ BUILDERS: dict[str, Builder] = {
     "plamo3": _plamo3,
     "kimi_k3": _kimi_k3,
     "hy_v4": _hy_v4,
-    "glm_4_7": _glm_4_7,
+    "glm_4_7": glm_4_7("unless_string"),  # before 0.34.0; builders() gives each release its own
 }
