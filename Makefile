@@ -160,7 +160,7 @@ sglang: $(SGLANG_STAMP)
 sysdeps:
 	scripts/ensure-system-deps.sh
 
-LINT_PATHS := exporter tools tests alerts dashboards deploy
+LINT_PATHS := exporter tools tests alerts dashboards deploy docs
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)

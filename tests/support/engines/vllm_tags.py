@@ -8,7 +8,8 @@ the path `get_model_structural_tag` takes for a vLLM-registered model: xgrammar'
 `normalize_tool_choice(tools, tool_choice)`, then
 `_VLLM_STRUCTURAL_TAG_REGISTRY[model](function_tools, builtin_tools, choice, False, "")`.
 
-Prints one JSON line: {case id: {"text": json.dumps(tag.model_dump())} or {"error": "Type: message"}}.
+Prints one JSON line: {"vllm": its version, "results": {case id: {"text": json.dumps(tag.model_dump())}
+or {"error": "Type: message"}}}.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def outcome(case: dict[str, Any]) -> dict[str, str]:
 def main() -> None:
     with open(sys.argv[1], encoding="utf-8") as fh:
         cases = json.load(fh)
-    print(json.dumps({case["id"]: outcome(case) for case in cases}))
+    import vllm
+
+    print(json.dumps({"vllm": vllm.__version__, "results": {case["id"]: outcome(case) for case in cases}}))
 
 
 if __name__ == "__main__":
