@@ -17,9 +17,10 @@ import time
 from collections.abc import Iterable
 from typing import IO
 
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import Metric
 
-from exporter.kernel.names import METRIC_PREFIX
+from exporter.daemon import metrics_table
+from exporter.daemon.metrics_table import declared
 
 QUEUE_LINES = 1000
 DROPPED = {"queue_full": 0, "write_error": 0}
@@ -112,13 +113,11 @@ class BackgroundHandler(logging.Handler):
 class DroppedCollector:
     """`guided_decoding_log_messages_dropped_total`: the log lines nobody will read."""
 
+    def describe(self) -> Iterable[Metric]:
+        return metrics_table.describe("logs")
+
     def collect(self) -> Iterable[Metric]:
-        family = CounterMetricFamily(
-            METRIC_PREFIX + "log_messages_dropped",
-            "Log lines dropped: queue_full (the writer could not keep up or is blocked), "
-            "write_error (stderr failed: disk full, closed).",
-            labels=["reason"],
-        )
+        family = declared("log_messages_dropped").counter()
         for reason, dropped in DROPPED.items():
             family.add_metric([reason], dropped)
         yield family

@@ -1,6 +1,6 @@
 """Pass an engine's own families through, unchanged, with a `pod` label added: the families whose
-name starts with its prefix (`vllm:`, `sglang:`, `trtllm_`: exporter.daemon.config.ENGINES); the rest of the
-page is validated and dropped.
+name starts with its prefix (`vllm:`, `sglang:`, `trtllm_`: exporter.daemon.targets.ENGINES); the rest of
+the page is validated and dropped.
 
 Why not prometheus-client's parser and renderer: on the real vLLM page (364 `vllm:` samples) its
 text parser takes about 14 ms and its renderer about 3 ms, so 8 targets cost over 130 ms per scrape

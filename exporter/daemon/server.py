@@ -7,7 +7,7 @@ credentials, and neither body holds more than collector states.
 
 A scrape refreshes every enabled source concurrently (single-flight: scrapes that arrive while a refresh
 runs share it), then renders in a worker thread so a large page never stalls the event loop. Each
-collector gets the settings it uses, mapped here from the `Config`.
+collector module maps the `Config` to the settings it uses (exporter.daemon.collectors).
 """
 
 from __future__ import annotations
@@ -29,17 +29,15 @@ from prometheus_client.openmetrics import exposition as om_exposition
 
 from exporter import __version__
 from exporter.daemon import exposition, logs
+from exporter.daemon.collectors import Shared, build_enabled
 from exporter.daemon.collectors.base import Collector, SelfCollector
-from exporter.daemon.collectors.cpu import CpuCollector
-from exporter.daemon.collectors.engines import VllmCollector, VllmSettings
-from exporter.daemon.collectors.kubernetes import DiscoverySettings, PodDiscovery
-from exporter.daemon.collectors.nvml import NvmlCollector
-from exporter.daemon.config import Config, split_address
-from exporter.daemon.profiles import PROFILES
+from exporter.daemon.collectors.engines import VllmCollector
+from exporter.daemon.discovery import DiscoverySettings, PodDiscovery
+from exporter.daemon.option_parsers import split_address
+from exporter.daemon.options import Config
 
 if TYPE_CHECKING:  # imported when the probe collector is enabled: it brings the schema analysis
-    from exporter.daemon.receiver.collector import ExposedSchema, ProbeSettings, SchemasView
-    from exporter.daemon.receiver.tokenreview import TokenReviewer
+    from exporter.daemon.collectors.probe import ExposedSchema, SchemasView
 
 log = logging.getLogger("gdx.server")
 SHUTDOWN_GRACE = 1.0  # seconds in-flight requests get after SIGTERM; the whole stop stays well under 5 s
@@ -47,78 +45,17 @@ SHUTDOWN_GRACE = 1.0  # seconds in-flight requests get after SIGTERM; the whole 
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def vllm_settings(config: Config) -> VllmSettings:
-    return config.settings(
-        VllmSettings,
-        "vllm",
-        targets=config.scrape_targets(),
-        sglang_passthrough=config.sglang_passthrough,
-        trtllm_passthrough=config.trtllm_passthrough,
-        families=PROFILES[config.metrics_profile].passthrough,
-    )
-
-
 def discovery_settings(config: Config) -> DiscoverySettings:
     return config.settings(DiscoverySettings, "kubernetes")
 
 
-def probe_settings(config: Config) -> ProbeSettings:
-    from exporter.daemon.receiver.collector import ProbeSettings
-
-    return config.settings(
-        ProbeSettings,
-        "probe",
-        shape_window=config.shape_window,
-        thresholds=config.lint_thresholds(),
-        timeout=config.collector_timeout,
-        schema_les=PROFILES[config.metrics_profile].schema_les,
-    )
-
-
-def token_reviewer(config: Config, discovery: PodDiscovery | None) -> TokenReviewer | None:
-    """The TokenReview client for probes over TCP, with this daemon's API-server credentials."""
-    if not config.probe_listen_address:
-        return None
-    from exporter.daemon.receiver.tokenreview import ReviewSettings, TokenReviewer
-
-    settings = config.settings(
-        ReviewSettings,
-        "kubernetes",  # api_server, token_file, ca_file: the same credentials as pod discovery
-        audience=config.probe_token_audience,
-        node=config.kubernetes_node_name,
-        timeout=config.collector_timeout,
-    )
-    return TokenReviewer(settings, discovery.node_pods if discovery is not None else None)
-
-
 def build_collectors(config: Config) -> list[Collector]:
-    """The enabled collectors, in a stable order."""
-    collectors: list[Collector] = []
-    if config.collector_cpu:
-        modes = PROFILES[config.metrics_profile].cpu_modes
-        collectors.append(CpuCollector(timeout=config.collector_timeout, modes=modes))
-    if config.collector_nvml:
-        collectors.append(
-            NvmlCollector(retry_interval=config.nvml_retry_interval, timeout=config.collector_timeout)
-        )
+    """The enabled collectors, in a stable order (each registered by its module: exporter.daemon.collectors),
+    pod discovery shared between those that read it."""
     # discovery lists pods for the vllm collector; the probe collector reads its namespaces
     listing = config.kubernetes_enabled and config.collector_vllm
     discovery = PodDiscovery(discovery_settings(config)) if listing else None
-    if config.collector_vllm:
-        collectors.append(VllmCollector(vllm_settings(config), discovery))
-    if config.collector_probe:
-        from exporter.daemon.receiver.collector import ProbeCollector
-
-        namespaces = discovery.pod_namespaces if discovery is not None else None  # for probes without theirs
-        collectors.append(
-            ProbeCollector(
-                probe_settings(config),
-                namespaces,
-                token_reviewer(config, discovery),
-                discovery.injected_pods if discovery is not None else None,
-            )
-        )
-    return collectors
+    return build_enabled(config, Shared(discovery))
 
 
 class Exporter:
@@ -128,7 +65,7 @@ class Exporter:
         self.config = config
         self.collectors = list(build_collectors(config) if collectors is None else collectors)
         self.registry = CollectorRegistry(auto_describe=False)
-        for source in self.collectors:
+        for source in self.collectors:  # each describes its families: a name two declare raises here
             self.registry.register(source)
         self.registry.register(SelfCollector(self.collectors))
         self.registry.register(logs.DroppedCollector())
@@ -173,14 +110,14 @@ class Exporter:
 
     def schemas(self) -> dict[str, object]:
         """/schemas, from the probe collector (blocking: call it off the event loop)."""
-        from exporter.daemon.receiver.collector import ProbeCollector
+        from exporter.daemon.collectors.probe import ProbeCollector
 
         probe = next((s for s in self.collectors if isinstance(s, ProbeCollector)), None)
         return schemas_body(probe.schemas_view()) if probe is not None else {"families": [], "schemas": []}
 
     def warm_registry(self) -> dict[str, object]:
         """/schemas/registry, from the probe collector (blocking: call it off the event loop)."""
-        from exporter.daemon.receiver.collector import ProbeCollector
+        from exporter.daemon.collectors.probe import ProbeCollector
 
         probe = next((s for s in self.collectors if isinstance(s, ProbeCollector)), None)
         found = probe.registry(self.config.web_schemas_registry) if probe is not None else []

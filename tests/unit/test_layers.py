@@ -47,7 +47,7 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
     [
         ("probe/recorder.py", "import exporter.daemon.config", "programs never import each other"),
         (
-            "daemon/collectors/kubernetes.py",
+            "daemon/discovery.py",
             "from exporter.inject import podspec",
             "programs never import each other",
         ),

@@ -281,7 +281,7 @@ def steady(procs: list[tuple[int, str]], seconds: float, every: float = 15.0) ->
 # Where the daemon (its event loop and its executor tasks: snapshots, scrapes) spends its time, by stage: the
 # entry point of each, cumulative (a stage's callees count in it; the scrape stages nest in `scrape`).
 STAGES = (
-    ("snapshot: decode and validate", "receiver/listener.py", "classify"),
+    ("snapshot: decode and validate", "receiver/message_check.py", "classify"),
     ("snapshot: store (increments, ranking, rollup)", "receiver/store.py", "snapshot"),
     ("schemas message: store and analysis queue", "receiver/store.py", "schemas"),
     ("housekeeping: expire", "receiver/store.py", "expire"),

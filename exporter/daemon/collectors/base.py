@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
-from exporter.kernel.names import METRIC_PREFIX
+from exporter.daemon import metrics_table
+from exporter.daemon.metrics_table import declared
 
 log = logging.getLogger("gdx.collector")
 T = TypeVar("T")
@@ -58,6 +59,12 @@ class Collector:
 
     def collect(self) -> Iterable[Metric]:
         return ()
+
+    def describe(self) -> Iterable[Metric]:
+        """The families `collect()` yields, empty, from their declarations (exporter.daemon.metrics_table,
+        under this collector's name): the registry reads their names as it takes the collector, and
+        refuses one that another collector declares."""
+        return metrics_table.describe(self.name)
 
     async def not_ready(self) -> str | None:
         """Why the daemon cannot do this source's job yet (/readyz answers 503), or None. Only what
@@ -103,17 +110,12 @@ class SelfCollector:
     def __init__(self, collectors: Iterable[Collector]) -> None:
         self.collectors = list(collectors)
 
+    def describe(self) -> Iterable[Metric]:
+        return metrics_table.describe("self")
+
     def collect(self) -> Iterable[Metric]:
-        success = GaugeMetricFamily(
-            METRIC_PREFIX + "collector_success",
-            "1 when the collector's last refresh succeeded, 0 when it failed (see /healthz for why).",
-            labels=["collector"],
-        )
-        duration = GaugeMetricFamily(
-            METRIC_PREFIX + "collector_duration_seconds",
-            "Time the collector's last refresh took.",
-            labels=["collector"],
-        )
+        success = declared("collector_success").gauge()
+        duration = declared("collector_duration_seconds").gauge()
         for source in self.collectors:
             if not source.refreshed:
                 continue

@@ -6,15 +6,20 @@ Compile storms show as every core busy in `user`; the ratio is derived in PromQL
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.samples import Sample
 
+from exporter.daemon.collectors import Shared, register
 from exporter.daemon.collectors.base import Collector
 from exporter.daemon.exposition import SharedLabels
-from exporter.kernel.names import METRIC_PREFIX
+from exporter.daemon.metrics_table import declared
+from exporter.daemon.profiles import PROFILES
+
+if TYPE_CHECKING:
+    from exporter.daemon.options import Config
 
 # psutil's Linux fields that node_exporter reports as modes; guest time is already inside user.
 MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -54,12 +59,14 @@ class CpuCollector(Collector):
         self._rows = rows
 
     def collect(self) -> Iterable[Metric]:
-        family = CounterMetricFamily(
-            METRIC_PREFIX + "cpu_seconds",
-            "Seconds each CPU spent in each mode (as node_cpu_seconds_total).",
-            labels=["cpu", "mode"],
-        )
+        family = declared("cpu_seconds").counter()
         name, append = family.name + "_total", family.samples.append
         for pair, value in self._rows:
             append(Sample(name, pair, value))
         yield family
+
+
+@register("cpu")
+def build(config: Config, shared: Shared) -> CpuCollector:
+    modes = PROFILES[config.metrics_profile].cpu_modes  # the series profile's
+    return CpuCollector(timeout=config.collector_timeout, modes=modes)

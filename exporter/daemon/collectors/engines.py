@@ -16,16 +16,22 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
 from exporter.daemon import passthrough
+from exporter.daemon.collectors import Shared, register
 from exporter.daemon.collectors.base import Collector, CollectorError, pod_labels
-from exporter.daemon.collectors.kubernetes import PodDiscovery
-from exporter.daemon.config import ENGINES, Target
+from exporter.daemon.discovery import PodDiscovery
 from exporter.daemon.httpbody import BodyTooLarge, read_capped
-from exporter.kernel.names import METRIC_PREFIX
+from exporter.daemon.metrics_table import declared
+from exporter.daemon.profiles import PROFILES
+from exporter.daemon.targets import ENGINES, Target
+
+if TYPE_CHECKING:
+    from exporter.daemon.options import Config
 
 log = logging.getLogger("gdx.collector.vllm")
 # Ask for the classic text format: it is what the passthrough parser is tuned for.
@@ -248,16 +254,8 @@ class VllmCollector(Collector):
         return rendered
 
     def collect(self) -> Iterable[Metric]:
-        up = GaugeMetricFamily(
-            METRIC_PREFIX + "target_up",
-            "1 when the engine's metrics page answered and parsed, else 0.",
-            labels=["target", "pod"],
-        )
-        duration = GaugeMetricFamily(
-            METRIC_PREFIX + "target_scrape_duration_seconds",
-            "Time the last scrape of the engine took.",
-            labels=["target", "pod"],
-        )
+        up = declared("target_up").gauge()
+        duration = declared("target_scrape_duration_seconds").gauge()
         results: Sequence[TargetResult] = self.results
         for r in results:
             # `namespace` only where known (discovered pods): a static target's series keep two labels.
@@ -266,17 +264,25 @@ class VllmCollector(Collector):
             duration.add_sample(duration.name, labels, r.duration)
         yield up
         yield duration
-        yield CounterMetricFamily(
-            METRIC_PREFIX + "passthrough_type_conflicts",
-            "Families dropped from the passthrough because targets declared them with different types.",
-            value=self.type_conflicts,
-        )
-        dropped = CounterMetricFamily(
-            METRIC_PREFIX + "passthrough_samples_dropped",
-            "Samples of engines' pages dropped at scrapes for labels Prometheus would refuse the whole page "
-            "for (duplicate_label, reserved_label) or that their type requires (missing_label).",
-            labels=["reason"],
-        )
+        yield declared("passthrough_type_conflicts").counter(self.type_conflicts)
+        dropped = declared("passthrough_samples_dropped").counter()
         for reason in passthrough.DROP_REASONS:
             dropped.add_metric([reason], self.dropped_total[reason])
         yield dropped
+
+
+def vllm_settings(config: Config) -> VllmSettings:
+    return config.settings(
+        VllmSettings,
+        "vllm",
+        targets=config.scrape_targets(),
+        sglang_passthrough=config.sglang_passthrough,
+        trtllm_passthrough=config.trtllm_passthrough,
+        families=PROFILES[config.metrics_profile].passthrough,
+    )
+
+
+@register("vllm")
+def build(config: Config, shared: Shared) -> VllmCollector:
+    """Static targets from the configuration, the pods on this node from discovery when it is on."""
+    return VllmCollector(vllm_settings(config), shared.discovery)

@@ -11,43 +11,29 @@ import contextlib
 import time
 from collections.abc import Iterable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 
+from exporter.daemon.collectors import Shared, register
 from exporter.daemon.collectors.base import Collector, CollectorError
-from exporter.kernel.names import METRIC_PREFIX
+from exporter.daemon.metrics_table import FAMILIES
 
-LABELS = ["gpu", "uuid", "name"]
-# metric name -> (help, reader(nvml, handle) -> value in base units)
-GAUGES: dict[str, tuple[str, Any]] = {
-    METRIC_PREFIX + "gpu_utilization_ratio": (
-        "Fraction of the last sample period in which a kernel ran on the GPU (NVML utilization.gpu / 100).",
-        lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0,
+if TYPE_CHECKING:
+    from exporter.daemon.options import Config
+
+# family (exporter.daemon.metrics_table's nvml families) -> reader(nvml, handle) -> value in base units
+READERS: dict[str, Any] = {
+    "gpu_utilization_ratio": lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0,
+    "gpu_memory_used_bytes": lambda nv, h: float(nv.nvmlDeviceGetMemoryInfo(h).used),
+    "gpu_memory_total_bytes": lambda nv, h: float(nv.nvmlDeviceGetMemoryInfo(h).total),
+    "gpu_power_watts": lambda nv, h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
+    "gpu_sm_clock_hertz": lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM) * 1e6,
+    "gpu_pcie_rx_bytes_per_second": (
+        lambda nv, h: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) * 1024.0
     ),
-    METRIC_PREFIX + "gpu_memory_used_bytes": (
-        "GPU memory in use.",
-        lambda nv, h: float(nv.nvmlDeviceGetMemoryInfo(h).used),
-    ),
-    METRIC_PREFIX + "gpu_memory_total_bytes": (
-        "GPU memory installed.",
-        lambda nv, h: float(nv.nvmlDeviceGetMemoryInfo(h).total),
-    ),
-    METRIC_PREFIX + "gpu_power_watts": (
-        "GPU power draw.",
-        lambda nv, h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
-    ),
-    METRIC_PREFIX + "gpu_sm_clock_hertz": (
-        "Current SM clock.",
-        lambda nv, h: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM) * 1e6,
-    ),
-    METRIC_PREFIX + "gpu_pcie_rx_bytes_per_second": (
-        "PCIe receive throughput over NVML's last 20 ms sample (KiB/s from NVML, in bytes).",
-        lambda nv, h: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_RX_BYTES) * 1024.0,
-    ),
-    METRIC_PREFIX + "gpu_pcie_tx_bytes_per_second": (
-        "PCIe transmit throughput over NVML's last 20 ms sample (KiB/s from NVML, in bytes).",
-        lambda nv, h: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) * 1024.0,
+    "gpu_pcie_tx_bytes_per_second": (
+        lambda nv, h: nv.nvmlDeviceGetPcieThroughput(h, nv.NVML_PCIE_UTIL_TX_BYTES) * 1024.0
     ),
 }
 # Errors that mean the library or the GPU went away: re-initialise rather than keep failing.
@@ -94,7 +80,7 @@ class NvmlCollector(Collector):
         for index in range(nv.nvmlDeviceGetCount()):
             handle = nv.nvmlDeviceGetHandleByIndex(index)
             labels = [str(index), _text(nv.nvmlDeviceGetUUID(handle)), _text(nv.nvmlDeviceGetName(handle))]
-            for metric, (_, reader) in GAUGES.items():
+            for metric, reader in READERS.items():
                 try:
                     rows.append((metric, labels, float(reader(nv, handle))))
                 except nv.NVMLError as err:
@@ -137,9 +123,12 @@ class NvmlCollector(Collector):
                 await self.run_blocking(self._module().nvmlShutdown)
 
     def collect(self) -> Iterable[Metric]:
-        families = {
-            metric: GaugeMetricFamily(metric, text, labels=LABELS) for metric, (text, _) in GAUGES.items()
-        }
+        families = {spec.name: spec.gauge() for spec in FAMILIES[self.name]}
         for metric, labels, value in self._rows:
             families[metric].add_metric(labels, value)
         yield from families.values()
+
+
+@register("nvml")
+def build(config: Config, shared: Shared) -> NvmlCollector:
+    return NvmlCollector(retry_interval=config.nvml_retry_interval, timeout=config.collector_timeout)

@@ -1,11 +1,9 @@
 """The probe socket: a unix stream server (and a TCP one) that engines send cumulative snapshots to.
 
-Framing is one JSON object per line (protocol: `exporter.wire`). Every message is checked (size,
-JSON, protocol version, kind, field types); anything else is dropped and counted in
-`guided_decoding_probe_snapshots_total{result}`, never raised. The socket is created with mode 0660
-so that only the daemon's user and group (the engine pods' fsGroup) can connect, and peers can be
-restricted further by uid (SO_PEERCRED). If the socket file is removed or replaced, it is created
-again. Valid messages go to the `ProbeStore`.
+The socket is created with mode 0660 so that only the daemon's user and group (the engine pods'
+fsGroup) can connect, and peers can be restricted further by uid (SO_PEERCRED). If the socket file is
+removed or replaced, it is created again. What each message does, whatever the transport, is
+`messages` (framing, classification, held snapshots and read passes, large messages, hello claims).
 
 Over TCP (`--probe.listen-address`: a node-local Service or a hostPort, no hostPath in the engine
 pod) a connection says nothing until its first line, `auth`, has passed a TokenReview
@@ -13,60 +11,35 @@ pod) a connection says nothing until its first line, `auth`, has passed a TokenR
 is in a small pool of its own (MAX_PENDING, AUTH_TIMEOUT, an auth line of at most MAX_AUTH_LINE_BYTES),
 so junk connections cannot take the slots of reviewed or unix-socket probes. The review is asked again
 every REVIEW_EVERY and the connection closed when it fails or the token expires (the probe reconnects
-with its rotated token). A connection says hello once; an engine belongs to the peer that created it
-(a TCP pod, a unix uid), and another peer's hello for it is refused. A connection silent for
-`idle_timeout` is closed. Every refusal is counted by reason in
-`guided_decoding_probe_connections_refused_total`.
-
-With `apply_interval` set (`--probe.apply-interval`, 1 s), the probes' connections are read in one
-pass per interval: after a snapshot, a connection at a message boundary is parked (its transport stops
-reading; the kernel keeps what the probe sends), and each pass resumes them all, reads what they
-sent, applies it in order and parks them again. A scrape runs a pass first, so /metrics is never
-behind. Why: on these machines each wake-up of the daemon's event loop costs about 200 us of CPU
-whatever it does, and 8 engines at one snapshot a second woke it 8 times a second for 2 of its 4 ms
-(docs/measurements/performance.md). A connection mid-message (a large `schemas` chunk) is never
-parked, nor one before its first snapshot, so a probe never waits on a parked daemon for long.
-
-A message over INLINE_BYTES (a `schemas` chunk with schema texts, up to 4 MiB) is read and its texts'
-hashes recomputed (`schema_check`) in a child process (`message_check`), one message at a time, while
-its connection waits: done on the event loop, one such message held it for up to half a second, and
-/metrics with it; in a thread, the collector's pauses its allocations set off still did. The
-connection's order is kept: its next message is read once this one is applied.
+with its rotated token). A connection silent for `idle_timeout` is closed. Every refusal is counted by
+reason in `guided_decoding_probe_connections_refused_total`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import grp
 import logging
 import os
-import socket
 import stat
-import struct
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from exporter import wire
-from exporter.daemon.receiver.message_check import MAX_MESSAGE_BYTES, CheckProcess, Prepared, classify
+from exporter.daemon.receiver.connection import Connection, TcpAuth, describe, peer_uid
+from exporter.daemon.receiver.message_check import MAX_MESSAGE_BYTES, classify
+from exporter.daemon.receiver.messages import MessageHandling
 from exporter.daemon.receiver.socket_path import clear_socket_path
-from exporter.daemon.receiver.store import EngineState, ProbeStore, who
-from exporter.daemon.receiver.tokenreview import (
-    REFUSAL_REASONS,
-    PodIdentity,
-    Refused,
-    ReviewedToken,
-    TokenReviewer,
-)
+from exporter.daemon.receiver.store import ProbeStore
+from exporter.daemon.receiver.tokenreview import REFUSAL_REASONS, PodIdentity, Refused, TokenReviewer
 
 log = logging.getLogger("gdx.collector.probe")
 MAX_CONNECTIONS = 256  # a node runs a handful of engines; beyond this a connection is refused, and counted
 MAX_PENDING = 16  # TCP connections awaiting their review, outside MAX_CONNECTIONS
 MAX_PER_POD = 32  # reviewed TCP connections of one pod (one per engine process)
 MAX_AUTH_LINE_BYTES = 20 * 1024  # the auth line: a token of wire.MAX_TOKEN_CHARS and its JSON
-RESULTS = ("ok", "malformed", "oversize", "rejected")
 # Why a connection was refused or ended by the daemon (REFUSAL_REASONS: the TCP review's).
 CONNECTION_REASONS = (
     "pending_limit",  # MAX_PENDING TCP connections already await their review
@@ -83,95 +56,7 @@ EXPIRY_MARGIN = 5.0  # a connection is closed this long before its token expires
 DEFAULT_IDLE_TIMEOUT = 120.0  # the probe sends a snapshot every second (GDX_PROBE_INTERVAL)
 CHECK_EVERY = 5.0  # idle connections and reviews due are looked for this often
 WATCH_INTERVAL = 1.0  # socket file checks (removed or replaced: listen again) when there are no read passes
-LOG_EVERY = 60.0  # at most one line per kind of probe trouble per minute
 MAX_REFUSED_UIDS_LOGGED = 64
-# How a snapshot from our probe starts (shipper.encode: compact JSON, `v` then `kind`); anything else,
-# however it is spelled, is applied on arrival.
-SNAPSHOT_PREFIX = b'{"v":%d,"kind":"snapshot"' % wire.VERSION
-MAX_HELD_BYTES = 1 << 20  # per connection: beyond this its held snapshots are applied at once
-READ_PASSES = 4  # event-loop turns a pass gives resumed connections to deliver what the kernel holds
-# A message longer than this is parsed and its schema texts checked off the event loop: below it the
-# work on the loop stays under about 20 ms (wire.validate and the hashes of ~500 small schemas).
-INLINE_BYTES = 64 * 1024
-
-
-@dataclass(slots=True)
-class TcpAuth:
-    """What a reviewed TCP connection holds of its review: the token (to ask again; never logged), when
-    to ask again and when the token stops being valid (monotonic seconds; None: it does not say)."""
-
-    token: str
-    reviewed_at: float
-    review_at: float
-    expires_at: float | None
-    reviewing: bool = False
-
-    @classmethod
-    def of(cls, token: str, reviewed: ReviewedToken, now: float) -> TcpAuth:
-        expires = None if reviewed.expires is None else now + (reviewed.expires - time.time())
-        return cls(token, now, now + REVIEW_EVERY, expires)
-
-
-class Connection:
-    """One probe connection: its engine (once hello named it), its peer (a TCP pod's identity, else the
-    unix peer's uid), its held snapshots, whether it is parked (its transport not reading until the next
-    pass) and when it last sent a message."""
-
-    __slots__ = (
-        "auth", "engine", "greeted", "held", "held_bytes", "identity", "last_read", "parked", "reader",
-        "transport", "uid",
-    )  # fmt: skip
-
-    def __init__(
-        self,
-        identity: PodIdentity | None,
-        reader: asyncio.StreamReader,
-        transport: asyncio.BaseTransport,
-        uid: int | None = None,
-        auth: TcpAuth | None = None,
-    ) -> None:
-        self.engine: EngineState | None = None
-        self.greeted = False  # said hello (the store may have refused its engine: engine stays None)
-        self.identity = identity
-        self.uid = uid
-        self.auth = auth
-        self.held: list[bytes] = []
-        self.held_bytes = 0
-        self.reader = reader
-        self.transport = transport
-        self.parked = False
-        self.last_read = time.monotonic()
-
-    @property
-    def owner(self) -> tuple[str, ...]:
-        """The peer an engine created by this connection belongs to."""
-        if self.identity is not None:
-            pod = self.identity
-            return ("pod", pod.namespace, pod.pod, pod.uid)
-        return ("uid", str(self.uid))
-
-    def close(self) -> None:
-        """Ends the connection from the daemon's side: its reader sees the end, `_serve` cleans up."""
-        self.transport.close()
-
-    def at_boundary(self) -> bool:
-        """Nothing of a next message read yet (the stream's buffer; unknown counts as not)."""
-        return not getattr(self.reader, "_buffer", b"x")
-
-    def park(self) -> None:
-        if (
-            not self.parked
-            and isinstance(self.transport, asyncio.ReadTransport)
-            and not self.transport.is_closing()
-        ):
-            self.transport.pause_reading()
-            self.parked = True
-
-    def unpark(self) -> None:
-        if self.parked:
-            self.parked = False
-            if isinstance(self.transport, asyncio.ReadTransport) and not self.transport.is_closing():
-                self.transport.resume_reading()
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,17 +76,6 @@ def resolve_group(group: str) -> int:
     return grp.getgrnam(group).gr_gid
 
 
-def peer_uid(writer: asyncio.StreamWriter) -> int | None:
-    """The connecting process's user id, from the kernel (SO_PEERCRED), or None when unknown."""
-    sock = writer.get_extra_info("socket")
-    try:
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    except (OSError, AttributeError):
-        return None
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return int(uid)
-
-
 def split_listen_address(text: str) -> tuple[str | None, int]:
     """`HOST:PORT`, `:PORT` (every interface) or `[V6]:PORT` to (host or None, port); ValueError if not."""
     host, sep, port = text.strip().rpartition(":")
@@ -211,14 +85,7 @@ def split_listen_address(text: str) -> tuple[str | None, int]:
     return host or None, int(port)
 
 
-def describe(engine: EngineState | None) -> str:
-    """Who is at the other end of a connection, for a log line."""
-    if engine is None:
-        return "a probe (before hello)"
-    return "probe of " + who(*engine.key)
-
-
-class ProbeListener:
+class ProbeListener(MessageHandling):
     """Listens on the socket, admits connections and applies every valid message to the store."""
 
     def __init__(
@@ -235,11 +102,9 @@ class ProbeListener:
         """`path`: the unix socket ("" for none); `listen_address`: HOST:PORT for TCP ("" for none),
         whose connections `reviewer` checks; `apply_interval`: seconds snapshots are held (0: none);
         `idle_timeout`: a connection that sent nothing for this long is closed (0: never)."""
-        self.apply_interval = apply_interval
+        super().__init__(store, apply_interval)
         self.idle_timeout = idle_timeout
-        self._open: set[Connection] = set()  # connections that have held a snapshot: parked between passes
         self._served: set[Connection] = set()  # every admitted connection: idle and review checks
-        self._owners: dict[str, tuple[str, ...]] = {}  # engine instance -> the peer that created it
         self._per_pod: dict[tuple[str, str], int] = {}  # reviewed TCP connections by (namespace, pod)
         self._reviews: set[asyncio.Task[None]] = set()  # re-reviews in flight
         self._next_check = 0.0
@@ -252,8 +117,6 @@ class ProbeListener:
         self._tcp_server: asyncio.AbstractServer | None = None
         self.group = group
         self.allowed_uids = set(allowed_uids)
-        self.store = store
-        self.counts = dict.fromkeys(RESULTS, 0)
         self.connections = 0
         self.refused = dict.fromkeys(REFUSALS, 0)
         self.listen_error: str | None = None
@@ -261,9 +124,6 @@ class ProbeListener:
         self._server: asyncio.AbstractServer | None = None
         self._socket_id: tuple[int, int] | None = None
         self._uid = os.geteuid()
-        self._logged_at: dict[str, float] = {}
-        self._checks = CheckProcess()  # large messages, read in a process of their own
-        self._check_turn = asyncio.Lock()  # one at a time: one parsed 4 MiB message in memory at most
 
     def view(self) -> ListenerView:
         return ListenerView(dict(self.counts), self.connections, dict(self.refused), MAX_CONNECTIONS)
@@ -441,7 +301,7 @@ class ProbeListener:
             log.exception("reviewing a probe's token again")
             conn.close()
             return
-        fresh = TcpAuth.of(auth.token, reviewed, time.monotonic())
+        fresh = TcpAuth.of(auth.token, reviewed, time.monotonic(), REVIEW_EVERY)
         auth.reviewed_at, auth.review_at, auth.expires_at = (
             fresh.reviewed_at,
             fresh.review_at,
@@ -492,12 +352,6 @@ class ProbeListener:
 
     # ---- connections --------------------------------------------------------------------------------
 
-    def _log_limited(self, kind: str, level: int, msg: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self._logged_at.get(kind, -LOG_EVERY) >= LOG_EVERY:
-            self._logged_at[kind] = now
-            log.log(level, msg, *args)
-
     def _admit(self, writer: asyncio.StreamWriter) -> bool:
         """Whether a new connection may stay: under the connection limit, from an allowed uid."""
         if self.connections >= MAX_CONNECTIONS:
@@ -541,7 +395,7 @@ class ProbeListener:
         if self.reviewer is None:
             raise Refused("review_failed", "no TokenReview configured")
         reviewed = await self.reviewer.review(message.token)
-        return reviewed.identity, TcpAuth.of(message.token, reviewed, time.monotonic())
+        return reviewed.identity, TcpAuth.of(message.token, reviewed, time.monotonic(), REVIEW_EVERY)
 
     async def _handle_tcp(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """A TCP connection waits for its review in a pool of MAX_PENDING of its own; reviewed, it takes
@@ -606,16 +460,7 @@ class ProbeListener:
         self._served.add(conn)
         try:
             while (line := await self._read_message(reader, conn.engine)) is not None:
-                conn.last_read = time.monotonic()
-                if self.apply_interval > 0 and line.startswith(SNAPSHOT_PREFIX):
-                    self._open.add(conn)  # from its first snapshot on, read once per pass
-                    self._hold(conn, line)
-                    if conn.at_boundary():
-                        conn.park()
-                else:
-                    self._apply_conn(conn)  # what it holds first: the connection's order is kept
-                    prepared = await self._prepare(line, conn.engine) if len(line) > INLINE_BYTES else None
-                    conn.engine = self._apply(line, conn.engine, conn.identity, conn, prepared)
+                await self._receive(conn, line)
         except Refused as err:
             self._refuse(err, transport="TCP" if identity is not None else "the socket")
         except (ConnectionError, OSError):
@@ -634,137 +479,7 @@ class ProbeListener:
                 )
             writer.close()
 
-    async def _prepare(self, line: bytes, engine: EngineState | None) -> Prepared:
-        """A large message read in the check process, while its connection waits its turn."""
-        async with self._check_turn:
-            return await self._checks.prepare(line, describe(engine))
-
-    # ---- held snapshots -------------------------------------------------------------------------------
-
-    def _hold(self, conn: Connection, line: bytes) -> None:
-        conn.held.append(line)
-        conn.held_bytes += len(line)
-        if conn.held_bytes > MAX_HELD_BYTES:
-            self._apply_conn(conn)
-
-    def _apply_conn(self, conn: Connection) -> None:
-        if not conn.held:
-            return
-        held, conn.held, conn.held_bytes = conn.held, [], 0
-        for line in held:  # a line that began like a snapshot may be a hello (JSON's last `kind` wins)
-            try:
-                conn.engine = self._apply(line, conn.engine, conn.identity, conn)
-            except Refused as err:
-                self._refuse(err, transport="TCP" if conn.identity is not None else "the socket")
-                self._served.discard(conn)
-                conn.close()
-                return
-
-    @property
-    def _holding(self) -> set[Connection]:
-        """The connections holding snapshots not applied yet."""
-        return {conn for conn in self._open if conn.held}
-
-    def apply_held(self) -> None:
-        """Applies every held snapshot now."""
-        for conn in list(self._open):
-            self._apply_conn(conn)
-
-    async def read_pass(self) -> None:
-        """One pass: the parked connections resume and deliver what their probes sent meanwhile, every
-        held snapshot is applied, and each connection at a message boundary is parked again. Each
-        refresh runs one, so a scrape sees every snapshot sent before it."""
-        for conn in list(self._open):
-            conn.unpark()
-        for _ in range(READ_PASSES):
-            await asyncio.sleep(0)
-        self.apply_held()
-        for conn in list(self._open):
-            if conn.at_boundary():
-                conn.park()
-
-    async def _read_message(self, reader: asyncio.StreamReader, engine: EngineState | None) -> bytes | None:
-        """The next whole line, or None once the peer closed. Oversize messages are skipped and counted."""
-        while True:
-            try:
-                return await reader.readuntil(b"\n")
-            except asyncio.LimitOverrunError:
-                self.counts["oversize"] += 1
-                await self._skip_line(reader)
-            except asyncio.IncompleteReadError as err:
-                if err.partial:  # the engine died (or closed) halfway through a message
-                    self.counts["malformed"] += 1
-                    self._log_limited(
-                        "cut", logging.WARNING,
-                        "%s closed its connection mid-message: %d bytes dropped, counted as"
-                        " malformed; its totals stay as of its last whole snapshot",
-                        describe(engine), len(err.partial),
-                    )  # fmt: skip
-                return None
-
-    def _claim(self, conn: Connection, hello: wire.Hello) -> None:
-        """Binds `hello.instance` to the connection's peer, or raises Refused (the message counted as
-        rejected): a connection says hello once; an engine is the peer's that created it."""
-        if conn.greeted:
-            self.counts["rejected"] += 1
-            raise Refused("second_hello", f"{describe(conn.engine)} said hello again on its connection")
-        conn.greeted = True
-        live = {engine.instance for engine in self.store.engines.values()}
-        owner = self._owners.get(hello.instance)
-        if owner is not None and owner != conn.owner and hello.instance in live:
-            self.counts["rejected"] += 1
-            named = who(hello.namespace, hello.pod, hello.engine)
-            raise Refused("instance_taken", f"{named}: a hello for an engine another peer created")
-        self._owners[hello.instance] = conn.owner
-        if len(self._owners) > 2 * len(live) + 64:  # forget the engines the store has dropped
-            for instance in [i for i in self._owners if i not in live]:
-                del self._owners[instance]
-
-    @staticmethod
-    async def _skip_line(reader: asyncio.StreamReader) -> None:
-        """Discards the rest of an oversize message, in bounded chunks."""
-        while True:
-            try:
-                await reader.readuntil(b"\n")
-                return
-            except asyncio.LimitOverrunError as err:
-                await reader.readexactly(err.consumed)
-
-    def _apply(
-        self,
-        line: bytes,
-        engine: EngineState | None,
-        identity: PodIdentity | None = None,
-        conn: Connection | None = None,
-        prepared: Prepared | None = None,
-    ) -> EngineState | None:
-        """Classifies one message (`prepared`: done off the loop), hands it to the store and counts it;
-        returns the connection's engine, which a hello (always first) names: over TCP with the
-        reviewed pod and namespace. Raises Refused (the message counted as rejected) for a second
-        hello on `conn`, or a hello for an engine another peer created."""
-        result, message = (prepared.result, prepared.message) if prepared is not None else classify(line)
-        if isinstance(message, wire.Hello):
-            if identity is not None:
-                message = dataclasses.replace(message, pod=identity.pod, namespace=identity.namespace)
-            if conn is not None:
-                self._claim(conn, message)
-            peer = conn.owner if conn is not None else ()
-            engine = self.store.hello(message, time.monotonic(), peer=peer)
-        elif isinstance(message, wire.Auth):
-            result = "rejected"  # only the first line of a TCP connection
-        elif message is not None:
-            if engine is None:
-                result = "rejected"  # a probe always says hello first
-            elif isinstance(message, wire.SchemasMessage):
-                known = prepared.identities if prepared is not None else None
-                self.store.schemas(engine, message, time.monotonic(), known)
-            else:
-                self.store.snapshot(engine, message, time.monotonic())
-        if result != "ok":
-            self._log_limited(
-                "dropped", logging.WARNING,
-                "dropped a %s probe message (counted in guided_decoding_probe_snapshots_total;"
-                " at most one such line a minute)", result,
-            )  # fmt: skip
-        self.counts[result] += 1
-        return engine
+    def _end(self, conn: Connection, err: Refused) -> None:
+        self._refuse(err, transport="TCP" if conn.identity is not None else "the socket")
+        self._served.discard(conn)
+        conn.close()

@@ -1,7 +1,8 @@
 """The probe receiver's metric families, built from typed views: the listener's counters, the
 engines' cumulative totals, the schema-level series and the analysis of the exposed schemas.
 
-Names, help texts, label sets and the order families are yielded in are the metric contract.
+Each family is built from its declaration (exporter.daemon.metrics_table: name, type, help, labels);
+the order they are yielded in is the table's. Both are the metric contract (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -21,22 +22,21 @@ from prometheus_client.samples import Sample
 
 from exporter import wire
 from exporter.daemon.collectors.base import pod_labels
-from exporter.daemon.collectors.kubernetes import NodePod
+from exporter.daemon.discovery import NodePod
 from exporter.daemon.exposition import SharedLabels
+from exporter.daemon.metrics_table import declared
 from exporter.daemon.receiver.admission import MAX_ENGINE_BACKENDS, REFUSALS, SANITISED
 from exporter.daemon.receiver.analysis import AnalysisView, FamilyView
-from exporter.daemon.receiver.listener import RESULTS, ListenerView
+from exporter.daemon.receiver.listener import ListenerView
+from exporter.daemon.receiver.messages import RESULTS
 from exporter.daemon.receiver.rollup import RollupView
 from exporter.daemon.receiver.store import EngineView, StoreView
-from exporter.kernel.names import METRIC_PREFIX, PROBE_ANNOTATION
 from exporter.schema import variants
 
-PREFIX = METRIC_PREFIX
 # An engine's series carry `namespace` first where its probe knows it (GDX_POD_NAMESPACE); older
-# probes and engines outside Kubernetes give none, and their series keep the labels below. Samples are
-# added with their own label dicts (`counter`, `gauge`, `histogram`, `info`) so a family can hold both.
-ENGINE_LABELS = ["pod", "engine", "backend"]
-SCHEMA_LABELS = [*ENGINE_LABELS, "schema_hash"]
+# probes and engines outside Kubernetes give none, and their series keep the labels declared. Samples
+# are added with their own label dicts (`counter`, `gauge`, `histogram`, `info`) so a family can hold
+# both.
 Labels = dict[str, str]
 
 
@@ -110,29 +110,12 @@ def _les(bounds: tuple[float, ...]) -> tuple[str, ...]:
 
 
 def listener_families(view: ListenerView) -> Iterable[Metric]:
-    snapshots = CounterMetricFamily(
-        PREFIX + "probe_snapshots",
-        "Messages received from in-engine probes, by result (ok, malformed, oversize, rejected).",
-        labels=["result"],
-    )
+    snapshots = declared("probe_snapshots").counter()
     for result in RESULTS:
         snapshots.add_metric([result], view.results[result])
     yield snapshots
-    yield GaugeMetricFamily(
-        PREFIX + "probe_connections", "Engine probes connected now.", value=view.connections
-    )
-    refused = CounterMetricFamily(
-        PREFIX + "probe_connections_refused",
-        f"Probe connections refused: limit ({view.max_connections} already open), "
-        "credentials (the peer's uid is not allowed); over TCP: no_token (no auth line first), "
-        "token_rejected (the TokenReview did not accept it for our audience), not_a_pod (not a pod-bound "
-        "token), other_node, node_unknown (neither the review nor discovery places the pod), "
-        "review_failed (the API server could not be asked), review_rate_limited (over the daemon's rate of "
-        "TokenReviews), pending_limit (too many connections awaiting review), pod_limit (too many of one "
-        "pod); any transport: second_hello, instance_taken (a hello for another peer's engine), idle "
-        "(closed: nothing received).",
-        labels=["reason"],
-    )
+    yield declared("probe_connections").gauge(view.connections)
+    refused = declared("probe_connections_refused").counter(max_connections=view.max_connections)
     for reason, n in view.refused.items():
         refused.add_metric([reason], n)
     yield refused
@@ -140,14 +123,7 @@ def listener_families(view: ListenerView) -> Iterable[Metric]:
 
 def absent_family(pods: Iterable[NodePod], view: StoreView) -> Metric:
     """Pods injected with the probe whose probe has not said hello, by what their spec shows."""
-    family = GaugeMetricFamily(
-        PREFIX + "probe_absent",
-        f"Pods on this node injected with the probe (annotation {PROBE_ANNOTATION}: injected)"
-        " whose probe is not connected, by reason: vllm_plugins (VLLM_PLUGINS lacks guided_decoding_probe),"
-        " python_ignores_environment (python -E or -I), probe_disabled (GDX_PROBE=0),"
-        " pythonpath_from_valuefrom, not_connected (none of these: starting, refused, or unreachable).",
-        labels=["namespace", "pod", "reason"],
-    )
+    family = declared("probe_absent").gauge()
     connected = {(e.hello.namespace, e.hello.pod) for e in view.engines}
     connected_names = {e.hello.pod for e in view.engines if not e.hello.namespace}
     for pod in pods:
@@ -164,44 +140,19 @@ def store_families(view: StoreView, schema_les: frozenset[str] | None = None) ->
     yield from schema_families(view, schema_les)
     yield from analysis_families(view.analysis, view.serialisations)
     yield from family_families(view.families, view.family_analysis)
-    yield CounterMetricFamily(
-        PREFIX + "schemas_first_seen", "Distinct schema hashes seen for the first time on this node.",
-        value=view.first_seen_total,
-    )  # fmt: skip
-    yield GaugeMetricFamily(
-        PREFIX + "schemas_tracked",
-        "Distinct schema hashes the engines on this node track now.",
-        value=view.tracked,
-    )
-    yield CounterMetricFamily(
-        PREFIX + "schemas_evicted", "Schema hashes moved out of the exposed top set into other.",
-        value=view.evicted_total,
-    )  # fmt: skip
+    yield declared("schemas_first_seen").counter(view.first_seen_total)
+    yield declared("schemas_tracked").gauge(view.tracked)
+    yield declared("schemas_evicted").counter(view.evicted_total)
     yield from admission_families(view)
 
 
 def admission_families(view: StoreView) -> Iterable[Metric]:
     """What the store refused or changed of what probes sent (admission.py), by fixed reasons."""
-    refused = CounterMetricFamily(
-        PREFIX + "probe_refused",
-        "What the daemon refused from connected probes, by reason: engines_per_pod (a hello beyond"
-        " --probe.max-engines-per-pod connected engines of its pod), engines_per_node (beyond"
-        " --probe.max-engines), engine_taken (a hello naming another peer's connected engine),"
-        " backends_per_engine (an entry naming a backend beyond an engine's first"
-        f" {MAX_ENGINE_BACKENDS}), schema_hash_mismatch (a schema text that does not hash to the hash it"
-        " was sent with).",
-        labels=["reason"],
-    )
+    refused = declared("probe_refused").counter(max_engine_backends=MAX_ENGINE_BACKENDS)
     for reason in REFUSALS:
         refused.add_metric([reason], view.refused.get(reason, 0))
     yield refused
-    sanitised = CounterMetricFamily(
-        PREFIX + "probe_values_sanitised",
-        "Label values probes sent outside their documented form, rewritten to it, by field: title"
-        " ([A-Za-z0-9_.-], 64 characters), engine_version, probe_version, backend_version ([A-Za-z0-9_.+!-],"
-        " 64 characters).",
-        labels=["field"],
-    )
+    sanitised = declared("probe_values_sanitised").counter()
     for name in SANITISED:
         sanitised.add_metric([name], view.sanitised.get(name, 0))
     yield sanitised
@@ -239,65 +190,17 @@ class BackendFamilies:
     """Per pod, engine and grammar backend: the compile, wait and mask-fill families and the probe's info."""
 
     def __init__(self) -> None:
-        self.compile_seconds = HistogramMetricFamily(
-            PREFIX + "compile_seconds",
-            "Wall time of each grammar compile call, cache hits included.",
-            labels=ENGINE_LABELS,
-        )
-        self.miss_seconds = HistogramMetricFamily(
-            PREFIX + "compile_miss_seconds",
-            "Wall time of the compile calls that missed the grammar cache: how slow a real compile is.",
-            labels=ENGINE_LABELS,
-        )
-        self.requests = CounterMetricFamily(
-            PREFIX + "compile_requests", "Grammar compile calls.", labels=ENGINE_LABELS
-        )
-        self.hits = CounterMetricFamily(
-            PREFIX + "compile_cache_hits",
-            "Compile calls served from the grammar cache.",
-            labels=ENGINE_LABELS,
-        )
-        self.errors = CounterMetricFamily(
-            PREFIX + "compile_errors",
-            "Failed compile calls by reason (invalid_schema, unsupported, timeout, internal).",
-            labels=[*ENGINE_LABELS, "reason"],
-        )
-        self.rejections = CounterMetricFamily(
-            PREFIX + "grammar_rejections",
-            "Compiled grammars that failed later, by reason: rejected (refused tokens its own mask allowed: "
-            "vLLM ends the request with an error), error (advancing it raised).",
-            labels=[*ENGINE_LABELS, "reason"],
-        )
-        self.running = GaugeMetricFamily(
-            PREFIX + "compile_in_progress", "Compiles running now.", labels=ENGINE_LABELS
-        )
-        self.oldest = GaugeMetricFamily(
-            PREFIX + "compile_oldest_running_seconds",
-            "Age of the longest-running compile (0: none).",
-            labels=ENGINE_LABELS,
-        )
-        self.wait = HistogramMetricFamily(
-            PREFIX + "grammar_wait_seconds",
-            "A request's grammar from submission to ready, queueing in the compile pool included.",
-            labels=ENGINE_LABELS,
-        )
-        self.mask = HistogramMetricFamily(
-            PREFIX + "mask_seconds",
-            "Time to fill the batch's token bitmask, per engine step.",
-            labels=ENGINE_LABELS,
-        )
-        self.info = InfoMetricFamily(
-            PREFIX + "probe",
-            "The probe in each engine process.",
-            labels=[
-                *ENGINE_LABELS,
-                "engine_kind",
-                "engine_version",
-                "backend_version",
-                "probe_version",
-                "cache",
-            ],
-        )
+        self.compile_seconds = declared("compile_seconds").histogram()
+        self.miss_seconds = declared("compile_miss_seconds").histogram()
+        self.requests = declared("compile_requests").counter()
+        self.hits = declared("compile_cache_hits").counter()
+        self.errors = declared("compile_errors").counter()
+        self.rejections = declared("grammar_rejections").counter()
+        self.running = declared("compile_in_progress").gauge()
+        self.oldest = declared("compile_oldest_running_seconds").gauge()
+        self.wait = declared("grammar_wait_seconds").histogram()
+        self.mask = declared("mask_seconds").histogram()
+        self.info = declared("probe").info()
 
     def add(self, hello: wire.Hello, backend: str, totals: wire.BackendTotals) -> None:
         labels = {**engine_identity(hello.namespace, hello.pod, hello.engine), "backend": backend}
@@ -340,22 +243,9 @@ class ProcessFamilies:
     """Per engine process: its CPU seconds and the probe's own counters."""
 
     def __init__(self) -> None:
-        self.cpu = CounterMetricFamily(
-            PREFIX + "engine_cpu_seconds",
-            "CPU seconds of the engine process, by mode.",
-            labels=["pod", "engine", "mode"],
-        )
-        self.probe_cpu = CounterMetricFamily(
-            PREFIX + "probe_cpu_seconds",
-            "CPU seconds of the probe's own thread in the engine process (aggregation, snapshots, sends):"
-            " what the probe costs besides the microseconds its wrappers add to each call.",
-            labels=["pod", "engine"],
-        )
-        self.events = CounterMetricFamily(
-            PREFIX + "probe_events",
-            "The probe's own counters: internal_errors, send_failures, connects, texts_dropped, evicted.",
-            labels=["pod", "engine", "event"],
-        )
+        self.cpu = declared("engine_cpu_seconds").counter()
+        self.probe_cpu = declared("probe_cpu_seconds").counter()
+        self.events = declared("probe_events").counter()
 
     def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
         process = engine_identity(hello.namespace, hello.pod, hello.engine)
@@ -375,43 +265,14 @@ class SizingFamilies:
     quota, and that container's CFS throttling (from the probe, inside the container)."""
 
     def __init__(self) -> None:
-        process, cache = ["pod", "engine"], ["pod", "engine", "backend", "compiler"]
-        self.cache = GaugeMetricFamily(
-            PREFIX + "grammar_cache_bytes", "Bytes held by each grammar compiler's cache.", labels=cache
-        )
-        self.limit = GaugeMetricFamily(
-            PREFIX + "grammar_cache_limit_bytes",
-            "Each grammar compiler's cache limit (vLLM: VLLM_XGRAMMAR_CACHE_MB); absent when unlimited.",
-            labels=cache,
-        )
-        self.workers = GaugeMetricFamily(
-            PREFIX + "compile_pool_workers", "Workers of the engine's grammar compile pool.", labels=process
-        )
-        self.cpus = GaugeMetricFamily(
-            PREFIX + "engine_cpus",
-            "CPUs the engine process counts (os.cpu_count(): the node's, whatever its quota).",
-            labels=process,
-        )
-        self.quota = GaugeMetricFamily(
-            PREFIX + "engine_cpu_quota_cores",
-            "The engine container's CFS CPU quota in cores; 0 when it has none.",
-            labels=process,
-        )
-        self.periods = CounterMetricFamily(
-            PREFIX + "engine_cpu_cfs_periods",
-            "CFS periods the engine container had runnable tasks.",
-            labels=process,
-        )
-        self.throttled = CounterMetricFamily(
-            PREFIX + "engine_cpu_cfs_throttled_periods",
-            "CFS periods in which the engine container used up its quota and was held back.",
-            labels=process,
-        )
-        self.throttled_seconds = CounterMetricFamily(
-            PREFIX + "engine_cpu_cfs_throttled_seconds",
-            "Time the engine container's tasks were held back by its CPU quota.",
-            labels=process,
-        )
+        self.cache = declared("grammar_cache_bytes").gauge()
+        self.limit = declared("grammar_cache_limit_bytes").gauge()
+        self.workers = declared("compile_pool_workers").gauge()
+        self.cpus = declared("engine_cpus").gauge()
+        self.quota = declared("engine_cpu_quota_cores").gauge()
+        self.periods = declared("engine_cpu_cfs_periods").counter()
+        self.throttled = declared("engine_cpu_cfs_throttled_periods").counter()
+        self.throttled_seconds = declared("engine_cpu_cfs_throttled_seconds").counter()
 
     def add(self, hello: wire.Hello, state: wire.EngineSizing | None) -> None:
         if state is None:
@@ -462,20 +323,8 @@ class RouteFamilies:
     are refused (0.33) or compiled by the wrong backend (0.32), and no vLLM metric says so."""
 
     def __init__(self) -> None:
-        self.routed = CounterMetricFamily(
-            PREFIX + "routed_requests",
-            "Structured requests by the backend asked for (auto or the configured one), the one vLLM's"
-            " router resolved them to, the engine's backend, and outcome: compiled (by the backend they"
-            " resolved to), rejected (resolved to another backend than the engine's: vLLM 0.33 answers"
-            " HTTP 400), other_backend (compiled by the engine's backend anyway, vLLM 0.32: the keyword"
-            " that made them fall back is not enforced). Under auto, the mismatches not met yet are 0.",
-            labels=["pod", "engine", "requested", "resolved", "backend", "outcome"],
-        )
-        self.backend = InfoMetricFamily(
-            PREFIX + "engine_backend",
-            "The grammar backend each engine uses: the one its first structured request resolved to.",
-            labels=["pod", "engine", "backend"],
-        )
+        self.routed = declared("routed_requests").counter()
+        self.backend = declared("engine_backend").info()
 
     def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
         process = engine_identity(hello.namespace, hello.pod, hello.engine)
@@ -496,20 +345,8 @@ class ValidationFamilies:
     loop, so its seconds are seconds in which the server answered nothing."""
 
     def __init__(self) -> None:
-        self.seconds = HistogramMetricFamily(
-            PREFIX + "validation_seconds",
-            "Wall time of vLLM's API server validating each structured request, by the backend it resolved"
-            " to (rejected: refused with HTTP 400). Synchronous on the server's event loop: every request it"
-            " serves waits meanwhile.",
-            labels=ENGINE_LABELS,
-        )
-        self.deaths = CounterMetricFamily(
-            PREFIX + "server_deaths",
-            "vLLM API server processes of this pod that died while validating a structured request (on the"
-            " unbounded outlines path), over the pod's life: each successor reads them from the probe's state"
-            " folder. 0 from the first API server on, so the first death moves increase().",
-            labels=["pod", "engine"],
-        )
+        self.seconds = declared("validation_seconds").histogram()
+        self.deaths = declared("server_deaths").counter()
 
     def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
         process = engine_identity(hello.namespace, hello.pod, hello.engine)
@@ -524,52 +361,15 @@ class ValidationFamilies:
 
 def schema_families(view: StoreView, les: frozenset[str] | None = None) -> Iterable[Metric]:
     """The exposed schemas' series (and `other`), what each hash is, and the daemon's ranking."""
-    compile_seconds = HistogramMetricFamily(
-        PREFIX + "schema_compile_seconds", "Compile call wall time per schema hash.", labels=SCHEMA_LABELS
-    )
-    requests = CounterMetricFamily(
-        PREFIX + "schema_requests", "Compile calls per schema hash.", labels=SCHEMA_LABELS
-    )
-    hits = CounterMetricFamily(
-        PREFIX + "schema_cache_hits",
-        "Compile calls served from the grammar cache, per schema hash.",
-        labels=SCHEMA_LABELS,
-    )
-    failed = CounterMetricFamily(
-        PREFIX + "schema_compile_errors",
-        "Failed compile calls per schema hash, every reason (present once one failed).",
-        labels=SCHEMA_LABELS,
-    )
-    rejected = CounterMetricFamily(
-        PREFIX + "schema_grammar_rejections",
-        "Grammar rejections per schema hash after it compiled: the engine ended the request with an error"
-        " (present once one happened).",
-        labels=SCHEMA_LABELS,
-    )
-    mismatches = CounterMetricFamily(
-        PREFIX + "schema_backend_mismatches",
-        "Requests per schema hash that met another backend than vLLM's router resolved them to, by"
-        " outcome: rejected (the engine refused them), other_backend (compiled by the engine's backend;"
-        " present once one happened).",
-        labels=[*SCHEMA_LABELS, "outcome"],
-    )
-    stalls = CounterMetricFamily(
-        PREFIX + "schema_validation_stalls",
-        f"vLLM API server validations per schema hash that took {wire.STALL_SECONDS:g} s or more: the server"
-        " answered no request meanwhile (present once one happened; engine is the API server's).",
-        labels=SCHEMA_LABELS,
-    )
-    stall_seconds = CounterMetricFamily(
-        PREFIX + "schema_validation_stall_seconds",
-        "Seconds of those validations per schema hash (present once one happened).",
-        labels=SCHEMA_LABELS,
-    )
-    deaths = CounterMetricFamily(
-        PREFIX + "schema_server_deaths",
-        "vLLM API server processes that died while validating this schema hash (outlines, unbounded):"
-        " named by the process that replaced them (present once one happened).",
-        labels=SCHEMA_LABELS,
-    )
+    compile_seconds = declared("schema_compile_seconds").histogram()
+    requests = declared("schema_requests").counter()
+    hits = declared("schema_cache_hits").counter()
+    failed = declared("schema_compile_errors").counter()
+    rejected = declared("schema_grammar_rejections").counter()
+    mismatches = declared("schema_backend_mismatches").counter()
+    stalls = declared("schema_validation_stalls").counter()
+    stall_seconds = declared("schema_validation_stall_seconds").counter()
+    deaths = declared("schema_server_deaths").counter()
     for key, totals in sorted(view.series.items()):
         labels = {**engine_identity(key.namespace, key.pod, key.engine), "backend": key.backend,
                   "schema_hash": key.schema_hash}  # fmt: skip
@@ -588,12 +388,7 @@ def schema_families(view: StoreView, les: frozenset[str] | None = None) -> Itera
             counter(stall_seconds, labels, totals.stall_seconds)
         if totals.deaths:
             counter(deaths, labels, totals.deaths)
-    info = InfoMetricFamily(
-        PREFIX + "schema",
-        "One per exposed schema hash: its shape hash, family (empty until analysed), request kind, "
-        "backend and sanitised title.",
-        labels=["schema_hash", "shape_hash", "family", "kind", "backend", "title"],
-    )
+    info = declared("schema").info()
     for schema_hash, schema in sorted(view.info.items()):
         info.add_metric(
             [schema_hash],
@@ -605,12 +400,7 @@ def schema_families(view: StoreView, les: frozenset[str] | None = None) -> Itera
                 "title": schema.title,
             },
         )
-    recent = GaugeMetricFamily(
-        PREFIX + "schema_recent_compile_seconds",
-        "Compile seconds of each exposed schema, decayed with a 5-minute half-life: the daemon's ranking."
-        " Unlike rate(), it sees a schema compiled once (a new series' first sample has no predecessor).",
-        labels=["schema_hash"],
-    )
+    recent = declared("schema_recent_compile_seconds").gauge()
     for schema_hash, score in sorted(view.recent.items()):
         recent.add_metric([schema_hash], score)
     yield from (compile_seconds, requests, hits, failed, rejected, mismatches, stalls, stall_seconds, deaths)
@@ -619,79 +409,34 @@ def schema_families(view: StoreView, les: frozenset[str] | None = None) -> Itera
 
 def analysis_families(analysis: AnalysisView, serialisations: Mapping[str, int]) -> Iterable[Metric]:
     """Lint findings of the exposed schemas, their shapes' variants and varying paths."""
-    findings = GaugeMetricFamily(
-        PREFIX + "schema_lint_findings",
-        "Places a lint rule fires in a schema (gdx lint FILE shows them with pointers and fixes).",
-        labels=["schema_hash", "rule", "severity"],
-    )
+    findings = declared("schema_lint_findings").gauge()
     for schema_hash, counts in sorted(analysis.findings.items()):
         exact_strings = serialisations.get(schema_hash, 0)
         merged = {**counts, **variants.unstable_serialization_counts(exact_strings)}
         for (rule, severity), value in sorted(merged.items()):
             findings.add_metric([schema_hash, rule, severity], value)
     yield findings
-    shape_variants = GaugeMetricFamily(
-        PREFIX + "shape_variants",
-        "Distinct schemas of this shape compiled within the window: many means per-request injection.",
-        labels=["shape_hash"],
-    )
-    paths = GaugeMetricFamily(
-        PREFIX + "shape_varying_path_info",
-        "JSON pointers whose literal values differ between variants of the shape (at most 5).",
-        labels=["shape_hash", "path"],
-    )
+    shape_variants = declared("shape_variants").gauge()
+    paths = declared("shape_varying_path_info").gauge()
     for shape_hash, shape in sorted(analysis.shapes.items()):
         shape_variants.add_metric([shape_hash], shape.variants)
         for path, _ in shape.varying_paths:
             paths.add_metric([shape_hash, path], 1)
     yield shape_variants
     yield paths
-    yield CounterMetricFamily(
-        PREFIX + "schemas_analysed", "Distinct schemas linted by the daemon.", value=analysis.analysed
-    )
-    yield CounterMetricFamily(
-        PREFIX + "schema_analysis_skipped",
-        "Schemas not analysed because the queue of texts was full.",
-        value=analysis.skipped,
-    )
-    yield CounterMetricFamily(
-        PREFIX + "schema_analysis_seconds", "Time the daemon spent analysing schemas.", value=analysis.seconds
-    )
+    yield declared("schemas_analysed").counter(analysis.analysed)
+    yield declared("schema_analysis_skipped").counter(analysis.skipped)
+    yield declared("schema_analysis_seconds").counter(analysis.seconds)
 
 
 def family_families(rollup: RollupView, analysis: FamilyView) -> Iterable[Metric]:
     """Family-level series (docs/families.md): what the product ranks by and names as the cause."""
-    compile_seconds = CounterMetricFamily(
-        PREFIX + "family_compile_seconds",
-        'Compile call wall time per schema family on this node (all engines); the rest in family="other".',
-        labels=["family"],
-    )
-    requests = CounterMetricFamily(
-        PREFIX + "family_requests", "Compile calls per schema family.", labels=["family"]
-    )
-    hits = CounterMetricFamily(
-        PREFIX + "family_cache_hits",
-        "Compile calls served from the grammar cache, per schema family.",
-        labels=["family"],
-    )
-    mismatches = CounterMetricFamily(
-        PREFIX + "family_backend_mismatches",
-        "Requests per schema family that met another backend than vLLM's router resolved them to, by"
-        " outcome: rejected, other_backend (present once one happened).",
-        labels=["family", "outcome"],
-    )
-    stall_seconds = CounterMetricFamily(
-        PREFIX + "family_validation_stall_seconds",
-        f"Seconds vLLM API servers on this node spent in validations of {wire.STALL_SECONDS:g} s or more, per"
-        " schema family (present once one happened).",
-        labels=["family"],
-    )
-    deaths = CounterMetricFamily(
-        PREFIX + "family_server_deaths",
-        "vLLM API server processes on this node that died validating a schema of the family (present once"
-        " one happened).",
-        labels=["family"],
-    )
+    compile_seconds = declared("family_compile_seconds").counter()
+    requests = declared("family_requests").counter()
+    hits = declared("family_cache_hits").counter()
+    mismatches = declared("family_backend_mismatches").counter()
+    stall_seconds = declared("family_validation_stall_seconds").counter()
+    deaths = declared("family_server_deaths").counter()
     for family_id, totals in sorted(rollup.series.items()):
         if totals.stalls:
             stall_seconds.add_metric([family_id], totals.stall_seconds)
@@ -703,34 +448,13 @@ def family_families(rollup: RollupView, analysis: FamilyView) -> Iterable[Metric
         if totals.mismatched:
             for outcome, name in MISMATCH_OUTCOMES:
                 mismatches.add_metric([family_id, outcome], getattr(totals, name))
-    recent = GaugeMetricFamily(
-        PREFIX + "family_recent_compile_seconds",
-        "Compile seconds of each exposed family, decayed with a 5-minute half-life: the ranking.",
-        labels=["family"],
-    )
+    recent = declared("family_recent_compile_seconds").gauge()
     for family_id, score in sorted(rollup.recent.items()):
         recent.add_metric([family_id], score)
-    info = InfoMetricFamily(
-        PREFIX + "family",
-        "One per exposed family: its kind and a readable name (its title, else from its structure).",
-        labels=["family", "kind", "name"],
-    )
-    variant_counts = GaugeMetricFamily(
-        PREFIX + "family_variants",
-        "Distinct specs of the family compiled within the window.",
-        labels=["family"],
-    )
-    varying = GaugeMetricFamily(
-        PREFIX + "family_varying",
-        "What varies between the family's variants (at most 5): branches (distinct subsets of the union "
-        "at pointer), optional (properties that come and go), literal (variants whose literal differs).",
-        labels=["family", "pointer", "what"],
-    )
-    findings = GaugeMetricFamily(
-        PREFIX + "family_findings",
-        "dynamic_schema: the family's variants are rarely reused in the window (injection per request).",
-        labels=["family", "rule", "severity"],
-    )
+    info = declared("family").info()
+    variant_counts = declared("family_variants").gauge()
+    varying = declared("family_varying").gauge()
+    findings = declared("family_findings").gauge()
     for family_id in sorted(rollup.recent):
         report = analysis.reports.get(family_id)
         if report is None:

@@ -11,7 +11,7 @@ from exporter.engines.sglang.parsers import AUTO_TAG_TABLES, PARSER_TABLES, Pars
 
 
 @dataclass(frozen=True)
-class Release:
+class SglangRelease:
     """One SGLang release: its pins (the wheel's METADATA) and its tool-call parser tables."""
 
     version: str
@@ -24,10 +24,10 @@ class Release:
     probe_module: str = "sglang.srt.constrained.base_grammar_backend"
 
 
-RELEASES: dict[str, Release] = {
+RELEASES: dict[str, SglangRelease] = {
     r.version: r
     for r in (
-        Release(
+        SglangRelease(
             "0.5.23", xgrammar="0.2.7", llguidance=">=1.7.6,<2.0.0", outlines="0.1.11",
             parsers=PARSER_TABLES["0.5.23"], auto_tags=AUTO_TAG_TABLES["0.5.23"],
         ),

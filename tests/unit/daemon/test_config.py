@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from exporter import cli
-from exporter.daemon import config
-from exporter.daemon.config import Config, ConfigError, Target
+from exporter.daemon import config, options
+from exporter.daemon.config import Config, ConfigError
+from exporter.daemon.targets import Target
 from exporter.kernel import lint_options
+from exporter.kernel.options import parse_bool
 from exporter.schema.findings import Thresholds
 from tools.harness import ROOT
 
@@ -114,7 +116,7 @@ INVALID: dict[str, str] = {
     "lint_budget_nodes": "many",
     "kubernetes_default_port": "70000",
 }
-OPTIONS = {f.name: f for f in config.OPTIONS}
+OPTIONS = {f.name: f for f in options.OPTIONS}
 
 
 def test_every_option_has_a_sample() -> None:
@@ -125,13 +127,13 @@ def test_defaults() -> None:
     cfg = config.load({}, environ={})
     assert cfg.web_listen_address == ":9479"
     assert cfg.probe_socket == "/run/guided-decoding-exporter/probe.sock"
-    assert all(cfg.collector_enabled(name) for name in config.COLLECTORS)
+    assert all(cfg.collector_enabled(name) for name in options.COLLECTORS)
     assert cfg.vllm_targets == () and cfg.vllm_passthrough is True
 
 
 def _flag_args(name: str, raw: str) -> list[str]:
     meta = OPTIONS[name].metadata
-    if meta["parse"] is config.parse_bool:
+    if meta["parse"] is parse_bool:
         return [("--" if raw in ("true", "on") else "--no-") + meta["flag"]]
     return ["--" + meta["flag"], raw]
 
@@ -277,7 +279,7 @@ def test_help_lists_every_flag_and_env_var() -> None:
     text = subprocess.run(
         [sys.executable, "-m", "exporter", "serve", "--help"], capture_output=True, text=True, timeout=60
     ).stdout
-    for f in config.OPTIONS:
+    for f in options.OPTIONS:
         assert "--" + f.metadata["flag"] in text
         assert f.metadata["env"] in text.replace("\n", "").replace(" ", "")
 
@@ -330,7 +332,7 @@ def test_configuration_doc_documents_every_option() -> None:
     """docs/configuration.md has a table row per option naming its flag, env variable and YAML key."""
     text = (ROOT / "docs" / "configuration.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `--")]
-    for f in config.OPTIONS:
+    for f in options.OPTIONS:
         m = f.metadata
         cells = (f"`--{m['flag']}`", f"`{m['env']}`", f"`{m['yaml']}`")
         assert any(all(c in row for c in cells) for row in rows), f.name
@@ -341,7 +343,9 @@ def test_collector_settings_come_from_the_option_table() -> None:
     import dataclasses
 
     from exporter.daemon import server
-    from exporter.daemon.collectors.kubernetes import DiscoverySettings
+    from exporter.daemon.collectors.engines import vllm_settings
+    from exporter.daemon.collectors.probe import probe_settings
+    from exporter.daemon.discovery import DiscoverySettings
 
     cfg = config.load(
         {"kubernetes_node_name": "node-7", "kubernetes_default_port": 9000, "vllm_max_series": 123,
@@ -350,18 +354,16 @@ def test_collector_settings_come_from_the_option_table() -> None:
     )  # fmt: skip
     built = (
         (server.discovery_settings(cfg), "kubernetes"),
-        (server.vllm_settings(cfg), "vllm"),
-        (server.probe_settings(cfg), "probe"),
+        (vllm_settings(cfg), "vllm"),
+        (probe_settings(cfg), "probe"),
     )
     for settings, prefix in built:
         for item in dataclasses.fields(settings):
             option = f"{prefix}_{item.name}"
             if hasattr(cfg, option):
                 assert getattr(settings, item.name) == getattr(cfg, option), option
-    assert (
-        server.discovery_settings(cfg).node_name == "node-7" and server.vllm_settings(cfg).max_series == 123
-    )
-    assert server.probe_settings(cfg).max_families == 7 and server.vllm_settings(cfg).passthrough is False
+    assert server.discovery_settings(cfg).node_name == "node-7" and vllm_settings(cfg).max_series == 123
+    assert probe_settings(cfg).max_families == 7 and vllm_settings(cfg).passthrough is False
 
     @dataclasses.dataclass
     class Renamed:

@@ -19,8 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from exporter.daemon import passthrough
 from exporter.daemon.collectors.engines import VllmCollector, VllmSettings
-from exporter.daemon.collectors.kubernetes import DiscoverySettings, targets_from_pod_list
-from exporter.daemon.config import ENGINES, Config, ConfigError, Target, load
+from exporter.daemon.config import Config, ConfigError, load
+from exporter.daemon.discovery import DiscoverySettings, targets_from_pod_list
+from exporter.daemon.targets import ENGINES, Target
 from tools.harness import DATA
 
 SGLANG_PAGE = (DATA / "sglang-0.5.23-metrics.txt").read_text(encoding="utf-8")
@@ -134,7 +135,7 @@ def test_one_url_under_two_engines_is_refused() -> None:
 
 
 def test_settings_carry_the_switches() -> None:
-    from exporter.daemon.server import vllm_settings
+    from exporter.daemon.collectors.engines import vllm_settings
 
     settings = vllm_settings(
         Config(sglang_passthrough=False, trtllm_targets=(Target("http://h/p", "t", "trtllm"),))
@@ -180,7 +181,7 @@ def test_engine_annotation_sets_engine_and_default_path() -> None:
 async def test_skipped_pod_is_logged_once(
     aiohttp_server: Callable[..., Awaitable[Any]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from exporter.daemon.collectors.kubernetes import PodDiscovery
+    from exporter.daemon.discovery import PodDiscovery
 
     api = web.Application()
 

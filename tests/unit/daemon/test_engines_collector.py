@@ -17,8 +17,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporter.daemon.collectors.engines import VllmCollector, VllmSettings
-from exporter.daemon.config import Target
+from exporter.daemon.collectors.engines import VllmCollector, VllmSettings, vllm_settings
+from exporter.daemon.targets import Target
 
 TIMEOUT = 0.5
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -255,7 +255,6 @@ async def test_type_conflict_between_targets_is_counted(serve: Callable[[Handler
 
 def test_settings_from_the_configuration() -> None:
     from exporter.daemon.config import Config
-    from exporter.daemon.server import vllm_settings
 
     assert vllm_settings(Config()) == VllmSettings()
     assert vllm_settings(Config(vllm_max_series=5, vllm_passthrough=False)) == VllmSettings(

@@ -18,8 +18,8 @@ from aiohttp import web
 
 from exporter.daemon.collectors.base import CollectorError
 from exporter.daemon.collectors.engines import VllmCollector, VllmSettings
-from exporter.daemon.collectors.kubernetes import DiscoverySettings, PodDiscovery, targets_from_pod_list
-from exporter.daemon.config import Target
+from exporter.daemon.discovery import DiscoverySettings, PodDiscovery, targets_from_pod_list
+from exporter.daemon.targets import Target
 
 ANN = "guided-decoding-exporter.io/scrape"
 
@@ -268,7 +268,7 @@ def test_pod_namespaces_for_names_unique_on_the_node() -> None:
 
 
 def test_node_pods_say_which_are_injected_and_what_keeps_their_probe_from_arming() -> None:
-    from exporter.daemon.collectors.kubernetes import DiscoverySettings, NodePod, node_pods_from_list
+    from exporter.daemon.discovery import DiscoverySettings, NodePod, node_pods_from_list
     from exporter.inject.podspec import InjectOptions, inject
 
     def pod(

@@ -11,10 +11,12 @@ from collections import namedtuple
 import yaml
 
 from exporter.daemon.collectors.cpu import MODES, CpuCollector
+from exporter.daemon.collectors.engines import vllm_settings
+from exporter.daemon.collectors.probe import probe_settings
 from exporter.daemon.config import Config
 from exporter.daemon.profiles import FULL, MINIMAL, PROFILES
 from exporter.daemon.receiver.metric_families import histogram
-from exporter.daemon.server import build_collectors, probe_settings, vllm_settings
+from exporter.daemon.server import build_collectors
 from tools.harness import ROOT
 
 ENGINE_FAMILY = re.compile(r"\b((?:vllm|sglang):[a-z_:]+|trtllm_[a-z_]+)")

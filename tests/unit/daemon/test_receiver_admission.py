@@ -14,9 +14,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from exporter import wire
+from exporter.daemon.collectors.probe import ProbeCollector, ProbeSettings
 from exporter.daemon.receiver.admission import Limits
-from exporter.daemon.receiver.collector import ProbeCollector, ProbeSettings
-from exporter.daemon.receiver.listener import classify
+from exporter.daemon.receiver.message_check import classify
 from exporter.daemon.receiver.metric_families import store_families
 from exporter.daemon.receiver.schema_check import identify
 from exporter.daemon.receiver.store import EngineState, ProbeStore

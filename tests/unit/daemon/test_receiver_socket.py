@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from exporter.daemon.receiver.collector import ProbeCollector, ProbeSettings
-from exporter.daemon.receiver.listener import MAX_MESSAGE_BYTES
+from exporter.daemon.collectors.probe import ProbeCollector, ProbeSettings
+from exporter.daemon.receiver.message_check import MAX_MESSAGE_BYTES
 from exporter.probe.shipper import encode
 
 HELLO = {
@@ -160,8 +160,8 @@ async def test_peer_credentials_and_socket_group(tmp_path: Path, caplog: pytest.
 
 def test_settings_from_the_configuration() -> None:
     """The daemon maps each option to the probe collector's settings; the defaults agree."""
+    from exporter.daemon.collectors.probe import probe_settings
     from exporter.daemon.config import Config
-    from exporter.daemon.server import probe_settings
 
     assert probe_settings(Config()) == ProbeSettings()
     settings = probe_settings(Config(probe_socket="/x.sock", probe_max_schemas=7, collector_timeout=2.0))

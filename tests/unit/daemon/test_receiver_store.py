@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from exporter import wire
-from exporter.daemon.receiver.listener import classify
+from exporter.daemon.receiver.message_check import classify
 from exporter.daemon.receiver.metric_families import analysis_families
 from exporter.daemon.receiver.store import OTHER, ProbeStore
 from exporter.probe.shipper import Shipper

@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from exporter import wire
-from exporter.daemon.receiver.listener import INLINE_BYTES, ProbeListener, classify
+from exporter.daemon.receiver.listener import ProbeListener
+from exporter.daemon.receiver.message_check import classify
+from exporter.daemon.receiver.messages import INLINE_BYTES
 from exporter.daemon.receiver.store import EngineState, ProbeStore
 from exporter.probe.shipper import encode
 from exporter.schema.identity import spec_hashes

@@ -12,7 +12,7 @@ import pytest
 from exporter.engines.vllm import routing, toolcalls
 from exporter.engines.vllm.parsers import PARSER_TABLES
 from exporter.engines.vllm.tooltags.vllm_models import GLM_VALUES
-from exporter.engines.vllm.versions import NEWEST, RELEASES, SUPPORTED, Release
+from exporter.engines.vllm.versions import NEWEST, RELEASES, SUPPORTED, VllmRelease
 from exporter.lint.flags import FlagError, vllm_router
 from tools.harness import ROOT
 
@@ -162,4 +162,4 @@ def test_the_one_backend_latch_is_a_rejection_from_0_33_0() -> None:
 def test_a_release_row_is_frozen() -> None:
     with pytest.raises(AttributeError):
         RELEASES[NEWEST].version = "9"  # type: ignore[misc]
-    assert isinstance(RELEASES[NEWEST], Release)
+    assert isinstance(RELEASES[NEWEST], VllmRelease)

@@ -1,5 +1,7 @@
-"""The probe receiver as one collector: wires the listener, the store, the analysis and the families
-together (the package's docstring says what each does)."""
+"""The probe collector: what the engines' in-engine probes send, received, kept, analysed and exposed.
+It wires the receiver's parts into one collector (exporter.daemon.receiver's docstring says what each
+does): the socket listener, the store, the schema analysis and the metric families.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +9,16 @@ import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
 from exporter import wire
+from exporter.daemon import metrics_table
+from exporter.daemon.collectors import Shared, register
 from exporter.daemon.collectors.base import Collector, CollectorError
-from exporter.daemon.collectors.kubernetes import NodePod
+from exporter.daemon.discovery import NodePod, PodDiscovery
+from exporter.daemon.profiles import PROFILES
 from exporter.daemon.receiver.admission import DEFAULT_MAX_ENGINES, DEFAULT_MAX_ENGINES_PER_POD, Limits
 from exporter.daemon.receiver.analysis import DEFAULT_WINDOW, Place, RuleSeverity, SchemaAnalysis
 from exporter.daemon.receiver.listener import ProbeListener
@@ -24,8 +30,11 @@ from exporter.daemon.receiver.store import (
     ProbeStore,
     with_namespaces,
 )
-from exporter.daemon.receiver.tokenreview import TokenReviewer
+from exporter.daemon.receiver.tokenreview import ReviewSettings, TokenReviewer
 from exporter.schema.findings import Finding, Thresholds
+
+if TYPE_CHECKING:
+    from exporter.daemon.options import Config
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,10 @@ class ProbeCollector(Collector):
     async def not_ready(self) -> str | None:
         return self.listener.not_listening()
 
+    def describe(self) -> Iterable[Metric]:
+        """As `collect`: `probe_absent` only with pod discovery's list of the pods given the probe."""
+        return metrics_table.describe(self.name, () if self.injected_pods is not None else ("probe_absent",))
+
     def collect(self) -> Iterable[Metric]:
         yield from listener_families(self.listener.view())
         view = self.store.view()
@@ -232,3 +245,39 @@ class ProbeCollector(Collector):
 
 def _injected(findings: Mapping[RuleSeverity, int]) -> bool:
     return any(findings.get(("dynamic_schema", severity)) for severity in ("warning", "error"))
+
+
+def probe_settings(config: Config) -> ProbeSettings:
+    return config.settings(
+        ProbeSettings,
+        "probe",
+        shape_window=config.shape_window,
+        thresholds=config.lint_thresholds(),
+        timeout=config.collector_timeout,
+        schema_les=PROFILES[config.metrics_profile].schema_les,
+    )
+
+
+def token_reviewer(config: Config, discovery: PodDiscovery | None) -> TokenReviewer | None:
+    """The TokenReview client for probes over TCP, with this daemon's API-server credentials."""
+    if not config.probe_listen_address:
+        return None
+    settings = config.settings(
+        ReviewSettings,
+        "kubernetes",  # api_server, token_file, ca_file: the same credentials as pod discovery
+        audience=config.probe_token_audience,
+        node=config.kubernetes_node_name,
+        timeout=config.collector_timeout,
+    )
+    return TokenReviewer(settings, discovery.node_pods if discovery is not None else None)
+
+
+@register("probe")
+def build(config: Config, shared: Shared) -> ProbeCollector:
+    discovery = shared.discovery
+    return ProbeCollector(
+        probe_settings(config),
+        discovery.pod_namespaces if discovery is not None else None,  # for probes that do not say theirs
+        token_reviewer(config, discovery),
+        discovery.injected_pods if discovery is not None else None,
+    )

@@ -34,8 +34,8 @@ from typing import Any
 import aiohttp
 
 from exporter.daemon.collectors.base import CollectorError
-from exporter.daemon.config import ENGINES, Target
 from exporter.daemon.httpbody import BodyTooLarge, read_capped
+from exporter.daemon.targets import ENGINES, Target
 from exporter.kernel.engine_pods import NoSuchContainer, blockers, find_engine
 from exporter.kernel.names import SCRAPE_ANNOTATION
 
