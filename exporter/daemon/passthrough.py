@@ -30,6 +30,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from exporter.engines import vllm
+
 # name, optional {labels}, value, optional timestamp, optional OpenMetrics exemplar.
 _SAMPLE = re.compile(
     r"([a-zA-Z_:][a-zA-Z0-9_:]*)"
@@ -152,7 +154,7 @@ def _missing_label(family: Family, line: _Line) -> bool:
 def parse(
     text: str,
     pod: str,
-    prefix: str = "vllm:",
+    prefix: str = vllm.PAGE.prefix,
     cache: LineCache | None = None,
     max_samples: int | None = None,
     namespace: str = "",

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from exporter.engines import sglang, trtllm, vllm
+from exporter.kernel.names import ENGINE_KINDS
+
 
 @dataclass(frozen=True)
 class Engine:
@@ -23,14 +26,10 @@ class Engine:
     default_path: str  # where it serves the Prometheus text format
 
 
-# TensorRT-LLM serves Prometheus text at /prometheus/metrics; its /metrics is JSON iteration stats.
+# Each engine's page as its package declares it (exporter/engines/), in the kernel's order.
+PAGES = {"vllm": vllm.PAGE, "sglang": sglang.PAGE, "trtllm": trtllm.PAGE}
 ENGINES: dict[str, Engine] = {
-    e.name: e
-    for e in (
-        Engine("vllm", "vllm:", "/metrics"),
-        Engine("sglang", "sglang:", "/metrics"),
-        Engine("trtllm", "trtllm_", "/prometheus/metrics"),
-    )
+    kind: Engine(kind, PAGES[kind].prefix, PAGES[kind].path) for kind in ENGINE_KINDS
 }
 
 
