@@ -41,7 +41,7 @@ def test_engine_facts_live_in_their_engine_package() -> None:
     for path in sorted((ROOT / "exporter").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and node.value in prefixes:
-                if path.parent != ROOT / "exporter" / "engines" / prefixes[node.value]:
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+            owner = prefixes.get(node.value) if isinstance(node, ast.Constant) else None
+            if owner and path.parent != ROOT / "exporter" / "engines" / owner:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert found == []
