@@ -469,7 +469,8 @@ PROBE: tuple[MetricSpec, ...] = (
         "family_varying",
         "gauge",
         "What varies between the family's variants (at most 5): branches (distinct subsets of the union at"
-        " pointer), optional (properties that come and go), literal (variants whose literal differs).",
+        " pointer), optional (properties that come and go), literal (variants whose literal differs), order"
+        " (distinct orders of the same members: an enum, required, a type list, a union's branches).",
         ("family", "pointer", "what"),
     ),
     MetricSpec(

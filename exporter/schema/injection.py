@@ -27,6 +27,13 @@ FIX = (
 )
 
 
+# When nothing but order varies: the members never change, so sorting at the source is the whole fix.
+FIX_ORDER = (
+    "send the members in one canonical order (sort the enum, `required` and the tools where the service "
+    "builds them, e.g. from a set or a dict): the same members then make one string that compiles once"
+)
+
+
 @dataclass(frozen=True)
 class Usage:
     """A family's traffic: in the daemon's window, or in a request log."""
@@ -77,6 +84,9 @@ def dynamic_schema(variation: Variation, usage: Usage, limits: Thresholds) -> li
         severity, costs = "error", f"{cost} (error from {limits.dynamic_seconds:g} s)"
     else:
         severity, costs = "warning", f"{cost} (error from {limits.dynamic_seconds:g} s)"
+    if variation.order_only:
+        what = "the same members in a new order per request, every order compiles from scratch"
+        return [Finding(RULE, severity, pointer, f"{traffic}: {what}{costs}; varies: {varies}", FIX_ORDER)]
     return [
         Finding(
             RULE, severity, pointer,

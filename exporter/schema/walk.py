@@ -64,7 +64,10 @@ def is_format(value: Any) -> bool:
     tag's structure (`begin`, `schema`, `end`)."""
     if not isinstance(value, dict):
         return False
-    return value.get("type") in FORMAT_TYPES or ("begin" in value and "end" in value and "schema" in value)
+    kind = value.get("type")  # a JSON Schema `type` may be a list (unhashable): never a format's
+    return (isinstance(kind, str) and kind in FORMAT_TYPES) or (
+        "begin" in value and "end" in value and "schema" in value
+    )
 
 
 class TooComplex(Exception):

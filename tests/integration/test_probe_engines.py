@@ -563,3 +563,54 @@ def test_the_schemas_registry_lists_the_nodes_static_schemas_for_gdx_warm(
     assert first["requests"] == 4 and first["name"] == "Invoice" and first["schema"] == hot
     assert list(first["schema"]["properties"]) == list(hot["properties"])  # the key order the engine saw
     assert [schema for _, schema in schemas([url])] == [hot, warm]  # what gdx warm sends
+
+
+def test_order_alone_is_named_as_order_on_metrics(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    """The same members in a fresh order per request (an enum built from a set, tools from a dict): one
+    family, what varies is the order of each list (not a literal, not a union subset), and
+    dynamic_schema fires. Built from the mechanism: random members, random permutations."""
+    import random
+
+    from exporter.schema.identity import schema_hash
+
+    rng = random.Random(20261205)
+    daemon = daemon_factory("--probe.socket", str(socket_path), "--lint.dynamic-span", "1ms")
+    c = compiler(xgr_info)
+    members = [f"m{rng.randrange(10**6)}" for _ in range(rng.randint(5, 9))]
+    tools = [
+        {"type": "object", "properties": {"name": {"const": f"t{i}"}, "arg": {"type": "integer"}}}
+        for i in range(rng.randint(4, 6))
+    ]
+    specs = []
+    for _ in range(10):
+        rng.shuffle(members)
+        rng.shuffle(tools)
+        schema = {
+            "type": "object",
+            "properties": {"kind": {"enum": list(members)}, "call": {"anyOf": list(tools)}},
+        }
+        specs.append(json.dumps(schema))
+    for i, spec in enumerate(specs):
+        c.compile_json_schema(spec, any_whitespace=False)
+        if i == 4:
+            wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") >= 5)
+    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_schemas_analysed_total") == 10, timeout=30)
+    m = scrape(daemon.url)
+    family = next(
+        dict(labels)["family"]
+        for name, labels in m
+        if name == "guided_decoding_schema_info" and ("schema_hash", schema_hash(specs[0])) in labels
+    )
+    varying = {
+        (d["pointer"], d["what"])
+        for d in (
+            dict(ls) for n, ls in m if n == "guided_decoding_family_varying" and ("family", family) in ls
+        )
+    }
+    assert varying == {("/properties/kind/enum", "order"), ("/properties/call/anyOf", "order")}
+    findings = [
+        dict(ls)["rule"] for n, ls in m if n == "guided_decoding_family_findings" and ("family", family) in ls
+    ]
+    assert findings == ["dynamic_schema"]

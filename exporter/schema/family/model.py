@@ -115,6 +115,15 @@ class Variation:
     unions: tuple[UnionVariation, ...]
     optional: tuple[OptionalVariation, ...]
     degraded: bool = False
+    # (pointer, distinct orders) of lists whose members never change but whose order does (an enum, a
+    # union's branches, `required`, a `type` list): order means nothing in JSON Schema, yet each order
+    # is a new string for the engine's cache.
+    orders: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def order_only(self) -> bool:
+        """Nothing but order varies: the fix is a canonical order at the source."""
+        return bool(self.orders) and not (self.literals or self.unions or self.optional)
 
     def lines(self) -> tuple[str, ...]:
         """One line per finding, e.g. "/anyOf: 37 distinct subsets of 12 branches"."""
@@ -128,13 +137,16 @@ class Variation:
         out += [
             f"{p or 'text'}: literal differs in {n} of {self.variants} variants" for p, n in self.literals
         ]
+        out += [f"{p}: the same members in {n} different orders" for p, n in self.orders]
         return tuple(out)
 
     def parts(self) -> tuple[tuple[str, str, int], ...]:
         """(pointer, what, how many) in the order of `lines`: "branches" (distinct subsets), "optional"
-        (properties that come and go), "literal" (variants differing); a text spec's pointer is ""."""
+        (properties that come and go), "literal" (variants differing), "order" (distinct orders of the
+        same members); a text spec's pointer is ""."""
         return (
             *((u.pointer or "/", "branches", u.subsets) for u in self.unions),
             *((o.pointer, "optional", len(o.names)) for o in self.optional),
             *((p, "literal", n) for p, n in self.literals),
+            *((p, "order", n) for p, n in self.orders),
         )

@@ -7,7 +7,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.schema.family.fingerprint import analyse_structure, short_digest
@@ -38,12 +38,65 @@ class Positions:
     literals: dict[str, tuple[str, str]]  # aligned key -> (real pointer, digest)
     unions: dict[str, frozenset[str]]  # aligned key of the list -> branch keys
     optional: dict[str, frozenset[str]]  # aligned key of the properties map -> optional names
+    # aligned key of a list whose order means nothing -> (real pointer, members digest, order digest)
+    orders: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+
+
+# Lists whose order carries no meaning in JSON Schema (besides a union's branches): compared as sets
+# for what varies, their order reported on its own.
+ORDERLESS = ("enum", "required", "type")
 
 
 def _literal_digest(value: Any) -> str:
     """The same digest as variants.literals."""
     text = canonical_json(value).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(text, digest_size=8).hexdigest()
+
+
+def _orderless(value: list[Any]) -> tuple[str, str]:
+    """(members digest, order digest) of a list: equal members digests and unequal order digests are
+    the same members in another order."""
+    members = [_literal_digest(v) for v in value]
+    return _literal_digest(sorted(members)), _literal_digest(members)
+
+
+RANK_NODES = 200_000  # JSON values read per schema to rank same-shape branches; past it, by place
+
+
+def _size_within(value: Any, left: list[int]) -> bool:
+    """Counts `value`'s JSON nodes against the allowance in `left[0]`; False once it runs out."""
+    stack = [value]
+    while stack:
+        left[0] -= 1
+        if left[0] < 0:
+            return False
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
+def _branch_ranks(
+    branches: list[tuple[str, str, Any]], shapes: dict[str, str], left: list[int]
+) -> dict[str, int]:
+    """Branches of one union that share a literal-free shape (tools that differ only in their name),
+    ranked by their whole content rather than their place: the same branches in another order line
+    up with themselves, so a reorder reads as order and not as every literal changing. Reading them
+    is bounded per schema (`left`, RANK_NODES); past it they keep their place."""
+    by_shape: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+    for keyword, pointer, child in branches:
+        key = (keyword, shapes.get(pointer, pointer.rsplit("/", 1)[1]))
+        by_shape.setdefault(key, []).append((pointer, child))
+    ranks: dict[str, int] = {}
+    for same in by_shape.values():
+        if len(same) > 1 and all(_size_within(child, left) for _, child in same):
+            ordered = sorted(same, key=lambda item: (_literal_digest(item[1]), item[0]))
+            ranks.update((pointer, rank) for rank, (pointer, _) in enumerate(ordered))
+        elif len(same) > 1:
+            ranks.update((pointer, rank) for rank, (pointer, _) in enumerate(same))
+    return ranks
 
 
 def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
@@ -57,6 +110,8 @@ def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
     lits: dict[str, tuple[str, str]] = {}
     unions: dict[str, frozenset[str]] = {}
     optional: dict[str, frozenset[str]] = {}
+    orders: dict[str, tuple[str, str, str]] = {}
+    left = [RANK_NODES]
     for node in walk(schema, budget, follow_refs=False, tags=True):
         a = aligned.get(node.pointer, node.pointer)
         nodes[a] = node.pointer
@@ -68,29 +123,39 @@ def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
                 found = _literal_digest(s[key])
             if found is not None:
                 lits[f"{a}/{escape(key)}"] = (real, found)
+        for key in ORDERLESS:
+            value = s.get(key)
+            if isinstance(value, list) and len(value) > 1 and not is_format(s):
+                real = f"{node.pointer}/{key}"
+                members, order = _orderless(value)
+                orders[f"{a}/{key}"] = (real, members, order)
+                if f"{a}/{key}" in lits:  # an enum: its members are the literal, its order apart
+                    lits[f"{a}/{key}"] = (real, members)
         props = s.get("properties")
         if isinstance(props, dict):
             required = s.get("required")
             needed = {r for r in required if isinstance(r, str)} if isinstance(required, list) else set()
             optional[f"{a}/properties"] = frozenset(n for n in props if n not in needed)
-        seen: Counter[str] = Counter()
         unions_here = (*UNIONS, *TAG_UNIONS) if is_format(s) else UNIONS
-        for keyword, pointer, child in children(node.pointer, s, tags=True):
-            if not isinstance(child, dict):
-                continue
+        kids = [(k, p, c) for k, p, c in children(node.pointer, s, tags=True) if isinstance(c, dict)]
+        ranks = _branch_ranks([(k, p, c) for k, p, c in kids if k in unions_here], shapes, left)
+        for keyword, pointer, _child in kids:
             token = pointer.rsplit("/", 1)[1]
             if keyword in unions_here:
                 shape = shapes.get(pointer, token)
-                seen[keyword + shape] += 1
-                token = f"~{shape}" + (f"~{seen[keyword + shape]}" if seen[keyword + shape] > 1 else "")
+                rank = ranks.get(pointer, 0)
+                token = f"~{shape}" + (f"~{rank + 1}" if rank else "")
             aligned[pointer] = f"{a}/{escape(keyword)}/{token}"
         for keyword in unions_here:
             branches = s.get(keyword)
             if isinstance(branches, list):
                 base = f"{node.pointer}/{keyword}"
-                tokens = (aligned.get(f"{base}/{i}", "").rsplit("/", 1)[-1] for i in range(len(branches)))
+                tokens = [aligned.get(f"{base}/{i}", "").rsplit("/", 1)[-1] for i in range(len(branches))]
                 unions[f"{a}/{keyword}"] = frozenset(t for t in tokens if t)
-    return Positions(nodes, lits, unions, optional)
+                if len(tokens) > 1:
+                    members, order = _orderless(tokens)
+                    orders[f"{a}/{keyword}"] = (base, members, order)
+    return Positions(nodes, lits, unions, optional, orders)
 
 
 def positions(schema: Any, budget: Budget = DEFAULT_BUDGET, rules: Rules = DEFAULT_RULES) -> Positions | None:
@@ -137,6 +202,7 @@ def variation(per: Sequence[Positions], limit: int = 20, degraded: bool = False)
         _varying_unions(per, limit),
         _varying_optional(per, limit),
         degraded,
+        _varying_orders(per, limit),
     )
 
 
@@ -187,4 +253,16 @@ def _varying_optional(per: Sequence[Positions], limit: int) -> tuple[OptionalVar
             pointer = f"{_first(per, parent, 'nodes')}/properties"
             out.append(OptionalVariation(pointer, len(sets), names[:MAX_REPORTED_NAMES]))
     out.sort(key=lambda o: (-len(o.names), o.pointer))
+    return tuple(out[:limit])
+
+
+def _varying_orders(per: Sequence[Positions], limit: int) -> tuple[tuple[str, int], ...]:
+    """Lists whose members are the same in every variant that has them and whose order is not."""
+    out = []
+    for key in sorted({k for p in per for k in p.orders}):
+        found = [p.orders[key] for p in per if key in p.orders]
+        orders = {order for _, _, order in found}
+        if len(orders) > 1 and len({members for _, members, _ in found}) == 1:
+            out.append((found[0][0], len(orders)))
+    out.sort(key=lambda item: (-item[1], item[0]))
     return tuple(out[:limit])

@@ -396,3 +396,12 @@ def test_readable_names_never_hold_a_literal_value(names: list[str], values: lis
         assert len(name) <= 64 and all(c.isalnum() or c in "_.,+ -" for c in name)
         assert not any(v in name for v in values)
         assert not set(name) & set("XYZ")
+
+
+def test_a_type_list_is_read_as_a_schema_not_degraded() -> None:
+    """`"type": ["string", "null"]` is a list (unhashable): reading it as a structural-tag format's
+    type raised, and every schema holding one was its own exact family."""
+    a = {"type": "object", "properties": {"n": {"type": ["string", "null"]}, "k": {"enum": ["x", "y"]}}}
+    b = {"type": "object", "properties": {"n": {"type": ["null", "string"]}, "k": {"enum": ["z", "w"]}}}
+    assert not of(a).degraded and of(a).frame == of(b).frame
+    assert [p for p, _ in what_varies([a, b]).literals] == ["/properties/k/enum"]
