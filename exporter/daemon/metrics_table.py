@@ -470,7 +470,8 @@ PROBE: tuple[MetricSpec, ...] = (
         "gauge",
         "What varies between the family's variants (at most 5): branches (distinct subsets of the union at"
         " pointer), optional (properties that come and go), literal (variants whose literal differs), order"
-        " (distinct orders of the same members: an enum, required, a type list, a union's branches).",
+        " (distinct orders of the same members: an enum, required, a type list, a union's branches), names"
+        " (distinct sets of definition names over the same definitions).",
         ("family", "pointer", "what"),
     ),
     MetricSpec(

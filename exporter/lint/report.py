@@ -354,7 +354,7 @@ def _family(family_id: str, members: list[_Member], thresholds: Thresholds) -> F
     schemas.sort(key=lambda s: (s.seconds or 0.0, s.lines), reverse=True)  # hottest first, else log order
     return FamilyReport(
         family_id,
-        first.report.title or first.fingerprint.name,
+        family.family_title([member.report.title for member in members]) or first.fingerprint.name,
         first.spec.first.kind,
         requests,
         len(schemas),

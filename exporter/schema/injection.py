@@ -34,6 +34,13 @@ FIX_ORDER = (
 )
 
 
+# When only definition names vary: the same models under per-request names.
+FIX_NAMES = (
+    "keep model names static (no tenant or id in the class name, e.g. pydantic's create_model name): "
+    "the structure never changes, only the names do, and each name set compiles from scratch"
+)
+
+
 @dataclass(frozen=True)
 class Usage:
     """A family's traffic: in the daemon's window, or in a request log."""
@@ -84,6 +91,9 @@ def dynamic_schema(variation: Variation, usage: Usage, limits: Thresholds) -> li
         severity, costs = "error", f"{cost} (error from {limits.dynamic_seconds:g} s)"
     else:
         severity, costs = "warning", f"{cost} (error from {limits.dynamic_seconds:g} s)"
+    if variation.names_only:
+        what = "the same definitions under new names per request, every name set compiles from scratch"
+        return [Finding(RULE, severity, pointer, f"{traffic}: {what}{costs}; varies: {varies}", FIX_NAMES)]
     if variation.order_only:
         what = "the same members in a new order per request, every order compiles from scratch"
         return [Finding(RULE, severity, pointer, f"{traffic}: {what}{costs}; varies: {varies}", FIX_ORDER)]

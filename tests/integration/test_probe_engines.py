@@ -614,3 +614,45 @@ def test_order_alone_is_named_as_order_on_metrics(
         dict(ls)["rule"] for n, ls in m if n == "guided_decoding_family_findings" and ("family", family) in ls
     ]
     assert findings == ["dynamic_schema"]
+
+
+def test_names_alone_are_named_and_never_a_label(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    """The same models under per-tenant names (Pydantic's create_model(f"LineItem_{tenant}")): one
+    family on /metrics whose varying part is `names` at the definitions map, and no tenant's name
+    anywhere on the page (not in a pointer, a family name or a title)."""
+    import random
+
+    from exporter.schema.identity import schema_hash
+
+    rng = random.Random(20261205)
+    daemon = daemon_factory("--probe.socket", str(socket_path), "--lint.dynamic-span", "1ms")
+    c = compiler(xgr_info)
+    tenants = [f"tnt{rng.randrange(10**6)}zz" for _ in range(10)]
+    specs = []
+    for t in tenants:
+        item = {"title": f"LineItem_{t}", "type": "object", "properties": {"sku": {"type": "string"}}}
+        items = {"type": "array", "items": {"$ref": f"#/$defs/LineItem_{t}"}}
+        schema = {
+            "title": "Invoice",
+            "type": "object",
+            "properties": {"items": items},
+            "$defs": {f"LineItem_{t}": item},
+        }
+        specs.append(json.dumps(schema))
+    for i, spec in enumerate(specs):
+        c.compile_json_schema(spec, any_whitespace=False)
+        if i == 4:
+            wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") >= 5)
+    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_schemas_analysed_total") == 10, timeout=30)
+    m = scrape(daemon.url)
+    family = next(
+        dict(labels)["family"]
+        for name, labels in m
+        if name == "guided_decoding_schema_info" and ("schema_hash", schema_hash(specs[0])) in labels
+    )
+    assert sample(m, "guided_decoding_family_variants", family=family) == 10
+    assert sample(m, "guided_decoding_family_varying", family=family, pointer="/$defs", what="names") == 10
+    text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
+    assert not any(t in text for t in tenants)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from exporter.schema.family import MASKED, NUMBERS, REMOVED, FamilyIndex, Fingerprint, Rules, fingerprint
+from exporter.schema.family.definitions import canonical
 from exporter.schema.identity import schema_hash
 from tools.bench.schemas import DATA, read
 
@@ -76,11 +77,17 @@ def _required_sorted(value: object) -> object:
     return value
 
 
+def _renamed(schema: object) -> str:
+    """The schema up to its definitions' names and its `required` order."""
+    return json.dumps(_required_sorted(canonical(schema)[0]), sort_keys=True)
+
+
 @dataclass(frozen=True)
 class Merges:
     schemas: int  # in a family holding more than one distinct schema
     literal_only: int  # of which in families of one literal-free shape
     equivalent: int  # of which in families whose schemas differ only in the order of `required`
+    renamed: int = 0  # of which in families whose schemas differ only in definition names (and order)
 
     @property
     def through_holes(self) -> int:
@@ -88,7 +95,7 @@ class Merges:
 
 
 def false_merges(families: dict[str, list[Spec]], parsed: dict[str, object]) -> Merges:
-    merged = literal_only = equivalent = 0
+    merged = literal_only = equivalent = renamed = 0
     for specs in families.values():
         exact = {s.exact for s in specs}
         if len(exact) > 1:
@@ -97,7 +104,12 @@ def false_merges(families: dict[str, list[Spec]], parsed: dict[str, object]) -> 
                 literal_only += len(specs)
             if len({json.dumps(_required_sorted(parsed[e]), sort_keys=True) for e in exact}) == 1:
                 equivalent += len(specs)
-    return Merges(merged, literal_only, equivalent)
+            elif (
+                len({json.dumps(_required_sorted(canonical(parsed[e])[0]), sort_keys=True) for e in exact})
+                == 1
+            ):
+                renamed += len(specs)
+    return Merges(merged, literal_only, equivalent, renamed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,9 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"false merges: {m.schemas} schemas ({m.schemas / n:.2%}); {m.literal_only} of them in families "
-        f"of one literal-free shape ({m.equivalent} differ only in the order of `required`), "
-        f"{m.through_holes} joined through holes; "
-        f"without the equivalent ones: {(m.schemas - m.equivalent) / n:.2%}"
+        f"of one literal-free shape ({m.equivalent} differ only in the order of `required`, {m.renamed} only "
+        f"in definition names), {m.through_holes} joined through holes; "
+        f"without the equivalent and renamed ones: {(m.schemas - m.equivalent - m.renamed) / n:.2%}"
     )
     for label, rules, quorum in (
         ("without the quorum (quorum 1)", Rules(), 1),

@@ -138,7 +138,7 @@ class QueuedText:
 @dataclass(frozen=True, slots=True)
 class FamilyMeta:
     kind: str
-    title: str  # the founder's sanitised title (from the probe)
+    title: str  # what its variants' sanitised titles share (family.shared_title), "" when too little
     structure: str  # a name from its structure only
 
 
@@ -260,11 +260,15 @@ class SchemaAnalysis:
             return False
         membership = self._index.add(fp)
         self._family[schema_hash] = membership.family
-        if membership.family not in self._meta:
+        title = identity.mask_title(queued.title)
+        meta = self._meta.get(membership.family)
+        if meta is None:
             kind = fp.kind if queued.kind in JSON_KINDS else queued.kind
-            self._meta[membership.family] = FamilyMeta(kind, identity.mask_title(queued.title), fp.name)
+            self._meta[membership.family] = FamilyMeta(kind, title, fp.name)
             if len(self._meta) > 2 * self._index.max_families:
                 self._meta.popitem(last=False)
+        elif meta.title and title != meta.title:  # the name is what every variant's title shares
+            self._meta[membership.family] = replace(meta, title=family.shared_title(meta.title, title))
         for old in membership.absorbed:
             if old != membership.family:
                 self._aliases[old] = membership.family

@@ -51,7 +51,7 @@ from exporter.schema.family.model import (
     UnionVariation,
     Variation,
 )
-from exporter.schema.family.names import readable_name
+from exporter.schema.family.names import family_title, readable_name, shared_title
 from exporter.schema.family.variation import Positions, positions, text_positions, variation, what_varies
 
 __all__ = [
@@ -71,12 +71,14 @@ __all__ = [
     "UnionVariation",
     "Variation",
     "compatible",
+    "family_title",
     "fingerprint",
     "mask_text",
     "of",
     "positions",
     "readable_name",
     "same_family",
+    "shared_title",
     "text_fingerprint",
     "text_kind",
     "text_positions",

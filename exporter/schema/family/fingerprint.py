@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, NamedTuple
 
+from exporter.schema.family.definitions import canonical
 from exporter.schema.family.model import (
     DEFAULT_BUDGET,
     DEFAULT_RULES,
@@ -397,6 +398,7 @@ def fingerprint(
             return text_fingerprint(spec)
         if not isinstance(value, dict):
             return _exact(spec, value, "json", readable_name(value), False)
+        value, _ = canonical(value, budget)  # definition names are not the shape (definitions.py)
         result = analyse_structure(value, rules, budget)
         holes = tuple(sorted(result.holes, key=lambda h: h.pointer))
         return Fingerprint(result.frame, result.shape, holes, "schema", result.size, readable_name(value))

@@ -119,11 +119,19 @@ class Variation:
     # union's branches, `required`, a `type` list): order means nothing in JSON Schema, yet each order
     # is a new string for the engine's cache.
     orders: tuple[tuple[str, int], ...] = ()
+    # (pointer of the definitions map, distinct name sets) where variants differ only in what their
+    # definitions are called (a model made per tenant with the tenant in its name)
+    names: tuple[tuple[str, int], ...] = ()
 
     @property
     def order_only(self) -> bool:
         """Nothing but order varies: the fix is a canonical order at the source."""
-        return bool(self.orders) and not (self.literals or self.unions or self.optional)
+        return bool(self.orders) and not (self.literals or self.unions or self.optional or self.names)
+
+    @property
+    def names_only(self) -> bool:
+        """Nothing but definition names (and perhaps order) varies: the fix is stable model names."""
+        return bool(self.names) and not (self.literals or self.unions or self.optional)
 
     def lines(self) -> tuple[str, ...]:
         """One line per finding, e.g. "/anyOf: 37 distinct subsets of 12 branches"."""
@@ -138,15 +146,17 @@ class Variation:
             f"{p or 'text'}: literal differs in {n} of {self.variants} variants" for p, n in self.literals
         ]
         out += [f"{p}: the same members in {n} different orders" for p, n in self.orders]
+        out += [f"{p}: the same definitions under {n} different sets of names" for p, n in self.names]
         return tuple(out)
 
     def parts(self) -> tuple[tuple[str, str, int], ...]:
         """(pointer, what, how many) in the order of `lines`: "branches" (distinct subsets), "optional"
         (properties that come and go), "literal" (variants differing), "order" (distinct orders of the
-        same members); a text spec's pointer is ""."""
+        same members), "names" (distinct sets of definition names); a text spec's pointer is ""."""
         return (
             *((u.pointer or "/", "branches", u.subsets) for u in self.unions),
             *((o.pointer, "optional", len(o.names)) for o in self.optional),
             *((p, "literal", n) for p, n in self.literals),
             *((p, "order", n) for p, n in self.orders),
+            *((p, "names", n) for p, n in self.names),
         )

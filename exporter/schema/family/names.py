@@ -60,3 +60,36 @@ def _name(value: Any) -> str:
             return f"array of {items['type']}"
         return kind if kind in TYPES else "schema"
     return "schema" if value else "empty schema"
+
+
+SEPARATORS = "_-. "
+MIN_SHARED = 3
+
+
+def shared_title(a: str, b: str) -> str:
+    """What two variants' titles share, for the family's name: the common start, cut at a word
+    boundary ("LineItem_acme", "LineItem_globex" -> "LineItem"), or "" when too little is shared. A
+    name made per request (a tenant in a model's name) then never names the whole family."""
+    if a == b:
+        return a
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    common = a[:n]
+    if n < len(a) and n < len(b) and common and common[-1] not in SEPARATORS:
+        cut = max(common.rfind(s) for s in SEPARATORS)
+        common = common[: cut + 1] if cut >= 0 else ""
+    common = common.rstrip(SEPARATORS)
+    return common if len(common) >= MIN_SHARED else ""
+
+
+def family_title(titles: list[str]) -> str:
+    """What every variant's title shares ("" when any has none, or they share too little)."""
+    if not titles or not all(titles):
+        return ""
+    out = titles[0]
+    for title in titles[1:]:
+        out = shared_title(out, title)
+    return out

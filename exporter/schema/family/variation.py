@@ -6,10 +6,11 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from exporter.schema.family.definitions import DEFINITIONS, PREFIX, canonical
 from exporter.schema.family.fingerprint import analyse_structure, short_digest
 from exporter.schema.family.model import (
     DEFAULT_BUDGET,
@@ -40,6 +41,9 @@ class Positions:
     optional: dict[str, frozenset[str]]  # aligned key of the properties map -> optional names
     # aligned key of a list whose order means nothing -> (real pointer, members digest, order digest)
     orders: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # the root definitions, renamed canonically for alignment (definitions.py): (canonical pointer,
+    # this variant's own pointer) each; the pointers above are canonical where there are any
+    names: tuple[tuple[str, str], ...] = ()
 
 
 # Lists whose order carries no meaning in JSON Schema (besides a union's branches): compared as sets
@@ -100,6 +104,13 @@ def _branch_ranks(
 
 
 def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
+    schema, original = canonical(schema, budget)
+    names = tuple(
+        (f"/{keyword}/{PREFIX}{i}", f"/{keyword}/{escape(name)}")
+        for i, name in enumerate(original)
+        for keyword in DEFINITIONS
+        if isinstance(schema.get(keyword), dict) and f"{PREFIX}{i}" in schema[keyword]
+    )
     shapes: dict[str, str] = {}
     analyse_structure(schema, rules, budget, shapes)
     real_literals = literals(schema, budget)  # the standard literal keys, digested as variants does
@@ -155,7 +166,7 @@ def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
                 if len(tokens) > 1:
                     members, order = _orderless(tokens)
                     orders[f"{a}/{keyword}"] = (base, members, order)
-    return Positions(nodes, lits, unions, optional, orders)
+    return Positions(nodes, lits, unions, optional, orders, names)
 
 
 def positions(schema: Any, budget: Budget = DEFAULT_BUDGET, rules: Rules = DEFAULT_RULES) -> Positions | None:
@@ -195,15 +206,48 @@ def what_varies(
 
 
 def variation(per: Sequence[Positions], limit: int = 20, degraded: bool = False) -> Variation:
-    """What differs between these variants' positions (see `what_varies`)."""
+    """What differs between these variants' positions (see `what_varies`). Where the definitions'
+    names are the same in every variant, pointers read with those names; where they differ, with the
+    canonical ones (`/$defs/d0`): no variant's own name (a tenant's, say) is reported as the place."""
+    named = {p.names for p in per if p.names}
+    real = _real(next(iter(named))) if len(named) == 1 else _same
+    names = _varying_names(per)
     return Variation(
         len(per),
-        _varying_literals(per, limit),
-        _varying_unions(per, limit),
-        _varying_optional(per, limit),
+        tuple((real(p), n) for p, n in _varying_literals(per, limit)),
+        tuple(replace(u, pointer=real(u.pointer)) for u in _varying_unions(per, limit)),
+        tuple(replace(o, pointer=real(o.pointer)) for o in _varying_optional(per, limit)),
         degraded,
-        _varying_orders(per, limit),
+        tuple((real(p), n) for p, n in _varying_orders(per, limit)),
+        names,
     )
+
+
+def _same(pointer: str) -> str:
+    return pointer
+
+
+def _real(names: tuple[tuple[str, str], ...]) -> Callable[[str], str]:
+    """Canonical definition pointers back to the names every variant shares."""
+
+    def real(pointer: str) -> str:
+        for canonical_pointer, own in names:
+            if pointer == canonical_pointer or pointer.startswith(canonical_pointer + "/"):
+                return own + pointer[len(canonical_pointer) :]
+        return pointer
+
+    return real
+
+
+def _varying_names(per: Sequence[Positions]) -> tuple[tuple[str, int], ...]:
+    """The definitions map whose names differ between variants otherwise aligned: (pointer, distinct
+    name sets). The pointer is the map's, never a name."""
+    found = [p.names for p in per if p.names]
+    distinct = {tuple(own for _, own in names) for names in found}
+    if len(distinct) < 2:
+        return ()
+    keyword = found[0][0][0].split("/")[1]
+    return ((f"/{keyword}", len(distinct)),)
 
 
 def _first(per: Sequence[Positions], key: str, table: str) -> str:

@@ -1,0 +1,145 @@
+"""Definition names are not the shape: a schema whose `$defs`/`definitions` keys (and the `$ref`s to
+them, and titles that repeat them) differ from another's only by name is the same schema for its
+family. Services make such names per request (Pydantic's `create_model(f"LineItem_{tenant}")`), and
+each name is a new string for the engine's cache.
+
+`canonical` renames the root's definitions `d0`, `d1`, ... in the order a fixed traversal first
+reaches their `$ref`s (the root before the definitions, each definition when first referenced;
+unreferenced ones after, by structure), rewrites every `$ref` to them and every title equal to its
+definition's name. Two schemas equal up to definition names give equal canonical schemas; the
+original names are returned apart, for what varies. Pure; bounded by the walk budget's node count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+from urllib.parse import quote
+
+from exporter.schema.family.model import DEFAULT_BUDGET
+from exporter.schema.walk import Budget, TooComplex
+
+DEFINITIONS = ("$defs", "definitions")
+PREFIX = "d"
+
+
+def canonical(schema: Any, budget: Budget = DEFAULT_BUDGET) -> tuple[Any, tuple[str, ...]]:
+    """The schema with its root definitions renamed canonically, and their original names (in the
+    canonical order); the schema itself and () when it has none to rename."""
+    if not isinstance(schema, dict):
+        return schema, ()
+    maps = [(k, schema[k]) for k in DEFINITIONS if isinstance(schema.get(k), dict) and schema[k]]
+    if not maps:
+        return schema, ()
+    order = _order(schema, maps, budget)
+    names = {(keyword, name): f"{PREFIX}{i}" for i, (keyword, name) in enumerate(order)}
+    refs = {ref: f"#/{keyword}/{names[(keyword, name)]}" for ref, (keyword, name) in _refs(maps).items()}
+    result: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in DEFINITIONS and isinstance(value, dict) and value:
+            renamed = {
+                names[(key, n)]: _rewrite(d, refs, (n, names[(key, n)]), budget) for n, d in value.items()
+            }
+            result[key] = {new: renamed[new] for new in sorted(renamed, key=lambda n: int(n[len(PREFIX) :]))}
+        else:
+            result[key] = _rewrite(value, refs, None, budget)
+    return result, tuple(name for _, name in order)
+
+
+def _rewrite(value: Any, refs: dict[str, str], own: tuple[str, str] | None, budget: Budget) -> Any:
+    """A copy of `value` with its `$ref`s renamed and, at its top, a title equal to its definition's
+    old name given the new one (Pydantic writes the model's name there). Iterative, node-bounded."""
+    top: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any, bool]] = [(value, top, 0, True)]
+    left = budget.max_nodes
+    while stack:
+        src, parent, slot, first = stack.pop()
+        left -= 1
+        if left < 0:
+            raise TooComplex("definitions: over the node budget")
+        if isinstance(src, dict):
+            dst: dict[str, Any] = {}
+            parent[slot] = dst
+            for k, v in src.items():
+                if k == "$ref" and isinstance(v, str):
+                    dst[k] = _renamed_ref(v, refs)
+                elif k == "title" and first and own is not None and v == own[0]:
+                    dst[k] = own[1]
+                else:
+                    dst[k] = None
+                    stack.append((v, dst, k, False))
+        elif isinstance(src, list):
+            items: list[Any] = [None] * len(src)
+            parent[slot] = items
+            stack.extend((v, items, i, False) for i, v in enumerate(src))
+        else:
+            parent[slot] = src
+    return top[0]
+
+
+def _refs(maps: list[tuple[str, dict[str, Any]]]) -> dict[str, tuple[str, str]]:
+    """Each way a local `$ref` names a root definition (its pointer token escaped, and percent-encoded
+    as in a URI fragment) -> (keyword, name)."""
+    out: dict[str, tuple[str, str]] = {}
+    for keyword, defs in maps:
+        for name in defs:
+            token = name.replace("~", "~0").replace("/", "~1")
+            out[f"#/{keyword}/{token}"] = (keyword, name)
+            out.setdefault(f"#/{keyword}/{quote(token, safe=_SAFE)}", (keyword, name))
+    return out
+
+
+_SAFE = "~!$&'()*+,;=:@-._"
+
+
+def _order(
+    schema: dict[str, Any], maps: list[tuple[str, dict[str, Any]]], budget: Budget
+) -> list[tuple[str, str]]:
+    """(keyword, name) of every root definition, in the order their `$ref`s are first reached."""
+    known = _refs(maps)
+    order: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    queue: list[Any] = [{k: v for k, v in schema.items() if k not in DEFINITIONS}]
+    left = budget.max_nodes
+    while queue:
+        stack = [queue.pop(0)]
+        while stack:
+            left -= 1
+            if left < 0:
+                raise TooComplex("definitions: over the node budget")
+            value = stack.pop()
+            if isinstance(value, dict):
+                ref = value.get("$ref")
+                target = known.get(_strip(ref)) if isinstance(ref, str) else None
+                if target is not None and target not in seen:
+                    seen.add(target)
+                    order.append(target)
+                    queue.append(dict(maps)[target[0]][target[1]])
+                stack.extend(reversed([value[k] for k in sorted(value) if k != "$ref"]))
+            elif isinstance(value, list):
+                stack.extend(reversed(value))
+    rest = [(keyword, name) for keyword, defs in maps for name in defs if (keyword, name) not in seen]
+    rest.sort(key=lambda item: (_structure(dict(maps)[item[0]][item[1]]), item[0]))
+    return order + rest
+
+
+def _structure(value: Any) -> str:
+    """A digest of a definition without its names (titles and refs), for unreferenced ones' order."""
+    try:
+        text = json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = ""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _strip(ref: str) -> str:
+    """A local ref to a root definition, its subpath dropped (`#/$defs/A/properties/x` -> `#/$defs/A`)."""
+    parts = ref.split("/")
+    return "/".join(parts[:3]) if len(parts) >= 3 and parts[0] == "#" else ref
+
+
+def _renamed_ref(ref: str, refs: dict[str, str]) -> str:
+    head = _strip(ref)
+    new = refs.get(head)
+    return ref if new is None else new + ref[len(head) :]
