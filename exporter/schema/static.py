@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from exporter.schema.family.definitions import stable
 from exporter.schema.identity import canonical_json
 from exporter.schema.walk import escape
 
@@ -277,6 +278,7 @@ def merge(variants: Sequence[Any], max_enum: int = MAX_ENUM) -> Merged:
     if not variants:
         return Merged(None, (), "no variants")
     try:
+        variants = stable(list(variants))  # the same models under per-request names: one name each
         merger = _Merger(max_enum, _refs(variants))
         schema = merger.schemas(list(variants), "")
     except _Conflict as err:

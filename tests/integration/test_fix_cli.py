@@ -279,3 +279,58 @@ def test_a_static_schema_that_loses_or_lets_through_is_caught_on_both_engines(to
         assert not lost.proven and lost.lost[0].startswith('variant 1: the static grammar rejects {"k"'), lost
         missed = prove(plan(loose, "/properties/other"), engine, [1, 1])
         assert not missed.proven and missed.missed[0].startswith("variant 0: the check lets through"), missed
+
+
+def test_renamed_and_reordered_families_get_one_canonical_schema(
+    tmp_path: Path, tokenizer_json: Path
+) -> None:
+    """Per-tenant model names (the same models under `LineItem_<tenant>`) and per-request order (an
+    enum from a set): gdx fix writes one schema per family, its models named by what the variants'
+    names share, no tenant in it, proven on both engines."""
+    import random
+
+    rng = random.Random(20261205)
+    tenants = [f"tnt{rng.randrange(10**6)}qq" for _ in range(12)]
+    members = [f"CC-{i:02d}" for i in range(8)]
+    bodies = []
+    for t in tenants:
+        item = {
+            "title": f"LineItem_{t}",
+            "type": "object",
+            "properties": {"sku": {"type": "string"}},
+            "required": ["sku"],
+        }
+        items = {"type": "array", "items": {"$ref": f"#/$defs/LineItem_{t}"}}
+        bodies.append(
+            chat(
+                {
+                    "title": "Invoice",
+                    "type": "object",
+                    "properties": {"items": items},
+                    "$defs": {f"LineItem_{t}": item},
+                }
+            )
+        )
+        rng.shuffle(members)
+        bodies.append(
+            chat(
+                {
+                    "title": "Code",
+                    "type": "object",
+                    "properties": {"cc": {"enum": list(members)}},
+                    "required": ["cc"],
+                }
+            )
+        )
+    out = fix(str(tmp_path / "fix"), str(write_log(tmp_path / "r.jsonl", bodies)))
+    assert out.returncode == 0, out.stdout + out.stderr
+    families = {f["name"]: f for f in json.loads((tmp_path / "fix" / "report.json").read_text())["families"]}
+    assert set(families) == {"Invoice", "Code"} and all(f["fixed"] and proven(f) for f in families.values())
+    invoice = json.loads((tmp_path / "fix" / families["Invoice"]["folder"] / "schema.json").read_text())
+    assert invoice["$defs"].keys() == {"LineItem"} and invoice["properties"]["items"]["items"] == {
+        "$ref": "#/$defs/LineItem"
+    }
+    written = "".join(p.read_text() for p in (tmp_path / "fix").rglob("*") if p.is_file())
+    assert not any(t in written for t in tenants)
+    code = json.loads((tmp_path / "fix" / families["Code"]["folder"] / "schema.json").read_text())
+    assert sorted(code["properties"]["cc"]["enum"]) == sorted(members)

@@ -13,11 +13,11 @@ original names are returned apart, for what varies. Pure; bounded by the walk bu
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 from urllib.parse import quote
 
 from exporter.schema.family.model import DEFAULT_BUDGET
+from exporter.schema.family.names import family_title
 from exporter.schema.walk import Budget, TooComplex
 
 DEFINITIONS = ("$defs", "definitions")
@@ -120,17 +120,26 @@ def _order(
             elif isinstance(value, list):
                 stack.extend(reversed(value))
     rest = [(keyword, name) for keyword, defs in maps for name in defs if (keyword, name) not in seen]
-    rest.sort(key=lambda item: (_structure(dict(maps)[item[0]][item[1]]), item[0]))
+    rest.sort(key=lambda item: (_structure(dict(maps)[item[0]][item[1]]), item[0], item[1]))
     return order + rest
 
 
 def _structure(value: Any) -> str:
-    """A digest of a definition without its names (titles and refs), for unreferenced ones' order."""
-    try:
-        text = json.dumps(value, sort_keys=True, default=str)
-    except (TypeError, ValueError, RecursionError):
-        text = ""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    """A digest of a definition's keys and leaf kinds only (no values, so no literal nor name): the
+    order of definitions no `$ref` reaches, the same for variants that differ in literals."""
+    parts: list[str] = []
+    stack = [value]
+    while stack and len(parts) < 10_000:
+        item = stack.pop()
+        if isinstance(item, dict):
+            parts.append("{" + ",".join(sorted(map(str, item))))
+            stack.extend(item[k] for k in sorted(item, key=str) if k not in ("title", "description"))
+        elif isinstance(item, list):
+            parts.append(f"[{len(item)}")
+            stack.extend(item)
+        else:
+            parts.append(type(item).__name__)
+    return hashlib.blake2b("|".join(parts).encode(), digest_size=8).hexdigest()
 
 
 def _strip(ref: str) -> str:
@@ -143,3 +152,47 @@ def _renamed_ref(ref: str, refs: dict[str, str]) -> str:
     head = _strip(ref)
     new = refs.get(head)
     return ref if new is None else new + ref[len(head) :]
+
+
+def renamed(schema: Any, names: dict[str, str], budget: Budget = DEFAULT_BUDGET) -> Any:
+    """The schema with root definitions renamed by `names` (old -> new, keys of either definitions
+    map), with their `$ref`s and the titles that repeat an old name."""
+    if not isinstance(schema, dict) or not names:
+        return schema
+    maps = [(k, schema[k]) for k in DEFINITIONS if isinstance(schema.get(k), dict) and schema[k]]
+    refs = {
+        ref: f"#/{keyword}/{_token(names.get(name, name))}" for ref, (keyword, name) in _refs(maps).items()
+    }
+    result: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in DEFINITIONS and isinstance(value, dict) and value:
+            out: dict[str, Any] = {}
+            for n, d in value.items():
+                new = names.get(str(n), str(n))
+                out[new] = _rewrite(d, refs, (str(n), new), budget)
+            result[key] = out
+        else:
+            result[key] = _rewrite(value, refs, None, budget)
+    return result
+
+
+def _token(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def stable(variants: list[Any], budget: Budget = DEFAULT_BUDGET) -> list[Any]:
+    """Variants that differ in their definitions' names, renamed alike: each definition takes what
+    its names share across the variants (`LineItem_acme`, `LineItem_globex` -> `LineItem`), else
+    `Model{i}`. Variants whose names already agree are returned as they are."""
+    done = [canonical(v, budget) for v in variants]
+    if len({tuple(sorted(names)) for _, names in done}) < 2:
+        return list(variants)
+    width = max(len(names) for _, names in done)
+    chosen: dict[str, str] = {}
+    taken: set[str] = set()
+    for i in range(width):
+        shared = family_title([names[i] if i < len(names) else "" for _, names in done])
+        name = shared if shared and shared not in taken else f"Model{i}"
+        taken.add(name)
+        chosen[f"{PREFIX}{i}"] = name
+    return [renamed(schema, chosen, budget) for schema, _ in done]

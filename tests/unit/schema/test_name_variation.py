@@ -17,6 +17,7 @@ from exporter.schema import family
 from exporter.schema.family.definitions import canonical
 from exporter.schema.findings import Thresholds
 from exporter.schema.injection import FIX_NAMES, Usage, dynamic_schema
+from exporter.schema.static import merge
 
 tenants = st.lists(st.from_regex(r"[a-z]{4,9}", fullmatch=True), min_size=5, max_size=8, unique=True)
 
@@ -92,3 +93,16 @@ def test_the_family_name_is_what_the_titles_share() -> None:
     assert family.family_title(["acme", "globex"]) == ""
     assert family.family_title(["Invoice", "Invoice"]) == "Invoice"
     assert family.family_title(["Invoice", ""]) == ""
+
+
+@settings(max_examples=25, deadline=None)
+@given(tenants, st.lists(st.integers(1, 3), min_size=1, max_size=3))
+def test_the_static_schema_names_each_model_once(names: list[str], sizes: list[int]) -> None:
+    """gdx fix's static schema for a family of renamed models: one name per model, what the
+    variants' names share (`Model0_acme`, `Model0_globex` -> `Model0`), no tenant in it."""
+    merged = merge([models(t, sizes, "$defs") for t in names])
+    assert merged.schema is not None, merged.reason
+    assert sorted(merged.schema["$defs"]) == [f"Model{i}" for i in range(len(sizes))]
+    text = json.dumps(merged.schema)
+    assert not any(t in text for t in names) and merged.moved == ()
+    assert merged.schema["properties"]["items"]["items"] == {"$ref": "#/$defs/Model0"}
