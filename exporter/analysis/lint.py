@@ -124,7 +124,7 @@ TRIGGERS: dict[str, frozenset[str]] = {
 RULES = (
     *NODE_RULES, "recursive_ref", "dynamic_schema", "unstable_serialization", "too_complex", "invalid_spec",
     "xgrammar_refused", "regex_alternation", "grammar_size", "llguidance_ignored", "backend_mismatch",
-    "server_crash", "server_stall",
+    "server_crash", "server_stall", "server_rejected",
 )  # fmt: skip
 
 

@@ -55,19 +55,76 @@ def walk(parsed):  # every node of the parsed regex once, as vLLM's checks of it
     return nodes
 
 
+import re._constants as const
+
+REFUSED = {parser.GROUPREF: "backreferences", parser.GROUPREF_EXISTS: "backreferences",
+           const.ASSERT: "lookarounds", const.ASSERT_NOT: "lookarounds"}
+CONSUMERS = (parser.LITERAL, parser.IN, parser.ANY)
+
+
+def refused(parsed):  # what vLLM's check of the parsed regex refuses anywhere in it
+    stack = [parsed]
+    while stack:
+        for op, arg in stack.pop().data:
+            if op in REFUSED:
+                return f"the regex uses {REFUSED[op]}"
+            if op is parser.AT and arg in (const.AT_BOUNDARY, const.AT_NON_BOUNDARY):
+                return "the regex uses word boundaries"
+            subs = arg[1] if op is parser.BRANCH else arg if isinstance(arg, tuple) else (arg,)
+            stack.extend(sub for sub in subs if isinstance(sub, parser.SubPattern))
+    return ""
+
+
+def consumes(sub):  # a character can be matched inside, by vLLM's reading (its consumers only)
+    for op, arg in sub.data:
+        if op in CONSUMERS:
+            return True
+        if op is parser.MAX_REPEAT and arg[1] != 0 and consumes(arg[2]):
+            return True
+        if op is parser.BRANCH and any(consumes(b) for b in arg[1]):
+            return True
+        if op is parser.SUBPATTERN and consumes(arg[3]):
+            return True
+    return False
+
+
+def needs_context(sub):  # an anchor or lookaround before the first character matched
+    for op, arg in sub.data:
+        if op is parser.AT or op in (const.ASSERT, const.ASSERT_NOT):
+            return True
+        if op is parser.SUBPATTERN or op is parser.MAX_REPEAT:
+            inner = arg[3] if op is parser.SUBPATTERN else arg[2]
+            if needs_context(inner):
+                return True
+            if consumes(inner):
+                return False
+        elif op is parser.BRANCH:
+            if any(needs_context(b) for b in arg[1]):
+                return True
+            if any(consumes(b) for b in arg[1]):
+                return False
+        elif op in CONSUMERS:
+            return False
+    return False
+
+
 text = sys.stdin.read()
 started = time.perf_counter()
+pattern = None
 try:
     pattern = json_schema.build_regex_from_schema(text)
     built = time.perf_counter()
-    walk(parser.parse(pattern))
-    outcome, detail = "validated", ""
+    tree = parser.parse(pattern)
+    walk(tree)
+    why = refused(tree) or (needs_context(tree) and "the regex needs context before its first character")
+    outcome, detail = ("rejected", why) if why else ("validated", "")
 except Exception as err:  # MemoryError too: Python's, unlike Rust's abort, fails only the request
     built = time.perf_counter()
-    pattern, outcome, detail = "", "rejected", (type(err).__name__ + ": " + str(err))[:300]
+    step = "Failed to transform json schema into a regex: " if pattern is None else "Error parsing regex: "
+    pattern, outcome, detail = "", "rejected", (step + type(err).__name__ + ": " + str(err))[:300]
 ended = time.perf_counter()
 doc = {"outcome": outcome, "detail": detail, "seconds": ended - started, "regex_seconds": built - started,
-       "regex_chars": len(pattern), "version": found}
+       "regex_chars": len(pattern or ""), "version": found}
 print(json.dumps(doc), flush=True)
 """
 

@@ -302,7 +302,8 @@ def routed(
             else:
                 runs, seconds = runs + 1, seconds + run.seconds
                 step = routing.ServerStep(run.stall, run.crashed, run.outcome == "timeout",
-                                          run.allocation_bytes, server.memory_bytes, run.detail)  # fmt: skip
+                                          run.allocation_bytes, server.memory_bytes, run.detail,
+                                          run.outcome == "rejected")  # fmt: skip
                 extra += routing.server_findings(found[0], step, version)
         new = sorted((*member.report.findings, *extra), key=spec_report.order)
         report = dataclasses.replace(member.report, findings=tuple(new), vllm_backend=found[0].backend)

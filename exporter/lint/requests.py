@@ -32,10 +32,14 @@ TEXT_KINDS = ("regex", "grammar")  # the whole file is the spec, as `gdx hash` r
 # a broken .json file says so (exit 2) instead of being linted as a regex.
 JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 # Top-level keys of a request body; a JSON Schema has none of them as a keyword.
-REQUEST_KEYS = frozenset(
-    {"messages", "prompt", "input", "model", "response_format", "structured_outputs", "guided_decoding",
-     "guided_json", "guided_regex", "guided_grammar", "guided_choice", "guided_json_object", "extra_body"}
-)  # fmt: skip
+# A request body's fields with the types a request gives them: a schema document may have sections
+# named `input`, `model` or `prompt`, but they are schemas (objects), and it may say `$schema`.
+REQUEST_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "messages": list, "prompt": (str, list), "input": (str, list), "model": str, "response_format": dict,
+    "structured_outputs": dict, "guided_decoding": dict, "guided_json": (str, dict), "guided_regex": str,
+    "guided_grammar": str, "guided_choice": list, "guided_json_object": bool, "extra_body": dict,
+}  # fmt: skip
+REQUEST_KEYS = frozenset(REQUEST_FIELDS)
 # vLLM's `structured_outputs` (earlier `guided_decoding`) fields, and the older top-level `guided_*`,
 # with their request kinds. `json_object` is one fixed grammar: nothing to lint, the line is skipped.
 STRUCTURED_FIELDS = (
@@ -239,8 +243,9 @@ def _json_lines(name: str, text: str) -> list[Line] | None:
 
 def record(line: Line, kind: str = "auto", tools: ToolServer = NO_TOOL_SERVER) -> Record:
     """One JSON record (a line, or a whole file): a batch line `{"custom_id", "body"}`, a
-    JSONSchemaBench line `{"id", "schema"}`, a request body (any REQUEST_KEYS, or `tools`), or else
-    the spec itself (json, or structural_tag per `spec.detect`; --kind json/structural_tag says which)."""
+    JSONSchemaBench line `{"id", "schema"}`, a request body (a request field with its type, or
+    `tools`), or else the spec itself (json, or structural_tag per `spec.detect`; --kind
+    json/structural_tag says which)."""
     doc = line.value
     if isinstance(doc, dict):
         body = doc.get("body")
@@ -251,9 +256,17 @@ def record(line: Line, kind: str = "auto", tools: ToolServer = NO_TOOL_SERVER) -
         if "schema" in doc and ("id" in doc or len(doc) <= 3):
             schema = doc["schema"]
             return _bare(_label(line, doc.get("id")), json.dumps(schema), schema, kind)
-        if not REQUEST_KEYS.isdisjoint(doc) or _tools_only(doc):
+        if _request_like(doc) or _tools_only(doc):
             return from_body(line.label, doc, tools)
     return _bare(line.label, line.text, doc, kind)
+
+
+def _request_like(doc: dict[str, Any]) -> bool:
+    """A request body rather than a schema document: no `$schema`, and a field of a request with a
+    request's type (REQUEST_FIELDS)."""
+    if "$schema" in doc:
+        return False
+    return any(key in doc and isinstance(doc[key], kind) for key, kind in REQUEST_FIELDS.items())
 
 
 def _tools_only(doc: dict[str, Any]) -> bool:

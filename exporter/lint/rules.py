@@ -106,6 +106,13 @@ HELP: dict[str, RuleHelp] = {
         "The same bounded validation took this long: the seconds the API server answers no request.",
         "Pin the backend to xgrammar, or make optional properties fewer or required.",
     ),
+    "server_rejected": RuleHelp(
+        "A schema vLLM's API server refuses",
+        "vLLM's API server validates a schema its router sends to outlines: where outlines cannot build "
+        "the regex (a false subschema) or vLLM's check of it refuses it (lookarounds, backreferences, "
+        "word boundaries, an anchor first), the request gets HTTP 400 before any engine sees it.",
+        "Pin the backend to xgrammar, or change the schema so that outlines can build its regex.",
+    ),
     "regex_alternation": RuleHelp(
         "A regex with a wide alternation",
         "An alternation of more than --lint.enum-size (64) branches in a regex request.",
@@ -141,7 +148,7 @@ DEFAULT_SEVERITY = {
     **dict.fromkeys(("union_width", "large_enum", "regex_alternation", "grammar_size"), "info"),
     **dict.fromkeys(
         ("llguidance_refused", "xgrammar_refused", "backend_mismatch", "server_crash", "too_complex",
-         "invalid_spec", "request_rejected"),
+         "invalid_spec", "request_rejected", "server_rejected"),
         "error",
     ),
 }  # fmt: skip

@@ -197,7 +197,7 @@ def mismatch_findings(routes: Mapping[str, tuple[Route, int]], version: str) -> 
     return out
 
 
-CRASH_RULE, STALL_RULE = "server_crash", "server_stall"
+CRASH_RULE, STALL_RULE, REJECTED_RULE = "server_crash", "server_stall", "server_rejected"
 STALL_WARNING_SECONDS, STALL_ERROR_SECONDS = 0.1, 1.0
 
 
@@ -213,6 +213,7 @@ class ServerStep:
     allocation_bytes: int = 0
     memory_bytes: int = 0  # the bound it ran under
     detail: str = ""
+    rejected: bool = False  # the validation refused the schema: vLLM answers HTTP 400 (detail: why)
 
 
 def server_findings(found: Route, step: ServerStep, version: str) -> list[Finding]:
@@ -237,12 +238,20 @@ def server_findings(found: Route, step: ServerStep, version: str) -> list[Findin
         message = (f"{lead}: run bounded{limit} here, the step died ({how}{size}): the API"
                    " server process aborts, every request in flight on the replica is lost")  # fmt: skip
         return [Finding(CRASH_RULE, "error", where, message, fix, "patternProperties")]
+    found_rules = []
+    if step.rejected:
+        message = (f"vLLM {version}'s default router sends this schema to outlines because of {why}; its"
+                   " API server refuses it there: HTTP 400 before any engine sees the request"
+                   f" ({' '.join(step.detail.split())})")  # fmt: skip
+        fix_400 = (f"pin the backend ({pin}), or change the schema so that outlines can build its regex"
+                   " (no `false` subschema, no pattern it cannot read)")  # fmt: skip
+        found_rules.append(Finding(REJECTED_RULE, "error", where, message, fix_400, "patternProperties"))
     if step.seconds < STALL_WARNING_SECONDS:
-        return []
+        return found_rules
     severity = "error" if step.seconds >= STALL_ERROR_SECONDS else "warning"
     took = f"over {step.seconds:.0f} s (stopped at the bound)" if step.timed_out else f"{step.seconds:.2f} s"
     message = f"{lead}: it took {took} here, the time every request on that server (structured or not) waits"
-    return [Finding(STALL_RULE, severity, where, message, fix, "patternProperties")]
+    return [*found_rules, Finding(STALL_RULE, severity, where, message, fix, "patternProperties")]
 
 
 def _bytes(n: int) -> str:

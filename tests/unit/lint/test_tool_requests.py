@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from exporter.engines.vllm import toolcalls
+from exporter.lint import requests
 from exporter.lint.requests import (
     REPLACED,
     SKIP_REASONS,
@@ -232,3 +233,28 @@ def test_a_batch_line_to_the_responses_endpoint_is_read_as_a_responses_body() ->
     chat = {**line, "url": "/v1/chat/completions"}
     (refused,) = parse_file("batch.jsonl", json.dumps(chat) + "\n", tools=PYTHONIC)
     assert isinstance(refused, Rejected)  # read as chat, its tools have no `function`
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "title": "Config",
+            "input": {"type": "string"},
+        },
+        {"title": "Sections", "model": {"type": "object"}, "prompt": {"type": "string"}, "input": {}},
+        {"messages": {"type": "array"}, "type": "object"},
+    ],
+)
+def test_a_schema_document_with_request_named_sections_is_a_schema(doc: dict[str, Any]) -> None:
+    """A schema whose top-level sections are called like request fields (`input`, `model`, `prompt`,
+    `messages`) is read as the schema it is, not as a request without a grammar."""
+    found = requests.record(requests.Line("s.json", "s.json:1", json.dumps(doc), doc))
+    assert isinstance(found, requests.Request) and found.kind == "json" and found.parsed == doc
+
+
+def test_a_request_body_is_still_a_request() -> None:
+    body = {"model": "m", "messages": [], "response_format": {"type": "json_object"}}
+    found = requests.record(requests.Line("r.jsonl", "r.jsonl:1", json.dumps(body), body))
+    assert isinstance(found, requests.Skipped) and found.reason == "json_object"

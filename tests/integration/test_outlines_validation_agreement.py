@@ -1,0 +1,79 @@
+"""`gdx lint --engine vllm`'s prediction of the API server's outlines validation (exporter/lint/bounded.py:
+the same library steps and the same checks of the regex, bounded) agrees with vLLM's own
+`validate_structured_output_request_outlines` on every schema of a generated set, release by
+release: refused where outlines cannot build the regex (a `false` subschema) or vLLM's check of the
+regex refuses it (lookarounds, backreferences, word boundaries), validated otherwise. The counts
+print."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.engines.vllm.versions import SUPPORTED
+from exporter.lint import bounded
+from tools.harness import ROOT
+from tools.harness.vllm import VLLM_PYTHON, release_path
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_outlines_validation.py"
+PATTERNS = [
+    "^[a-z]+$", "(?=a)b", "(?!x)y", "(?<=a)b", r"(a)\1", r"\bword\b", r"\Bx", "^(ab|cd)$", "a|^b",
+    "[0-9]{2,4}", r"(?:x|y)+z", "(", r"\d+(?=%)", "^$", ".*", r"\p{L}", "(?P<n>a)(?P=n)",
+]  # fmt: skip
+
+
+def schemas(seed: int = 20261205) -> list[Any]:
+    """Small schemas built from the mechanisms that fail outlines or vLLM's regex checks, mixed
+    with ones that pass: a pattern in a property or a pattern key, a `false` subschema, nesting."""
+    rng = random.Random(seed)
+    out: list[Any] = []
+    for _ in range(120):
+        pattern = rng.choice(PATTERNS)
+        leaf: Any = {"type": "string", "pattern": pattern}
+        if rng.random() < 0.15:
+            leaf = False
+        prop = rng.choice(["a", "b", "c"])
+        schema: dict[str, Any] = {"type": "object", "properties": {prop: leaf}}
+        if rng.random() < 0.5:
+            schema["patternProperties"] = {rng.choice(["^x", "y", "^z_"]): {"type": "integer"}}
+        if rng.random() < 0.3:
+            schema = {"type": "object", "properties": {"outer": schema}, "required": ["outer"]}
+        out.append(schema)
+    return out
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_the_bounded_prediction_is_vllms_own(version: str, tmp_path: Path) -> None:
+    if not VLLM_PYTHON.exists():
+        raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make test does)")
+    cases = schemas()
+    (tmp_path / "schemas.json").write_text(json.dumps(cases), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env["PYTHONPATH"] = release_path(version)
+    done = subprocess.run(
+        [str(VLLM_PYTHON), str(DRIVER), str(tmp_path / "schemas.json")],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = json.loads(done.stdout.strip().splitlines()[-1])
+    assert printed["vllm"] == version
+    counts: Counter[str] = Counter()
+    mismatches = []
+    for schema, theirs in zip(cases, printed["results"], strict=True):
+        ours = bounded.run(json.dumps(schema), timeout=30)
+        counts[f"{theirs['outcome']}/{ours.outcome}"] += 1
+        if ours.outcome != theirs["outcome"]:
+            mismatches.append(
+                f"{json.dumps(schema)[:160]}: vLLM {theirs}, lint {ours.outcome} {ours.detail[:80]}"
+            )
+    print(f"vLLM {version}: {len(cases)} schemas, {dict(counts)}, {len(mismatches)} mismatches")
+    assert mismatches == []
+    assert counts["rejected/rejected"] >= 20 and counts["validated/validated"] >= 20
