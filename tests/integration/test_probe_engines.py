@@ -565,6 +565,26 @@ def test_the_schemas_registry_lists_the_nodes_static_schemas_for_gdx_warm(
     assert [schema for _, schema in schemas([url])] == [hot, warm]  # what gdx warm sends
 
 
+def compile_and_find_family(daemon: Any, c: Any, specs: list[str]) -> tuple[Any, str]:
+    """Compiles the specs in two snapshots (dynamic_schema waits for new variants to keep arriving),
+    waits until every one is analysed; the page and the family the first one is in."""
+    from exporter.schema.identity import schema_hash
+
+    half, done = len(specs) // 2, len(specs)
+    for i, spec in enumerate(specs):
+        c.compile_json_schema(spec, any_whitespace=False)
+        if i == half - 1:
+            wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") >= half)
+    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_schemas_analysed_total") == done, timeout=30)
+    m = scrape(daemon.url)
+    family = next(
+        dict(labels)["family"]
+        for name, labels in m
+        if name == "guided_decoding_schema_info" and ("schema_hash", schema_hash(specs[0])) in labels
+    )
+    return m, family
+
+
 def test_order_alone_is_named_as_order_on_metrics(
     xgr_info: Any, socket_path: Path, daemon_factory: Any
 ) -> None:
@@ -572,8 +592,6 @@ def test_order_alone_is_named_as_order_on_metrics(
     family, what varies is the order of each list (not a literal, not a union subset), and
     dynamic_schema fires. Built from the mechanism: random members, random permutations."""
     import random
-
-    from exporter.schema.identity import schema_hash
 
     rng = random.Random(20261205)
     daemon = daemon_factory("--probe.socket", str(socket_path), "--lint.dynamic-span", "1ms")
@@ -592,17 +610,7 @@ def test_order_alone_is_named_as_order_on_metrics(
             "properties": {"kind": {"enum": list(members)}, "call": {"anyOf": list(tools)}},
         }
         specs.append(json.dumps(schema))
-    for i, spec in enumerate(specs):
-        c.compile_json_schema(spec, any_whitespace=False)
-        if i == 4:
-            wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") >= 5)
-    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_schemas_analysed_total") == 10, timeout=30)
-    m = scrape(daemon.url)
-    family = next(
-        dict(labels)["family"]
-        for name, labels in m
-        if name == "guided_decoding_schema_info" and ("schema_hash", schema_hash(specs[0])) in labels
-    )
+    m, family = compile_and_find_family(daemon, c, specs)
     varying = {
         (d["pointer"], d["what"])
         for d in (
@@ -624,8 +632,6 @@ def test_names_alone_are_named_and_never_a_label(
     anywhere on the page (not in a pointer, a family name or a title)."""
     import random
 
-    from exporter.schema.identity import schema_hash
-
     rng = random.Random(20261205)
     daemon = daemon_factory("--probe.socket", str(socket_path), "--lint.dynamic-span", "1ms")
     c = compiler(xgr_info)
@@ -641,17 +647,7 @@ def test_names_alone_are_named_and_never_a_label(
             "$defs": {f"LineItem_{t}": item},
         }
         specs.append(json.dumps(schema))
-    for i, spec in enumerate(specs):
-        c.compile_json_schema(spec, any_whitespace=False)
-        if i == 4:
-            wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_compile_requests_total") >= 5)
-    wait_for(lambda: sample(scrape(daemon.url), "guided_decoding_schemas_analysed_total") == 10, timeout=30)
-    m = scrape(daemon.url)
-    family = next(
-        dict(labels)["family"]
-        for name, labels in m
-        if name == "guided_decoding_schema_info" and ("schema_hash", schema_hash(specs[0])) in labels
-    )
+    m, family = compile_and_find_family(daemon, c, specs)
     assert sample(m, "guided_decoding_family_variants", family=family) == 10
     assert sample(m, "guided_decoding_family_varying", family=family, pointer="/$defs", what="names") == 10
     text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
