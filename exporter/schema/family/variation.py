@@ -189,6 +189,8 @@ def what_varies(
     the enclosing schema exists), the unions whose branch set varies, and the optional properties that
     come and go. At most MAX_VARIANTS variants, each within `budget.max_nodes`, all within
     `budget.max_seconds`; a variant over it is skipped and the result marked degraded."""
+    if len(variants) < 2:  # nothing to differ from: most families of a schema set or a log are one spec
+        return Variation(len(variants), (), (), ())
     deadline = time.monotonic() + budget.max_seconds
     per: list[Positions] = []
     degraded = len(variants) > MAX_VARIANTS
