@@ -174,23 +174,25 @@ typecheck: $(STAMP)
 PYTEST = rc=0; $(BIN)/python -m pytest $(1) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
-# pytest-xdist workers for the unit tier and, in `make test`, the unit and integration tiers together.
+# pytest-xdist workers for the unit tier; SUITE_WORKERS for `make test`'s first step, where real
+# servers and windows wait much of their time beside the CPU-bound sweeps (scripts/run-suite.sh).
 WORKERS ?= 2
+SUITE_WORKERS ?= 3
 
 # The unit tier: pure functions and collectors, no servers, no engines; seconds, WORKERS side by side.
 unit: $(STAMP)
 	@$(call PYTEST,tests/unit -m "not slow and not serial" -n $(WORKERS) $(PYTEST_ARGS))
 
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
-# Alertmanager, soaks, faults): scripts/run-suite.sh runs the first two side by side, then the system
-# tier two files at a time, then what is marked `alone`; .cache/test-timeline.jsonl says where the time
-# went (summed at the end). PYTEST_ARGS (a file, -k ...) runs just that, one test after another.
+# Alertmanager, soaks, faults): scripts/run-suite.sh runs them SUITE_WORKERS files at a time, the
+# longest first, then what is marked `alone`; .cache/test-timeline.jsonl says where the time went
+# (summed at the end). PYTEST_ARGS (a file, -k ...) runs just that, one test after another.
 SUITE_DEPS := $(STAMP) sysdeps $(TOKENIZER) $(VLLM_STAMP) $(VLLM_RELEASE_STAMPS) $(SGLANG_STAMP) $(ENGINE_STAMPS) \
 	$(INSTRUCTOR_STAMP) $(HELM4) $(HELM3) $(SARIF_MULTITOOL)
 suite: $(SUITE_DEPS)
 ifeq ($(strip $(PYTEST_ARGS)),)
 	@rm -f .cache/test-timeline.jsonl
-	@GDX_TEST_TIMELINE=$(abspath .cache/test-timeline.jsonl) scripts/run-suite.sh $(BIN)/python $(WORKERS)
+	@GDX_TEST_TIMELINE=$(abspath .cache/test-timeline.jsonl) scripts/run-suite.sh $(BIN)/python $(SUITE_WORKERS)
 else
 	@$(call PYTEST,$(PYTEST_ARGS))
 endif

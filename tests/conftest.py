@@ -94,9 +94,8 @@ def tokenizer_json() -> Path:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every system test, and every test marked `alone`, is `serial` (scripts/run-suite.sh): real vLLM
-    servers on the CPU, soaks, fault loops and live alerts run after the unit and integration tiers, not
-    beside their CPU-bound sweeps."""
+    """Every system test, and every test marked `alone`, is `serial`: make check leaves them out, and
+    make test runs what is `alone` last, with nothing beside it (scripts/run-suite.sh)."""
     system = Path(__file__).parent / "system"
     for item in items:
         if system in Path(str(item.fspath)).parents or item.get_closest_marker("alone"):

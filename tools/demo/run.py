@@ -17,6 +17,7 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -390,7 +391,7 @@ def live_view(prom: Prometheus, daemon_url: str, receiver: Receiver, phase: str,
 def run(
     workdir: Path,
     tokenizer_json: Path,
-    phase_seconds: float = 60,
+    phase_seconds: float | Sequence[float] = 60,
     warmup: float = 15,
     out: TextIO = sys.stdout,
     daemon_env: dict[str, str] | None = None,
@@ -399,10 +400,18 @@ def run(
     after: Any = None,
     each_phase: Any = None,
 ) -> DemoResult:
-    """Starts everything, replays the four phases, stops everything (also on error or Ctrl-C).
+    """Starts everything, replays the four phases (`phase_seconds` each, or one length per phase),
+    stops everything (also on error or Ctrl-C).
     `each_phase(result, prom)` and `after(outcome, prom)` run while everything still runs: at the end
     of each phase, and after the last."""
     stop = stop or threading.Event()
+    lengths = (
+        [float(phase_seconds)] * len(PHASES)
+        if isinstance(phase_seconds, (int, float))
+        else list(phase_seconds)
+    )
+    if len(lengths) != len(PHASES):
+        raise ValueError(f"{len(PHASES)} phase lengths wanted, got {len(lengths)}")
     workdir.mkdir(parents=True, exist_ok=True)
     for stale in ("data", "am-data"):  # a previous run's series and notification log: start clean
         shutil.rmtree(workdir / stale, ignore_errors=True)
@@ -493,7 +502,7 @@ def run(
             print(f"\n== phase {name}: {what}", file=out, flush=True)
             result = PhaseResult(name, time.time(), 0)
             runner = threading.Thread(
-                target=traffic.run, args=(index, phase_seconds, result, stop), daemon=True
+                target=traffic.run, args=(index, lengths[index], result, stop), daemon=True
             )
             runner.start()
             while runner.is_alive():
@@ -501,7 +510,7 @@ def run(
                 result.views.append(live_view(prom, daemon.url, receiver, name, out))
             time.sleep(3)  # the last snapshot and scrape
             result.ended = time.time()
-            result.stats = phase_stats(prom, int(phase_seconds - warmup))
+            result.stats = phase_stats(prom, int(lengths[index] - warmup))
             events = receiver.pagerduty()
             result.pages = sum(1 for e in events if e.get("event_action") == "trigger")
             result.resolved = sum(1 for e in events if e.get("event_action") == "resolve")
