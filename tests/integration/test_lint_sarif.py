@@ -150,40 +150,53 @@ def test_sarif_of_the_benchmark_is_valid_and_at_the_line(tmp_path: Path) -> None
     assert checked > 1000
 
 
-def test_reindenting_and_reordering_keeps_every_fingerprint(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def eighth(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, list[tuple[str, Any]], list[dict[str, Any]]]:
+    """Every eighth schema, written indented under `json/`, and gdx lint's SARIF results for them: the
+    run the reordered files and the YAML files are each compared with (made once)."""
+    folder = tmp_path_factory.mktemp("eighth")
     items = schemas()[::8]
-    folders = {
-        "a": write(tmp_path / "a", items, 2),
-        "b": write(tmp_path / "b", items, None, reorder=True),
-    }
-    runs = []
-    for paths in folders.values():
-        done = gdx("lint", "--format", "sarif", *paths, cwd=tmp_path)
-        assert done.returncode in (0, 1), done.stderr[-2000:]
-        results = json.loads(done.stdout)["runs"][0]["results"]
-        runs.append(sorted(
+    paths = write(folder / "json", items, 2)
+    done = gdx("lint", "--format", "sarif", *paths, cwd=folder)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return folder, items, json.loads(done.stdout)["runs"][0]["results"]
+
+
+def test_reindenting_and_reordering_keeps_every_fingerprint(
+    eighth: tuple[Path, list[tuple[str, Any]], list[dict[str, Any]]],
+) -> None:
+    folder, items, indented = eighth
+    paths = write(folder / "reordered", items, None, reorder=True)
+    done = gdx("lint", "--format", "sarif", *paths, cwd=folder)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+
+    def keyed(results: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        return sorted(
             (r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].split("/", 1)[1], r["ruleId"],
              r["partialFingerprints"]["gdxFinding/v1"])
             for r in results
-        ))  # fmt: skip
+        )  # fmt: skip
+
+    runs = [keyed(indented), keyed(json.loads(done.stdout)["runs"][0]["results"])]
     assert len(runs[0]) > 100
     assert runs[0] == runs[1]
 
 
-def test_yaml_schema_files_are_their_json_twins_with_findings_at_the_key(tmp_path: Path) -> None:
+def test_yaml_schema_files_are_their_json_twins_with_findings_at_the_key(
+    eighth: tuple[Path, list[tuple[str, Any]], list[dict[str, Any]]],
+) -> None:
     """A schema kept as YAML is the schema its JSON is (one schema_hash, one fingerprint per finding), and
     each finding's line holds the key its pointer names."""
-    items = schemas()[::8]
-    json_paths = write(tmp_path / "json", items, 2)
+    tmp_path, items, indented = eighth
     (tmp_path / "yaml").mkdir()
     for name, schema in items:
         text = yaml.safe_dump(schema, sort_keys=False, allow_unicode=True, width=2**20)
         (tmp_path / "yaml" / f"{name}.yaml").write_text(text, encoding="utf-8")
-    runs = []
-    for paths in (json_paths, [f"yaml/{name}.yaml" for name, _ in items]):
-        done = gdx("lint", "--format", "sarif", *paths, cwd=tmp_path)
-        assert done.returncode in (0, 1), done.stderr[-2000:]
-        runs.append(json.loads(done.stdout)["runs"][0]["results"])
+    done = gdx("lint", "--format", "sarif", *[f"yaml/{name}.yaml" for name, _ in items], cwd=tmp_path)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    runs = [indented, json.loads(done.stdout)["runs"][0]["results"]]
 
     def keyed(results: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
         return sorted(
