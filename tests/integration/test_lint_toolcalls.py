@@ -1,19 +1,41 @@
 # ruff: noqa: E501  (tool schemas read better on one line)
 """`gdx lint` on an agent's request log: per-request tool subsets under tool_choice required are one
 family varying at the tool union, as the server's tool parser compiles them; the requests vLLM
-rejects are errors; the rest are counted by reason. Run as users run it, `python -m exporter`."""
+rejects are errors; the rest are counted by reason. Run as users run it, `python -m exporter`: each
+run forked from a server of this Python that has imported the CLI and the proofs' engines once
+(tests/support/forkserver.py), a fresh process for every command all the same."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from exporter.engines.vllm import toolcalls
 from exporter.schema.identity import schema_hash, spec_hashes
+from tests.support import forkserver
+
+# what `gdx lint`, `gdx hash` and `gdx fix` import (the proofs: xgrammar, a tokenizers tokenizer)
+CLI = forkserver.Preload(
+    then=(
+        "exporter.cli",
+        "exporter.lint.command",
+        "exporter.fix.command",
+        "exporter.fix.warm",
+        "exporter.inject.command",
+        "exporter.lint.prove.engine",
+        "xgrammar",
+        "transformers",
+        "llguidance",
+    )
+)
 
 TOOLS: dict[str, dict[str, Any]] = {
     "get_weather": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]},
@@ -54,9 +76,20 @@ def agent_log(path: Path) -> list[dict[str, Any]]:
     return bodies
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _cli_server() -> Iterator[None]:
+    yield
+    forkserver.stop_all()
+
+
 def gdx(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "exporter", *args], capture_output=True, text=True, timeout=300
+    return forkserver.run(
+        Path(sys.executable),
+        ["-m", "exporter", *args],
+        env=dict(os.environ),
+        cwd=Path.cwd(),
+        timeout=300,
+        preload=CLI,
     )
 
 

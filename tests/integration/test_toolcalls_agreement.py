@@ -5,18 +5,25 @@ compiles (hence its schema_hash), and the same 400s. Generated tool sets go thro
 get_json_schema_from_tools and every registered parser's real adjust_request; the function-calling
 schemas of JSONSchemaBench (BFCL, Glaive) and 200 real schemas with `$defs` (or `definitions` moved
 there) through get_json_schema_from_tools and the `pythonic` parser. The parser table in the module is
-the one tools/vllm_tool_parsers.py prints. The counts print."""
+the one tools/vllm_tool_parsers.py prints. The counts print.
+
+Each release runs in one vLLM interpreter (the driver prints the table first, then every case), forked
+from a server that has imported vLLM's third-party stack once (tests/support/forkserver.py); the cases
+are built once for every release (each gets its own copy)."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
+import pickle
 import random
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +32,12 @@ import pytest
 from exporter.engines.vllm.toolcalls import NEVER_AUTO, PARSER_TABLES, ToolCallGrammar, ToolParserInfo, derive
 from exporter.engines.vllm.versions import SUPPORTED
 from exporter.schema.identity import schema_hash
+from tests.support import forkserver
 from tools.harness import JSONSCHEMABENCH, ROOT
 from tools.harness.vllm import VLLM_PYTHON, release_path
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 DRIVER = ROOT / "tests" / "support" / "engines" / "vllm_toolcalls.py"
-TABLE_SCRIPT = ROOT / "tools" / "vllm_tool_parsers.py"
 VERSIONS = list(SUPPORTED)
 ANY_JSON_PARSER = ToolParserInfo("get_json_schema_from_tools", None, True)
 NOT_DERIVED = frozenset({"structural_tag", "parser_grammar"})
@@ -315,9 +322,13 @@ def named_twice(request: dict[str, Any]) -> bool:
 
 
 def compare(
-    ours: ToolCallGrammar, theirs: dict[str, Any], request: dict[str, Any] | None = None
+    ours: ToolCallGrammar,
+    theirs: dict[str, Any],
+    request: dict[str, Any] | None = None,
+    hashes: dict[str, str] | None = None,
 ) -> str | None:
-    """What differs between the module's answer and vLLM's, or None when they agree."""
+    """What differs between the module's answer and vLLM's, or None when they agree. `hashes` keeps
+    the schema_hash of each text of ours (many parsers derive the same one); vLLM's is hashed anew."""
     if ours.reason == "structural_tag":  # not derived here: vLLM's tag, or its refusal of the request
         if theirs["outcome"] in ("structural_tag", "error"):
             return None
@@ -334,7 +345,12 @@ def compare(
         assert ours.spec_text is not None
         if ours.spec_text != theirs["text"]:
             return f"text differs: ours {ours.spec_text[:200]} vLLM {theirs['text'][:200]}"
-        if schema_hash(ours.spec_text) != schema_hash(theirs["text"]):
+        ours_hash = None if hashes is None else hashes.get(ours.spec_text)
+        if ours_hash is None:
+            ours_hash = schema_hash(ours.spec_text)
+            if hashes is not None:
+                hashes[ours.spec_text] = ours_hash
+        if ours_hash != schema_hash(theirs["text"]):
             return "schema_hash differs"
     return None
 
@@ -354,33 +370,29 @@ def mine(request: dict[str, Any], parser: str) -> tuple[dict[str, Any], str | To
     return request, ANY_JSON_PARSER
 
 
-def run_vllm(version: str, args: list[str], cwd: Path, timeout: int) -> str:
+def run_vllm(version: str, args: list[str], cwd: Path, timeout: int) -> subprocess.CompletedProcess[str]:
+    """vLLM `version`'s Python on `args`: its CompletedProcess (text)."""
     if not VLLM_PYTHON.exists():
         raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make test does)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     env["PYTHONPATH"] = release_path(version)
-    out = subprocess.run(
-        [str(VLLM_PYTHON), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout.strip().splitlines()[-1]
+    return forkserver.run(VLLM_PYTHON, args, env=env, cwd=cwd, timeout=timeout)
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_the_parser_table_is_vllms(version: str, tmp_path: Path) -> None:
-    printed = json.loads(run_vllm(version, [str(TABLE_SCRIPT)], tmp_path, 300))
-    assert printed["vllm"] == version
-    assert {name: tuple(row) for name, row in printed["parsers"].items()} == PARSER_TABLES[version]
-    assert set(printed["own_get_structural_tag"]) == NEVER_AUTO  # the one override: no tag for auto
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-def test_the_derived_spec_is_the_one_vllm_compiles(version: str, tmp_path: Path) -> None:
+@functools.cache
+def all_cases() -> bytes:
+    """Every request, its strict level and API, pickled: built once, a fresh copy for each release."""
     cases = dict(generated()) | dict(jsonschemabench())
     levels = {case_id: level for case_id, request, level in with_levels()}
     cases |= {case_id: request for case_id, request, _ in with_levels()}
     cases |= dict(responses())
     apis = {case_id: "responses" for case_id in cases if case_id.startswith("rsp/")}
+    return pickle.dumps((cases, levels, apis), pickle.HIGHEST_PROTOCOL)
+
+
+def case_file(version: str, folder: Path) -> Path:
+    """The driver's case file for `version`: every case, the parsers each runs through, the table."""
+    cases, levels, apis = pickle.loads(all_cases())
     every_parser = sorted(PARSER_TABLES[version])
     tagged = sorted(name for name, row in PARSER_TABLES[version].items() if row[0] is not None)
     spec = {
@@ -399,15 +411,77 @@ def test_the_derived_spec_is_the_one_vllm_compiles(version: str, tmp_path: Path)
             "lvl/": [*tagged, "pythonic"],
             "rsp/": every_parser,
         },
+        "table": True,
     }
-    (tmp_path / "cases.json").write_text(json.dumps(spec), encoding="utf-8")
-    printed = json.loads(run_vllm(version, [str(DRIVER), str(tmp_path / "cases.json")], tmp_path, 840))
+    (folder / "cases.json").write_text(json.dumps(spec), encoding="utf-8")
+    return folder / "cases.json"
+
+
+@dataclass(frozen=True)
+class Run:
+    """The driver's run on every case of a release: its exit status, the end of its stderr, and its
+    stdout (the table's line, then the results' line) kept in a file."""
+
+    returncode: int
+    stderr: str
+    stdout: Path
+
+    def lines(self) -> list[str]:
+        return self.stdout.read_text(encoding="utf-8").strip().splitlines()
+
+
+@pytest.fixture(scope="module")
+def vllm_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Run]:
+    """`runs(version)`: the driver's run on every case of `version` with the parser table first
+    (tools/vllm_tool_parsers.py's `table()`, read before any case runs), made once for both tests of
+    the version: one interpreter for the table and the cases."""
+    done: dict[str, Run] = {}
+
+    def runs(version: str) -> Run:
+        if version not in done:
+            folder = tmp_path_factory.mktemp(f"vllm-{version}")
+            out = run_vllm(version, [str(DRIVER), str(case_file(version, folder))], folder, 840)
+            (folder / "stdout").write_text(out.stdout, encoding="utf-8")
+            done[version] = Run(out.returncode, out.stderr[-3000:], folder / "stdout")
+        return done[version]
+
+    return runs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _vllm_server() -> Iterator[None]:
+    """The fork server the releases' drivers start from goes with the module (its CPU reaped here)."""
+    yield
+    forkserver.stop_all()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_parser_table_is_vllms(version: str, vllm_runs: Callable[[str], Run]) -> None:
+    out = vllm_runs(version)
+    lines = out.lines()
+    assert lines and '"table"' in lines[0], out.stderr
+    printed = json.loads(lines[0])
+    assert printed["vllm"] == version
+    table = printed["table"]
+    assert table["vllm"] == version
+    assert {name: tuple(row) for name, row in table["parsers"].items()} == PARSER_TABLES[version]
+    assert set(table["own_get_structural_tag"]) == NEVER_AUTO  # the one override: no tag for auto
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_derived_spec_is_the_one_vllm_compiles(version: str, vllm_runs: Callable[[str], Run]) -> None:
+    cases, levels, apis = pickle.loads(all_cases())
+    tagged = sorted(name for name, row in PARSER_TABLES[version].items() if row[0] is not None)
+    out = vllm_runs(version)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.lines()[-1])
     assert printed["vllm"] == version
     counts: Counter[str] = Counter()
     mismatches: list[str] = []
     errors: Counter[str] = Counter()
     by_level: Counter[str] = Counter()
     not_made = set()
+    hashes: dict[str, str] = {}
     for case_id, results in printed["results"].items():
         for parser, theirs in results.items():
             if parser == "openai" and case_id.startswith("rsp/"):
@@ -425,7 +499,7 @@ def test_the_derived_spec_is_the_one_vllm_compiles(version: str, tmp_path: Path)
                 by_level[f"{theirs['outcome']}@{levels[case_id]}"] += 1
             if side == "utils" and ours.error:
                 errors[ours.error] += 1
-            if (why := compare(ours, theirs, cases[case_id])) is not None:
+            if (why := compare(ours, theirs, cases[case_id], hashes)) is not None:
                 mismatches.append(f"{case_id} [{parser}]: {why}")
     total = sum(counts.values())
     print(f"vLLM {version}: {len(cases)} requests, {total} comparisons, {dict(sorted(counts.items()))},"

@@ -4,15 +4,18 @@
 virtualenv's 0.32.0, and each upstream release's files in front of it): for generated
 tool sets of 0 to 5 tools and every tool_choice, `json.dumps` of our dict is vLLM's
 `json.dumps(tag.model_dump())` byte for byte, and where vLLM's builder (or xgrammar's
-normalize_tool_choice before it) raises, ours raises ValueError. The counts print."""
+normalize_tool_choice before it) raises, ours raises ValueError. The counts print.
+
+Each release's driver is forked from a server that has imported vLLM's third-party stack once
+(tests/support/forkserver.py): that import, not the builders, was nearly all of each run's time."""
 
 from __future__ import annotations
 
 import json
 import os
 import random
-import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from exporter.engines.grammars.tag_tools import Choice, FunctionTool
 from exporter.engines.vllm.tooltags import vllm_models
 from exporter.engines.vllm.tooltags.vllm_models import BUILDERS
 from exporter.engines.vllm.versions import RELEASES, SUPPORTED
+from tests.support import forkserver
 from tools.harness import ROOT
 from tools.harness.vllm import VLLM_PYTHON, release_path
 
@@ -176,19 +180,19 @@ def run_vllm(version: str, cases_file: Path, cwd: Path, timeout: int) -> dict[st
         "VLLM_TARGET_DEVICE": "cpu",
         "VLLM_LOGGING_LEVEL": "CRITICAL",
     }
-    out = subprocess.run(
-        [str(VLLM_PYTHON), str(DRIVER), str(cases_file)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-    )
+    out = forkserver.run(VLLM_PYTHON, [str(DRIVER), str(cases_file)], env=env, cwd=cwd, timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]
     printed = json.loads(out.stdout.strip().splitlines()[-1])
     assert printed["vllm"] == version
     result: dict[str, dict[str, str]] = printed["results"]
     return result
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _vllm_server() -> Iterator[None]:
+    """The fork server the releases' drivers start from goes with the module (its CPU reaped here)."""
+    yield
+    forkserver.stop_all()
 
 
 @pytest.mark.parametrize("version", SUPPORTED)

@@ -20,13 +20,19 @@ each body is a chat-completions body without `messages` (one user message is add
   `strict_level` goes to `ParserManager.get_parser(tool_strict_level=...)` as `--tool-strict-level`
   does (absent: the flag unset).
 
-Prints one JSON line: the version and {case id: {"utils": outcome, PARSER: outcome}}.
+Each body is validated once (a 400 there is every side's error); each side gets its own deep copy of
+the validated request (`adjust_request` may change it), as a fresh validation would give it.
+
+Prints one JSON line: the version and {case id: {"utils": outcome, PARSER: outcome}}. With `"table": true`
+in the case file it first prints another: {"vllm": VERSION, "table": what tools/vllm_tool_parsers.py
+prints}, read before any case runs (one interpreter for both: importing vLLM is most of either's time).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import sys
 from pathlib import Path
 from typing import Any
@@ -94,9 +100,28 @@ def request_of(body: dict[str, Any], api: str = "chat") -> Any:
     return ChatCompletionRequest.model_validate({"messages": MESSAGES, **json.loads(json.dumps(body))})
 
 
-def utils_outcome(body: dict[str, Any], api: str = "chat") -> dict[str, Any]:
+class Validated:
+    """One case's body validated once (`request_of`): `fresh()` is a deep copy of the request for each
+    side that reads it (pickle's: the same fields, extras and private attributes as model_copy(deep=True),
+    faster), or raises what the validation raised."""
+
+    def __init__(self, body: dict[str, Any], api: str = "chat") -> None:
+        self.error: Exception | None = None
+        self.pickled = b""
+        try:
+            self.pickled = pickle.dumps(request_of(body, api), pickle.HIGHEST_PROTOCOL)
+        except Exception as err:
+            self.error = err
+
+    def fresh(self) -> Any:
+        if self.error is not None:
+            raise self.error.with_traceback(None)
+        return pickle.loads(self.pickled)
+
+
+def utils_outcome(body: Validated) -> dict[str, Any]:
     try:
-        request = request_of(body, api)
+        request = body.fresh()
         schema = get_json_schema_from_tools(
             tool_choice=request.tool_choice,
             tools=request.tools,
@@ -111,7 +136,7 @@ def utils_outcome(body: dict[str, Any], api: str = "chat") -> dict[str, Any]:
 
 
 def parser_outcome(
-    body: dict[str, Any], name: str, made: dict[str, Any], level: str | None = None, api: str = "chat"
+    body: Validated, name: str, made: dict[str, Any], level: str | None = None
 ) -> dict[str, Any]:
     key = f"{name}@{level}"
     if key not in made:
@@ -127,7 +152,7 @@ def parser_outcome(
     if isinstance(parser_cls, Exception):
         return {"outcome": "init_error", "message": f"{type(parser_cls).__name__}: {parser_cls}"[:300]}
     try:
-        request = request_of(body, api)
+        request = body.fresh()
         if request.tool_choice == "none":  # the renderer's should_adjust_request: no parser is made
             return {"outcome": "none"}
         before = (request.structured_outputs, getattr(request, "text", None))
@@ -146,15 +171,19 @@ def parser_outcome(
 
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    if spec.get("table"):  # tools/vllm_tool_parsers.py's table, from this process before any case
+        from tools.vllm_tool_parsers import table
+
+        print(json.dumps({"vllm": vllm.__version__, "table": table()}, sort_keys=True), flush=True)
     made: dict[str, Any] = {}
     results: dict[str, dict[str, Any]] = {}
     for case in spec["cases"]:
-        api = case.get("api", "chat")
-        outcome = {"utils": utils_outcome(case["body"], api)}
+        body = Validated(case["body"], case.get("api", "chat"))
+        outcome = {"utils": utils_outcome(body)}
         for prefix, parsers in spec["parsers"].items():
             if case["id"].startswith(prefix):
                 for name in parsers:
-                    outcome[name] = parser_outcome(case["body"], name, made, case.get("strict_level"), api)
+                    outcome[name] = parser_outcome(body, name, made, case.get("strict_level"))
         results[case["id"]] = outcome
     print(json.dumps({"vllm": vllm.__version__, "results": results}))
 
