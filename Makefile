@@ -181,7 +181,7 @@ SUITE_WORKERS ?= 3
 
 # The unit tier: pure functions and collectors, no servers, no engines; seconds, WORKERS side by side.
 unit: $(STAMP)
-	@$(call PYTEST,tests/unit -m "not slow and not serial" -n $(WORKERS) $(PYTEST_ARGS))
+	@$(call PYTEST,tests/unit -m "not slow and not serial" -n $(WORKERS) --dist worksteal $(PYTEST_ARGS))
 
 # Every tier: unit, integration (real engines, real sockets, promtool, Prometheus), system (real vLLM,
 # Alertmanager, soaks, faults): scripts/run-suite.sh runs them SUITE_WORKERS files at a time, the

@@ -2,7 +2,8 @@
 # The whole suite, as `make test` runs it, in two steps (docs/testing.md):
 # 1. everything but what is marked `alone`, WORKERS files side by side (pytest-xdist, one file per
 #    worker at a time, so a module's fixtures stay in one process; the longest files first,
-#    tests/support/durations.json). More workers than cores: the real servers, fault loops, live
+#    tests/support/durations.json, in the order collected: --no-loadscope-reorder, else xdist puts
+#    the files with the most tests first). More workers than cores: the real servers, fault loops, live
 #    alerts and the fleet wait on starts and windows much of their time, and the CPU-bound sweeps
 #    fill those waits.
 # 2. what is marked `alone` (the demo end to end, two timing comparisons), one after another with
@@ -21,7 +22,7 @@ run() {
   return "$rc"
 }
 rc=0
-run tests -m "not alone" -n "$workers" --dist loadfile || rc=$?
+run tests -m "not alone" -n "$workers" --dist loadfile --no-loadscope-reorder || rc=$?
 run tests -m alone || rc=$((rc ? rc : $?))
 if [ -n "${GDX_TEST_TIMELINE:-}" ] && [ -s "$GDX_TEST_TIMELINE" ]; then
   "$python" -m tests.support.timeline "$GDX_TEST_TIMELINE"
