@@ -25,8 +25,8 @@ import pytest
 from exporter.engines.sglang import parsers as sg_parsers
 from exporter.engines.sglang import toolcalls as sg
 from exporter.engines.vllm.toolcalls import ToolCallGrammar
-from exporter.schema.identity import schema_hash
 from tests.integration.test_toolcalls_agreement import body, jsonschemabench, tool
+from tests.support.hashes import hashes_agree
 from tools.harness import ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -353,12 +353,7 @@ def compare(
     if ours.spec_text is not None:
         if ours.spec_text != theirs["text"]:
             return f"text differs: ours {ours.spec_text[:300]} SGLang {theirs['text'][:300]}"
-        ours_hash = None if hashes is None else hashes.get(ours.spec_text)
-        if ours_hash is None:
-            ours_hash = schema_hash(ours.spec_text)
-            if hashes is not None:
-                hashes[ours.spec_text] = ours_hash
-        if ours_hash != schema_hash(theirs["text"]):
+        if not hashes_agree(ours.spec_text, theirs["text"], hashes):
             return "schema_hash differs"
     return None
 

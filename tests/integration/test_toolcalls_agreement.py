@@ -31,8 +31,8 @@ import pytest
 
 from exporter.engines.vllm.toolcalls import NEVER_AUTO, PARSER_TABLES, ToolCallGrammar, ToolParserInfo, derive
 from exporter.engines.vllm.versions import SUPPORTED
-from exporter.schema.identity import schema_hash
 from tests.support import forkserver
+from tests.support.hashes import hashes_agree
 from tools.harness import JSONSCHEMABENCH, ROOT
 from tools.harness.vllm import VLLM_PYTHON, release_path
 
@@ -345,12 +345,7 @@ def compare(
         assert ours.spec_text is not None
         if ours.spec_text != theirs["text"]:
             return f"text differs: ours {ours.spec_text[:200]} vLLM {theirs['text'][:200]}"
-        ours_hash = None if hashes is None else hashes.get(ours.spec_text)
-        if ours_hash is None:
-            ours_hash = schema_hash(ours.spec_text)
-            if hashes is not None:
-                hashes[ours.spec_text] = ours_hash
-        if ours_hash != schema_hash(theirs["text"]):
+        if not hashes_agree(ours.spec_text, theirs["text"], hashes):
             return "schema_hash differs"
     return None
 
