@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import pytest
 
 from exporter.engines.vllm.versions import SUPPORTED
 from exporter.lint import bounded
+from tests.support import forkserver
 from tools.harness import ROOT
 from tools.harness.vllm import VLLM_PYTHON, release_path
 
@@ -66,6 +67,13 @@ def predicted(text: str) -> bounded.BoundedRun:
     return _PREDICTED[text]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fork_server() -> Iterator[None]:
+    """The fork server the releases' drivers start from goes with the module (its CPU reaped here)."""
+    yield
+    forkserver.stop_all()
+
+
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_the_bounded_prediction_is_vllms_own(version: str, tmp_path: Path) -> None:
     if not VLLM_PYTHON.exists():
@@ -74,19 +82,14 @@ def test_the_bounded_prediction_is_vllms_own(version: str, tmp_path: Path) -> No
     (tmp_path / "schemas.json").write_text(json.dumps(cases), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     env["PYTHONPATH"] = release_path(version)
-    vllm = subprocess.Popen(
-        [str(VLLM_PYTHON), str(DRIVER), str(tmp_path / "schemas.json")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-    )  # fmt: skip
-    try:
-        ours_all = [predicted(json.dumps(schema)) for schema in cases]  # while vLLM starts
-        stdout, stderr = vllm.communicate(timeout=300)
-    finally:
-        if vllm.poll() is None:
-            vllm.kill()
-            vllm.communicate()
-    assert vllm.returncode == 0, stderr[-3000:]
-    printed = json.loads(stdout.strip().splitlines()[-1])
+    # vLLM's interpreter forked from a server that has imported its third-party stack once
+    # (tests/support/forkserver.py): the driver is a process of its own, as a fresh one would be
+    vllm = forkserver.run(
+        VLLM_PYTHON, [str(DRIVER), str(tmp_path / "schemas.json")], env=env, cwd=tmp_path, timeout=300
+    )
+    assert vllm.returncode == 0, vllm.stderr[-3000:]
+    ours_all = [predicted(json.dumps(schema)) for schema in cases]
+    printed = json.loads(vllm.stdout.strip().splitlines()[-1])
     assert printed["vllm"] == version
     counts: Counter[str] = Counter()
     mismatches = []

