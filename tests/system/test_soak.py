@@ -24,9 +24,10 @@ RSS_LIMIT = 200 * 2**20  # absolute ceiling for the daemon under this load
 RSS_GROWTH = 24 * 2**20  # from the end of the first third to the end of the run
 COUNTER_SUFFIXES = ("_total", "_count", "_bucket", "_sum")
 
-# beside other tests: the soak uses about 0.4 of a core, and its floors (half the nominal load, 0.8
-# scrapes a second) leave room for neighbours; what it checks is counts and memory, not timing
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(SECONDS + 300)]
+# alone: its scraper parses every page in the process that also runs the 8 simulated engines, so its
+# 0.8 scrapes a second is a floor that CPU-bound neighbours push down (85 of 96 beside the benchmark
+# sweeps, 2026-12-05)
+pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(SECONDS + 300)]
 
 
 def rss(pid: int) -> int:
