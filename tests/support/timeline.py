@@ -2,7 +2,7 @@
 busy cores while it ran (from /proc/stat, so the servers a test starts count) are appended to FILE
 as JSON lines, from every xdist worker; `python -m tests.support.timeline FILE` sums them per file
 (`--write-durations tests/support/durations.json` keeps each file's wall time: the longest files
-start first, conftest.py).
+start first, `pytest_collection_modifyitems` below).
 
 Why: most of `make test` is real servers and windows; whether a test waits or computes decides
 whether it can share the machine with another (docs/testing.md)."""
@@ -116,7 +116,8 @@ def report(rows: list[dict[str, Any]]) -> str:
 
 
 def durations(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Each file's wall seconds, rounded: the order conftest.py hands files to the workers in."""
+    """Each file's wall seconds, rounded: the order `pytest_collection_modifyitems` hands files to the
+    workers in."""
     return {f: round(sum(r["end"] - r["start"] for r in rs), 1) for f, rs in sorted(per_file(rows).items())}
 
 
