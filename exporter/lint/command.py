@@ -199,11 +199,10 @@ def lint_main(args: argparse.Namespace) -> int:
         extra = (
             {"stale_exceptions": [dataclasses.asdict(r) for r in filtered.stale]} if filtered.stale else {}
         )
-        json.dump({**report.doc(), "engines": held, **extra}, sys.stdout, indent=2)
-        print()
+        # one write of the whole text: json.dump writes each of its (millions of) pieces apart
+        print(json.dumps({**report.doc(), "engines": held, **extra}, indent=2))
     elif args.format == "sarif":
-        json.dump(sarif.sarif(located(report, inputs.requests, locator), held), sys.stdout, indent=2)
-        print()
+        print(json.dumps(sarif.sarif(located(report, inputs.requests, locator), held), indent=2))
     elif args.format == "github":
         for line in sarif.github(located(report, inputs.requests, locator)):
             print(line)

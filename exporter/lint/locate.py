@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,7 @@ class Locator:
         self._texts: dict[str, str | None] = {}
         self._lines: dict[str, list[str]] = {}
         self._ids: dict[str, dict[str, int]] = {}
-        self._positions: dict[tuple[str, int], dict[str, Position]] = {}
+        self._positions: dict[tuple[str, int], Mapping[str, Position]] = {}
         self._prefixes: dict[tuple[str, int], tuple[Any, str | None]] = {}
 
     def locate(self, name: str, pointer: str = "", spec: Any = None) -> Location:
@@ -115,7 +116,7 @@ class Locator:
         self._prefixes[(path, line)] = (spec, found)
         return found
 
-    def _positions_of(self, path: str, line: int, text: str, is_yaml: bool = False) -> dict[str, Position]:
+    def _positions_of(self, path: str, line: int, text: str, is_yaml: bool = False) -> Mapping[str, Position]:
         key = (path, line)
         if key not in self._positions:
             self._positions[key] = yamlspec.positions(text) if is_yaml else node_positions(text)

@@ -9,6 +9,7 @@ import re
 import time
 from dataclasses import dataclass
 from enum import Enum
+from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, NamedTuple
 
 from exporter.schema.family.definitions import canonical
@@ -52,6 +53,20 @@ _QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'", re.DOTALL)
 
 def short_digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _label(key: Any) -> str:
+    """json.dumps(key): the C string encoder called at once (a million calls over a benchmark)."""
+    return encode_basestring_ascii(key) if type(key) is str else json.dumps(key)
+
+
+def _scalar(value: Any) -> str:
+    """json.dumps(value, ensure_ascii=False) without the encoder that call builds each time."""
+    if type(value) is str:
+        return encode_basestring(value)
+    if value is None or value is True or value is False:
+        return "null" if value is None else "true" if value else "false"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def mask_text(text: str) -> str:
@@ -172,8 +187,7 @@ def analyse_structure(
             stack.append(Exit(Composite.ARRAY, None, "", len(value)))
             stack.extend(Enter(v, Role.JSON, "") for v in reversed(value))
         else:
-            text = json.dumps(value, ensure_ascii=False)
-            d = short_digest(text)
+            d = short_digest(_scalar(value))
             results.append(_Result(d, d, [], True, 0))
     return results[0]
 
@@ -237,7 +251,7 @@ def _format_parts(node: dict[str, Any], base: str) -> tuple[list[Part], list[Ent
 def _combine(node: Exit, kids: list[_Result]) -> _Result:
     if node.what is Composite.OBJECT:
         pairs = zip(node.detail, kids, strict=True)
-        d = short_digest("{" + ",".join(f"{json.dumps(k)}:{r.shape}" for k, r in pairs) + "}")
+        d = short_digest("{" + ",".join(f"{_label(k)}:{r.shape}" for k, r in pairs) + "}")
         return _Result(d, d, [], True, 0)
     if node.what is Composite.ARRAY:
         d = short_digest("[" + ",".join(r.shape for r in kids) + "]")
@@ -251,13 +265,13 @@ def _combine(node: Exit, kids: list[_Result]) -> _Result:
     i = 0
     for part in node.detail:
         key, how, info, n = part.key, part.how, part.detail, part.children
-        label = json.dumps(key)
+        label = _label(key)
         if how is How.LITERAL:
             shape.append(f"{label}:*")
             frame.append(f"{label}:*")
             continue
         if how is How.TEXT:
-            text = f"{label}:{json.dumps(info, ensure_ascii=False)}"
+            text = f"{label}:{_scalar(info)}"
             shape.append(text)
             frame.append(text)
             continue
@@ -280,12 +294,12 @@ def _combine(node: Exit, kids: list[_Result]) -> _Result:
             names = info[0] if how is How.MAP else [str(j) for j in range(len(mine))]
             shape.append(
                 f"{label}:["
-                + ",".join(f"{json.dumps(n)}={r.shape}" for n, r in zip(names, mine, strict=True))
+                + ",".join(f"{_label(n)}={r.shape}" for n, r in zip(names, mine, strict=True))
                 + "]"
             )
             frame.append(
                 f"{label}:["
-                + ",".join(f"{json.dumps(n)}={r.frame}" for n, r in zip(names, mine, strict=True))
+                + ",".join(f"{_label(n)}={r.frame}" for n, r in zip(names, mine, strict=True))
                 + "]"
             )
             for r in mine:
@@ -305,14 +319,14 @@ def _combine(node: Exit, kids: list[_Result]) -> _Result:
             required = {r for r in listed if isinstance(r, str)} if isinstance(listed, list) else set()
             shape.append(
                 f"{label}:{{"
-                + ",".join(f"{json.dumps(n)}:{r.shape}" for n, r in zip(names, mine, strict=True))
+                + ",".join(f"{_label(n)}:{r.shape}" for n, r in zip(names, mine, strict=True))
                 + "}"
             )
             fixed = []
             optional = []
             for n, r in zip(names, mine, strict=True):
                 if n in required:
-                    fixed.append(f"{json.dumps(n)}:{r.frame}")
+                    fixed.append(f"{_label(n)}:{r.frame}")
                     holes.extend(r.holes)
                     size += r.size
                 else:
