@@ -11,6 +11,7 @@ error or warnings.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -73,14 +74,8 @@ class Engines:
         self._llguidance_tokenizer: Any = None
         self._stop: list[int] = []  # the end-of-text token, fed after an instance to finish it
         if "xgrammar" in names:
-            import xgrammar
-            from transformers import PreTrainedTokenizerFast
-
-            tokenizer = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)  # type: ignore[no-untyped-call]
-            self._stop = end_of_text(tokenizer)[:1]
-            self._xgrammar_tokenizer = xgrammar.TokenizerInfo.from_huggingface(
-                tokenizer, vocab_size=len(tokenizer), stop_token_ids=self._stop or None
-            )
+            _tokenizer, stops, self._xgrammar_tokenizer = xgrammar_tokenizer(tokenizer_json)
+            self._stop = stops[:1]
         if "llguidance" in names:
             import llguidance
 
@@ -189,6 +184,22 @@ def stderr_captured() -> Iterator[list[str]]:
 
 
 STOP_NAMES = ("<|eot_id|>", "<|end_of_text|>", "</s>", "<|endoftext|>")
+
+
+@functools.lru_cache(maxsize=4)
+def xgrammar_tokenizer(tokenizer_json: str) -> tuple[Any, list[int], Any]:
+    """(the Hugging Face tokenizer, its end-of-text ids, xgrammar's TokenizerInfo over it with the
+    first of them as stop): loaded once per process and file, for lint's compiles and its prover alike
+    (each load of the Llama 3 vocabulary is about 4 s)."""
+    import xgrammar
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)  # type: ignore[no-untyped-call]
+    stops = end_of_text(tokenizer)
+    info = xgrammar.TokenizerInfo.from_huggingface(
+        tokenizer, vocab_size=len(tokenizer), stop_token_ids=stops[:1] or None
+    )
+    return tokenizer, stops, info
 
 
 def end_of_text(tokenizer: Any) -> list[int]:

@@ -55,18 +55,11 @@ class XgrammarEngine:
     caches = True  # vLLM's xgrammar backend compiles through one caching GrammarCompiler
 
     def __init__(self, tokenizer_json: str) -> None:
-        import xgrammar
-        from transformers import PreTrainedTokenizerFast
-
         self.version = metadata.version("xgrammar")
-        self._tokenizer = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)  # type: ignore[no-untyped-call]
-        stops = engines.end_of_text(self._tokenizer)
+        self._tokenizer, stops, self._info = engines.xgrammar_tokenizer(tokenizer_json)
         if not stops:
             raise ValueError(f"{tokenizer_json}: no end-of-text token among {', '.join(engines.STOP_NAMES)}")
         self.stop = stops[0]
-        self._info = xgrammar.TokenizerInfo.from_huggingface(
-            self._tokenizer, vocab_size=len(self._tokenizer), stop_token_ids=[self.stop]
-        )
         self._walk = _RandomWalk(*_character_tokens(self._info.decoded_vocab), self.stop)
 
     def compile(self, schema_text: str, kind: str = "json") -> CompiledGrammar:
