@@ -374,8 +374,8 @@ PROBE: tuple[MetricSpec, ...] = (
     MetricSpec(
         "schema",
         "info",
-        "One per exposed schema hash: its shape hash, family (empty until analysed), request kind, backend"
-        " and sanitised title.",
+        "One per exposed schema hash: its shape hash, family and title (what the family's variants' sanitised"
+        " titles share; both empty until analysed), request kind and backend.",
         ("schema_hash", "shape_hash", "family", "kind", "backend", "title"),
     ),
     MetricSpec(

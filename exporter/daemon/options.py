@@ -279,8 +279,9 @@ class Config:
         True,
         "probe.titles",
         parse_bool,
-        "Put a schema's sanitised top-level title ([A-Za-z0-9_.-], 64 chars) in schema_info's title label,"
-        " and a family's name (its title, else one built from its structure) in family_info's name label.",
+        "Put what the titles of a schema's family share (sanitised top-level titles, [A-Za-z0-9_.-], 64"
+        " chars; a model named per tenant shows its shared part) in schema_info's title label, and a"
+        " family's name (that title, else one built from its structure) in family_info's name label.",
     )
     shape_window: float = option(
         600.0,

@@ -92,7 +92,7 @@ def dynamic_schema(variation: Variation, usage: Usage, limits: Thresholds) -> li
     else:
         severity, costs = "warning", f"{cost} (error from {limits.dynamic_seconds:g} s)"
     if variation.names_only:
-        what = "the same definitions under new names per request, every name set compiles from scratch"
+        what = "the same models under new names per request, every name set compiles from scratch"
         return [Finding(RULE, severity, pointer, f"{traffic}: {what}{costs}; varies: {varies}", FIX_NAMES)]
     if variation.order_only:
         what = "the same members in a new order per request, every order compiles from scratch"

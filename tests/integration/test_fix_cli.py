@@ -284,9 +284,10 @@ def test_a_static_schema_that_loses_or_lets_through_is_caught_on_both_engines(to
 def test_renamed_and_reordered_families_get_one_canonical_schema(
     tmp_path: Path, tokenizer_json: Path
 ) -> None:
-    """Per-tenant model names (the same models under `LineItem_<tenant>`) and per-request order (an
-    enum from a set): gdx fix writes one schema per family, its models named by what the variants'
-    names share, no tenant in it, proven on both engines."""
+    """Per-tenant model names (the same models under `LineItem_<tenant>`, and a whole model under
+    `Order_<tenant>`) and per-request order (an enum from a set): gdx fix writes one schema per
+    family, its models named by what the variants' names share, no tenant in it, proven on both
+    engines."""
     import random
 
     rng = random.Random(20261205)
@@ -311,6 +312,8 @@ def test_renamed_and_reordered_families_get_one_canonical_schema(
                 }
             )
         )
+        order = {"title": f"Order_{t}", "type": "object", "properties": {"n": {"type": "integer"}}}
+        bodies.append(chat({**order, "required": ["n"]}))  # the whole model named per tenant
         rng.shuffle(members)
         bodies.append(
             chat(
@@ -325,7 +328,10 @@ def test_renamed_and_reordered_families_get_one_canonical_schema(
     out = fix(str(tmp_path / "fix"), str(write_log(tmp_path / "r.jsonl", bodies)))
     assert out.returncode == 0, out.stdout + out.stderr
     families = {f["name"]: f for f in json.loads((tmp_path / "fix" / "report.json").read_text())["families"]}
-    assert set(families) == {"Invoice", "Code"} and all(f["fixed"] and proven(f) for f in families.values())
+    assert set(families) == {"Invoice", "Code", "Order"}
+    assert all(f["fixed"] and proven(f) for f in families.values())
+    order = json.loads((tmp_path / "fix" / families["Order"]["folder"] / "schema.json").read_text())
+    assert order["title"] == "Order"
     invoice = json.loads((tmp_path / "fix" / families["Invoice"]["folder"] / "schema.json").read_text())
     assert invoice["$defs"].keys() == {"LineItem"} and invoice["properties"]["items"]["items"] == {
         "$ref": "#/$defs/LineItem"

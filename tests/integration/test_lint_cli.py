@@ -369,6 +369,45 @@ def test_a_new_tenant_per_request_is_dynamic_schema(tmp_path: Path) -> None:
     )
 
 
+def test_models_named_per_request_are_one_family_whose_names_vary(tmp_path: Path) -> None:
+    """Pydantic models made per tenant (`create_model(f"{base}_{tenant}")`, at the top and nested):
+    one family named by what the names share, what varies is the names (`/$defs` and `/title`), the
+    fix is stable model names, and no tenant in the report. Built from the mechanism: random tenant
+    and model names."""
+    from exporter.schema.injection import FIX_NAMES
+
+    rng = random.Random(20261206)
+    base = "".join(rng.choice("nopqrstuvwxyz") for _ in range(7)).capitalize()
+    tenants = ["".join(rng.choice("abcdefghijklm") for _ in range(8)) for _ in range(8)]
+    records = []
+    for t in tenants:
+        item = {"title": f"Line_{t}", "type": "object", "properties": {"sku": {"type": "string"}}}
+        schema = {
+            "title": f"{base}_{t}",
+            "type": "object",
+            "properties": {"items": {"type": "array", "items": {"$ref": f"#/$defs/Line_{t}"}}},
+            "$defs": {f"Line_{t}": item},
+        }
+        records.append({"custom_id": f"req-{t}", "url": "/v1/chat/completions", "body": _chat(schema)})
+    out = gdx("lint", "--format", "json", str(_log(tmp_path, "batch.jsonl", records)))
+    assert out.returncode == 0, out.stderr
+    family = _one_family(out)
+    assert family["name"] == base and family["variants"] == 8
+    assert family["varies"] == [
+        "/$defs: the same definitions under 8 different sets of names",
+        "/title: the same model under 8 different names",
+    ]
+    (finding,) = family["findings"]
+    assert (finding["rule"], finding["severity"], finding["pointer"]) == (
+        "dynamic_schema",
+        "warning",
+        "/$defs",
+    )
+    assert finding["fix"] == FIX_NAMES
+    reported = json.dumps({k: v for k, v in family.items() if k != "schemas"})
+    assert not any(t in reported for t in tenants)
+
+
 def test_regex_grammar_and_json_files_lint_and_hash_as_gdx_hash_does(tmp_path: Path) -> None:
     """(e) The file `gdx hash` names is the file `gdx lint` reports, whatever its kind."""
     regex = tmp_path / "invoice.regex"

@@ -652,3 +652,38 @@ def test_names_alone_are_named_and_never_a_label(
     assert sample(m, "guided_decoding_family_varying", family=family, pointer="/$defs", what="names") == 10
     text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
     assert not any(t in text for t in tenants)
+
+
+def test_a_root_model_named_per_tenant_is_one_family_and_never_a_label(
+    xgr_info: Any, socket_path: Path, daemon_factory: Any
+) -> None:
+    """The whole model made per tenant (`create_model(f"{Base}_{tenant}")` at the top): its own title
+    is a name like a definition's. One family whose varying part is `names` at `/title`, the schema
+    and family titles what the variants share, and no tenant's name anywhere on the page. Built from
+    the mechanism: random tenant names (letters only, which no masking of ids would catch), a random
+    base name and random fields."""
+    import random
+    import string
+
+    rng = random.Random(20261206)
+    word = "".join(rng.choice(string.ascii_lowercase) for _ in range(6))
+    base = word.capitalize() + "Request"
+    tenants = ["".join(rng.choice(string.ascii_lowercase) for _ in range(8)) for _ in range(8)]
+    fields = {
+        f"f{i}": {"type": rng.choice(["string", "integer", "boolean"])} for i in range(rng.randint(1, 5))
+    }
+    daemon = daemon_factory("--probe.socket", str(socket_path), "--lint.dynamic-span", "1ms")
+    c = compiler(xgr_info)
+    specs = [
+        json.dumps(
+            {"title": f"{base}_{t}", "type": "object", "properties": fields, "required": sorted(fields)}
+        )
+        for t in tenants
+    ]
+    m, family = compile_and_find_family(daemon, c, specs)
+    assert sample(m, "guided_decoding_family_variants", family=family) == len(tenants)
+    assert sample(m, "guided_decoding_family_varying", family=family, pointer="/title", what="names") == 8
+    titles = {dict(ls)["title"] for (n, ls) in m if n == "guided_decoding_schema_info"}
+    assert titles == {base}, titles
+    text = urllib.request.urlopen(daemon.url + "/metrics", timeout=10).read().decode()
+    assert not any(t in text for t in tenants)

@@ -294,11 +294,15 @@ def interleave(specs: Sequence[Request], repeats: int = 4, seed: int = 8) -> lis
 
 
 def report_schema(index: int) -> dict[str, Any]:
-    """A static schema heavier than the injected ones (bounded strings and a nested array)."""
+    """A static schema heavier than the injected ones (bounded strings and a nested array), each index
+    its own structure (a section of its own): the same structure under another model name would be one
+    model's names (exporter/schema/family/definitions.py), not another schema."""
+    section = f"section_{'abcdefgh'[index]}"
     return {
         "title": f"Report{'ABCDEFGH'[index]}",
         "type": "object",
         "properties": {
+            section: {"type": "string", "maxLength": 40},
             "code": {"type": "string", "pattern": f"^[A-Z]{{{2 + index}}}-[0-9]{{6,30}}$"},
             "summary": {"type": "string", "minLength": 10, "maxLength": 120},
             "rows": {
@@ -311,7 +315,7 @@ def report_schema(index: int) -> dict[str, Any]:
                 },
             },
         },
-        "required": ["code", "summary", "rows"],
+        "required": ["code", "summary", "rows", section],
     }
 
 

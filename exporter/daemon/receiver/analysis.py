@@ -94,6 +94,9 @@ class AnalysisView:
     skipped: int
     pending: int
     seconds: float
+    # analysed schema hash -> what its family's titles share: the schema_info title, so that a name
+    # made per request (a tenant in a model's name) never becomes a label
+    titles: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,6 +384,7 @@ class SchemaAnalysis:
             findings: dict[str, FindingCounts] = {}
             shapes: dict[str, ShapeVariants] = {}
             families: dict[str, str] = {}
+            titles: dict[str, str] = {}
             for schema_hash in schema_hashes:
                 result = self._done.get(schema_hash)
                 if result is None:
@@ -388,6 +392,9 @@ class SchemaAnalysis:
                 found = self._family.get(schema_hash)
                 if found is not None:
                     families[schema_hash] = self._resolve(found)
+                    meta = self._meta.get(families[schema_hash])
+                    if meta is not None:
+                        titles[schema_hash] = meta.title
                 shape = shapes.get(result.shape) or self._shape_variants(result.shape, now)
                 if shape is not None:
                     shapes[result.shape] = shape
@@ -402,6 +409,7 @@ class SchemaAnalysis:
                 skipped=self.skipped,
                 pending=len(self.pending),
                 seconds=self.seconds,
+                titles=titles,
             )
 
     def shown(

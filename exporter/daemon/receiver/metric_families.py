@@ -397,7 +397,8 @@ def schema_families(view: StoreView, les: frozenset[str] | None = None) -> Itera
                 "family": view.analysis.families.get(schema_hash, ""),
                 "kind": schema.kind,
                 "backend": schema.backend,
-                "title": schema.title,
+                # its family's shared title once analysed (a per-tenant name never shows), "" before
+                "title": view.analysis.titles.get(schema_hash, "") if schema.title else "",
             },
         )
     recent = declared("schema_recent_compile_seconds").gauge()

@@ -8,11 +8,15 @@ reaches their `$ref`s (the root before the definitions, each definition when fir
 unreferenced ones after, by structure), rewrites every `$ref` to them and every title equal to its
 definition's name. Two schemas equal up to definition names give equal canonical schemas; the
 original names are returned apart, for what varies. Pure; bounded by the walk budget's node count.
+
+The root's own title is a model's name in the same way when it reads as one (an identifier, as
+Pydantic writes the class name: `Order_acme`), not prose (`Cost centre`): `root_name` sets it apart.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -22,6 +26,20 @@ from exporter.schema.walk import Budget, TooComplex
 
 DEFINITIONS = ("$defs", "definitions")
 PREFIX = "d"
+# A title that names a model rather than describing it: an identifier (dots, dashes and generic
+# brackets allowed), no spaces.
+_MODEL_NAME = re.compile(r"[A-Za-z_][\w.\-\[\],]{0,199}", re.ASCII)
+ROOT_NAME = "Model"  # what a root model name reads as for the family (and a fix's fallback name)
+
+
+def root_name(schema: Any) -> tuple[Any, str | None]:
+    """The schema with a root title that names a model replaced by ROOT_NAME, and that name; the
+    schema itself and None when its root title is prose or absent."""
+    if isinstance(schema, dict):
+        title = schema.get("title")
+        if isinstance(title, str) and title != ROOT_NAME and _MODEL_NAME.fullmatch(title):
+            return {**schema, "title": ROOT_NAME}, title
+    return schema, None
 
 
 def canonical(schema: Any, budget: Budget = DEFAULT_BUDGET) -> tuple[Any, tuple[str, ...]]:
@@ -183,7 +201,12 @@ def _token(name: str) -> str:
 def stable(variants: list[Any], budget: Budget = DEFAULT_BUDGET) -> list[Any]:
     """Variants that differ in their definitions' names, renamed alike: each definition takes what
     its names share across the variants (`LineItem_acme`, `LineItem_globex` -> `LineItem`), else
-    `Model{i}`. Variants whose names already agree are returned as they are."""
+    `Model{i}`; a root title that names the model, likewise (else `Model`). Variants whose names
+    already agree are returned as they are."""
+    titled = [root_name(v) for v in variants]
+    if len({title for _, title in titled}) > 1:  # the root's own name differs: what they share, or Model
+        shared = family_title([title or "" for _, title in titled]) or ROOT_NAME
+        variants = [{**v, "title": shared} if title is not None else v for v, title in titled]
     done = [canonical(v, budget) for v in variants]
     if len({tuple(sorted(names)) for _, names in done}) < 2:
         return list(variants)

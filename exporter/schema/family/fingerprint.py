@@ -12,7 +12,7 @@ from enum import Enum
 from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import Any, NamedTuple
 
-from exporter.schema.family.definitions import canonical
+from exporter.schema.family.definitions import canonical, root_name
 from exporter.schema.family.model import (
     DEFAULT_BUDGET,
     DEFAULT_RULES,
@@ -413,9 +413,13 @@ def fingerprint(
         if not isinstance(value, dict):
             return _exact(spec, value, "json", readable_name(value), False)
         value, _ = canonical(value, budget)  # definition names are not the shape (definitions.py)
+        value, model = root_name(value)  # nor the root model's own name
         result = analyse_structure(value, rules, budget)
         holes = tuple(sorted(result.holes, key=lambda h: h.pointer))
-        return Fingerprint(result.frame, result.shape, holes, "schema", result.size, readable_name(value))
+        named = short_digest(model) if model else ""
+        return Fingerprint(
+            result.frame, result.shape, holes, "schema", result.size, readable_name(value), named=named
+        )
     except HOSTILE:
         return _exact(spec, parsed, "schema", "too complex", True)
 

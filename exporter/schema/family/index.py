@@ -32,12 +32,16 @@ def compatible(kind: str, a: Mapping[str, str], b: Mapping[str, str], leaves: It
 
 
 def same_family(a: Fingerprint, b: Fingerprint) -> bool:
-    """The pairwise test: equal frames and every hole compatible. FamilyIndex also joins through a
-    third spec that each is compatible with, and asks for a quorum of variants first."""
+    """The pairwise test: equal frames and every hole compatible (equal shapes where the root models'
+    names differ: a tenant in a model's name, not two models that share some properties). FamilyIndex
+    also joins through a third spec that each is compatible with, and asks for a quorum of variants
+    first."""
     if a.frame != b.frame:
         return False
     if a.degraded or b.degraded:
         return a.key == b.key
+    if a.named != b.named:  # two model names: the same structure under either, or two models
+        return a.shape == b.shape
     theirs = {h.pointer: h for h in b.holes}
     for hole in a.holes:
         other = theirs.get(hole.pointer)

@@ -62,6 +62,9 @@ class Fingerprint:
     size: int  # subschemas in the frame (outside the holes); characters for a regex or grammar
     name: str  # readable, from structure only
     degraded: bool = False  # over the budget or malformed: the exact spec is its own family
+    # a digest of the root title where it names the model (definitions.root_name), left out of the
+    # frame and shape: specs under two such names join only at an equal shape, never through holes
+    named: str = ""
 
     @property
     def key(self) -> str:
@@ -119,8 +122,8 @@ class Variation:
     # union's branches, `required`, a `type` list): order means nothing in JSON Schema, yet each order
     # is a new string for the engine's cache.
     orders: tuple[tuple[str, int], ...] = ()
-    # (pointer of the definitions map, distinct name sets) where variants differ only in what their
-    # definitions are called (a model made per tenant with the tenant in its name)
+    # (pointer of the definitions map, or `/title` for the root model's own name; distinct name sets)
+    # where variants differ only in what their models are called (a tenant in a model's name)
     names: tuple[tuple[str, int], ...] = ()
 
     @property
@@ -130,7 +133,8 @@ class Variation:
 
     @property
     def names_only(self) -> bool:
-        """Nothing but definition names (and perhaps order) varies: the fix is stable model names."""
+        """Nothing but model names (definitions', the root's; perhaps order) varies: the fix is stable
+        model names."""
         return bool(self.names) and not (self.literals or self.unions or self.optional)
 
     def lines(self) -> tuple[str, ...]:
@@ -146,7 +150,12 @@ class Variation:
             f"{p or 'text'}: literal differs in {n} of {self.variants} variants" for p, n in self.literals
         ]
         out += [f"{p}: the same members in {n} different orders" for p, n in self.orders]
-        out += [f"{p}: the same definitions under {n} different sets of names" for p, n in self.names]
+        out += [
+            f"{p}: the same model under {n} different names"
+            if p == "/title"
+            else f"{p}: the same definitions under {n} different sets of names"
+            for p, n in self.names
+        ]
         return tuple(out)
 
     def parts(self) -> tuple[tuple[str, str, int], ...]:

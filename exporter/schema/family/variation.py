@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from exporter.schema.family.definitions import DEFINITIONS, PREFIX, canonical
+from exporter.schema.family.definitions import DEFINITIONS, PREFIX, canonical, root_name
 from exporter.schema.family.fingerprint import analyse_structure, short_digest
 from exporter.schema.family.model import (
     DEFAULT_BUDGET,
@@ -44,6 +44,7 @@ class Positions:
     # the root definitions, renamed canonically for alignment (definitions.py): (canonical pointer,
     # this variant's own pointer) each; the pointers above are canonical where there are any
     names: tuple[tuple[str, str], ...] = ()
+    title: str = ""  # the digest of the root title where it names the model (definitions.root_name)
 
 
 # Lists whose order carries no meaning in JSON Schema (besides a union's branches): compared as sets
@@ -105,6 +106,7 @@ def _branch_ranks(
 
 def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
     schema, original = canonical(schema, budget)
+    schema, model = root_name(schema)
     names = tuple(
         (f"/{keyword}/{PREFIX}{i}", f"/{keyword}/{escape(name)}")
         for i, name in enumerate(original)
@@ -166,7 +168,7 @@ def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
                 if len(tokens) > 1:
                     members, order = _orderless(tokens)
                     orders[f"{a}/{keyword}"] = (base, members, order)
-    return Positions(nodes, lits, unions, optional, orders, names)
+    return Positions(nodes, lits, unions, optional, orders, names, _literal_digest(model) if model else "")
 
 
 def positions(schema: Any, budget: Budget = DEFAULT_BUDGET, rules: Rules = DEFAULT_RULES) -> Positions | None:
@@ -242,14 +244,18 @@ def _real(names: tuple[tuple[str, str], ...]) -> Callable[[str], str]:
 
 
 def _varying_names(per: Sequence[Positions]) -> tuple[tuple[str, int], ...]:
-    """The definitions map whose names differ between variants otherwise aligned: (pointer, distinct
-    name sets). The pointer is the map's, never a name."""
+    """The definitions map whose names differ between variants otherwise aligned, and the root title
+    where it names the model: (pointer, distinct name sets). The pointer is the map's or `/title`,
+    never a name."""
+    out: list[tuple[str, int]] = []
     found = [p.names for p in per if p.names]
     distinct = {tuple(own for _, own in names) for names in found}
-    if len(distinct) < 2:
-        return ()
-    keyword = found[0][0][0].split("/")[1]
-    return ((f"/{keyword}", len(distinct)),)
+    if len(distinct) > 1:
+        out.append((f"/{found[0][0][0].split('/')[1]}", len(distinct)))
+    titles = {p.title for p in per if p.title}
+    if len(titles) > 1:
+        out.append(("/title", len(titles)))
+    return tuple(out)
 
 
 def _first(per: Sequence[Positions], key: str, table: str) -> str:

@@ -6,6 +6,7 @@ values in their documented form. Messages are real protocol lines through the re
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from typing import Any
@@ -253,6 +254,9 @@ def test_a_hostile_title_and_versions_become_bounded_safe_labels() -> None:
     schemas(store, engine, {"id": 1, "hash": schema_hash, "shape": shape_hash, "kind": "json",
                             "backend": "xgrammar", "title": HOSTILE, "text": text})  # fmt: skip
     snapshot(store, engine, 0, backends={"xgrammar": backend_totals()}, schemas=[row(id=1)])
+    (info,) = [s for s in samples(rendered(store)) if s.name == "guided_decoding_schema_info"]
+    assert info.labels["title"] == info.labels["family"] == ""  # the family's title, once analysed
+    store.analysis.run(math.inf)
     text_page = rendered(store)
     (info,) = [s for s in samples(text_page) if s.name == "guided_decoding_schema_info"]
     assert LABEL.fullmatch(info.labels["title"]) and info.labels["title"].startswith("Inv_oice")

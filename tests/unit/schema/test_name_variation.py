@@ -106,3 +106,62 @@ def test_the_static_schema_names_each_model_once(names: list[str], sizes: list[i
     text = json.dumps(merged.schema)
     assert not any(t in text for t in names) and merged.moved == ()
     assert merged.schema["properties"]["items"]["items"] == {"$ref": "#/$defs/Model0"}
+
+
+# tenants from a-m, the rest of a name from n-z and capitals: no tenant is ever part of a base or a field
+tenants_am = st.lists(st.from_regex(r"[a-m]{4,9}", fullmatch=True), min_size=5, max_size=8, unique=True)
+titles = st.from_regex(r"[A-Z][n-z]{2,8}(Request|Out)?", fullmatch=True)
+FIELD_TYPES = st.sampled_from(["string", "integer", "boolean", "number"])
+
+
+def root_model(base: str, tenant: str, fields: dict[str, str], nested: bool) -> dict[str, Any]:
+    """The whole model made per tenant (`create_model(f"{base}_{tenant}")`), its items a per-tenant
+    definition too when `nested`."""
+    props: dict[str, Any] = {f: {"type": t} for f, t in fields.items()}
+    schema: dict[str, Any] = {"title": f"{base}_{tenant}", "type": "object", "properties": props}
+    if nested:
+        item = f"Item_{tenant}"
+        props["items"] = {"type": "array", "items": {"$ref": f"#/$defs/{item}"}}
+        schema["$defs"] = {item: {"title": item, "type": "object", "properties": {"sku": {"type": "string"}}}}
+    schema["required"] = sorted(props)
+    return schema
+
+
+FIELDS = st.dictionaries(st.from_regex(r"[N-Z]{1,8}", fullmatch=True), FIELD_TYPES, min_size=1, max_size=5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(tenants_am, titles, FIELDS, st.booleans())
+def test_a_root_model_named_per_tenant_is_one_family_named_by_what_is_shared(
+    names: list[str], base: str, fields: dict[str, str], nested: bool
+) -> None:
+    variants = [root_model(base, t, fields, nested) for t in names]
+    assert len({family.of(v).key for v in variants}) == 1
+    found = family.what_varies(variants)
+    expected = ((("/$defs", "names", len(names)),) if nested else ()) + (("/title", "names", len(names)),)
+    assert found.parts() == expected and found.names_only
+    assert family.family_title([v["title"] for v in variants]) == base
+    reported = json.dumps([found.lines(), found.parts(), [family.of(v).name for v in variants]])
+    assert not any(t in reported for t in names)
+    (finding,) = dynamic_schema(found, Usage(len(names), len(names)), Thresholds())
+    assert finding.fix == FIX_NAMES
+    merged = merge(variants)  # gdx fix's static schema: the shared name, no tenant
+    assert merged.schema is not None and merged.schema["title"] == base, merged.reason
+    assert not any(t in json.dumps(merged.schema) for t in names)
+
+
+def test_prose_titles_are_text_and_static_names_that_share_a_shape_are_not_a_finding() -> None:
+    """The trap: a title that describes (spaces, not an identifier) stays text, so a tenant in prose
+    splits families as before; two static models of one shape under their own names are one family,
+    and reused, never a finding."""
+    prose = [{"title": f"Order for {t}", "type": "object"} for t in ("acme", "globex")]
+    assert len({family.of(v).key for v in prose}) == 2
+    named = [
+        {"title": n, "type": "object", "properties": {"id": {"type": "string"}}}
+        for n in ("Invoice", "Receipt")
+    ]
+    assert len({family.of(v).key for v in named}) == 1
+    found = family.what_varies(named)
+    assert found.parts() == (("/title", "names", 2),)
+    (finding,) = dynamic_schema(found, Usage(requests=400, variants=2, hits=398), Thresholds())
+    assert finding.severity == "info" and "static variants, each reused" in finding.message
