@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import forkserver
 from tools.harness import TOKENIZER_JSON, VLLM_PAGE
 from tools.harness.processes import DaemonProcess, PageServer
 
@@ -100,3 +101,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if system in Path(str(item.fspath)).parents or item.get_closest_marker("alone"):
             item.add_marker(pytest.mark.serial)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fork_server() -> Iterator[None]:
+    """A fork server a module started (tests/support/forkserver.py) goes with the module: its CPU is
+    reaped in that module's last test (the timeline's cpu column), its memory freed for the next."""
+    yield
+    forkserver.stop_all()

@@ -12,11 +12,8 @@ import os
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from exporter.engines.vllm import toolcalls
 from exporter.schema.identity import schema_hash, spec_hashes
@@ -74,12 +71,6 @@ def agent_log(path: Path) -> list[dict[str, Any]]:
     bodies.append({**base, "tool_choice": "auto", "response_format": rf})
     path.write_text("".join(json.dumps(body) + "\n" for body in bodies), encoding="utf-8")
     return bodies
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _cli_server() -> Iterator[None]:
-    yield
-    forkserver.stop_all()
 
 
 def gdx(*args: str) -> subprocess.CompletedProcess[str]:

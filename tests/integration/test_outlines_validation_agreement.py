@@ -16,7 +16,6 @@ import json
 import os
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,13 +64,6 @@ def predicted(text: str) -> bounded.BoundedRun:
     if text not in _PREDICTED:
         _PREDICTED[text] = bounded.run(text, timeout=30)
     return _PREDICTED[text]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fork_server() -> Iterator[None]:
-    """The fork server the releases' drivers start from goes with the module (its CPU reaped here)."""
-    yield
-    forkserver.stop_all()
 
 
 @pytest.mark.parametrize("version", SUPPORTED)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +40,6 @@ def vllm_answers(version: str, cwd: Path, *, emulate: bool = False) -> dict[str,
     assert out.returncode == 0, out.stderr[-3000:]
     answers: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return answers
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fork_server() -> Iterator[None]:
-    """The fork server the releases' drivers start from goes with the module (its CPU reaped here)."""
-    yield
-    forkserver.stop_all()
 
 
 @pytest.fixture(scope="module")

@@ -443,13 +443,6 @@ def vllm_runs(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Run]:
     return runs
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _vllm_server() -> Iterator[None]:
-    """The fork server the releases' drivers start from goes with the module (its CPU reaped here)."""
-    yield
-    forkserver.stop_all()
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_parser_table_is_vllms(version: str, vllm_runs: Callable[[str], Run]) -> None:
     out = vllm_runs(version)

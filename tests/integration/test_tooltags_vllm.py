@@ -15,7 +15,6 @@ import json
 import os
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -186,13 +185,6 @@ def run_vllm(version: str, cases_file: Path, cwd: Path, timeout: int) -> dict[st
     assert printed["vllm"] == version
     result: dict[str, dict[str, str]] = printed["results"]
     return result
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _vllm_server() -> Iterator[None]:
-    """The fork server the releases' drivers start from goes with the module (its CPU reaped here)."""
-    yield
-    forkserver.stop_all()
 
 
 @pytest.mark.parametrize("version", SUPPORTED)

@@ -35,13 +35,6 @@ XGR = {"pod": POD, "backend": "xgrammar"}
 LLG = {"pod": POD, "backend": "llguidance"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _fork_server() -> Iterator[None]:
-    """The fork server the drivers start from goes with the module (its CPU reaped here)."""
-    yield
-    forkserver.stop_all()
-
-
 @pytest.fixture(scope="module", params=UPSTREAM)
 def release(request: pytest.FixtureRequest) -> str:
     """The release under test: its files exist (else FileNotFoundError with the make target)."""
