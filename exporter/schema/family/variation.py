@@ -44,7 +44,7 @@ class Positions:
     # the root definitions, renamed canonically for alignment (definitions.py): (canonical pointer,
     # this variant's own pointer) each; the pointers above are canonical where there are any
     names: tuple[tuple[str, str], ...] = ()
-    title: str = ""  # the digest of the root title where it names the model (definitions.root_name)
+    title: str = ""  # the digest of the root title where it names the model, as Fingerprint.named
 
 
 # Lists whose order carries no meaning in JSON Schema (besides a union's branches): compared as sets
@@ -168,7 +168,7 @@ def _positions(schema: Any, budget: Budget, rules: Rules) -> Positions:
                 if len(tokens) > 1:
                     members, order = _orderless(tokens)
                     orders[f"{a}/{keyword}"] = (base, members, order)
-    return Positions(nodes, lits, unions, optional, orders, names, _literal_digest(model) if model else "")
+    return Positions(nodes, lits, unions, optional, orders, names, short_digest(model) if model else "")
 
 
 def positions(schema: Any, budget: Budget = DEFAULT_BUDGET, rules: Rules = DEFAULT_RULES) -> Positions | None:
