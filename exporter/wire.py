@@ -77,7 +77,12 @@ MAX_ROUTES = 64
 # vLLM's API server validates each structured request on its event loop before anything else runs:
 # a validation this slow is a stall of every request it serves, and its spec is named.
 STALL_SECONDS = 0.1
-PROBE_COUNTERS = ("internal_errors", "send_failures", "connects", "texts_dropped", "evicted", "dropped")
+# The probe's own counters. A snapshot may carry counters this daemon does not know (a newer probe,
+# mid-upgrade): they are ignored, never a reason to refuse the snapshot; at most MAX_PROBE_COUNTERS.
+PROBE_COUNTERS = (
+    "internal_errors", "send_failures", "deferred", "connects", "texts_dropped", "evicted", "dropped",
+)  # fmt: skip
+MAX_PROBE_COUNTERS = 64
 MAX_TEXT_CHARS = 256 * 1024
 MAX_SCHEMAS_PER_MESSAGE = 100_000
 MAX_BACKENDS = 16
@@ -511,7 +516,7 @@ def _snapshot(doc: dict[str, Any]) -> Snapshot:
     cpu = doc.get("cpu", {})
     _require(isinstance(cpu, dict), "snapshot.cpu")
     probe = doc.get("probe", {})
-    _require(isinstance(probe, dict) and _COUNTERS.issuperset(probe), "snapshot.probe")
+    _require(isinstance(probe, dict) and len(probe) <= MAX_PROBE_COUNTERS, "snapshot.probe")
     return Snapshot(
         seq=_count(doc.get("seq"), "snapshot.seq"),
         full=bool(doc.get("full", False)),
@@ -524,7 +529,7 @@ def _snapshot(doc: dict[str, Any]) -> Snapshot:
             _seconds(cpu.get("system", 0), "snapshot.cpu"),
             _seconds(cpu.get("probe", 0), "snapshot.cpu"),
         ),
-        probe={k: _count(v, "snapshot.probe") for k, v in probe.items()},
+        probe={k: _count(v, "snapshot.probe") for k, v in probe.items() if k in _COUNTERS},
         engine=_engine(doc.get("engine")),
         routes=_routes(doc.get("routes", [])),
         validation=_validation(doc.get("validation", {})),

@@ -239,7 +239,8 @@ PROBE: tuple[MetricSpec, ...] = (
     MetricSpec(
         "probe_events",
         "counter",
-        "The probe's own counters: internal_errors, send_failures, connects, texts_dropped, evicted.",
+        "The probe's own counters: internal_errors, send_failures, deferred (rounds held back while the"
+        " daemon had not read the last), connects, texts_dropped, evicted, dropped.",
         (*PROCESS, "event"),
     ),
     # per engine process: what it is sized with (grammar caches, compile pool, CPUs, CFS quota)

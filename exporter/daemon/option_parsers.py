@@ -9,12 +9,14 @@ from typing import Any
 
 from exporter.kernel.options import parse_duration, parse_positive_int
 
-MAX_APPLY_INTERVAL = 1.5  # under the probe's 2 s send timeout: a probe blocked on a parked connection
+# under the 2 s send timeout of probes shipped before the non-blocking shipper (today's give up after
+# 10 s without a byte read): injected probes may be older than the daemon during an upgrade
+MAX_APPLY_INTERVAL = 1.5
 
 
 def parse_apply_interval(raw: Any) -> float:
     """A duration up to MAX_APPLY_INTERVAL, or 0 (off). Longer, a probe whose round fills the socket
-    buffer of its parked connection would give up sending (shipper.SEND_TIMEOUT) and reconnect."""
+    buffer of its parked connection would give up sending and reconnect (older probes: after 2 s)."""
     if not isinstance(raw, bool) and str(raw).strip() in ("0", "0s", "0ms", "0.0"):
         return 0.0
     seconds = parse_duration(raw)

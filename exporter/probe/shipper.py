@@ -4,9 +4,12 @@ Every `interval` seconds it connects if needed (backing off up to 30 s while the
 sends `hello` and the metadata of every tracked spec on a new connection, then a snapshot. Over TCP
 the first line is `auth`, the pod's projected ServiceAccount token, read from its file at each
 connect (the kubelet rotates it; a name lookup and a file read happen here, never on an engine
-thread). All
-socket work happens here with a send timeout, never on the engine's threads; every failure is
-counted and retried, none is raised. The recorder hands over each spec's metadata with its identity
+thread). All socket work happens here, never on the engine's threads; every failure is counted and
+retried, none is raised. Sends never block: a round the daemon has not yet read stays pending and
+the next rounds are skipped (`deferred`: snapshots are cumulative, so the one sent after catches
+up). Only a daemon that reads nothing for STALL_SECONDS is given up on (`send_failures`) and
+reconnected to; reconnecting to one that is merely slow would resend every schema and slow it more.
+The recorder hands over each spec's metadata with its identity
 (computed on this thread, once per spec); the shipper only encodes what it is given.
 
 On the unix socket nothing is sent before the kernel says who listens (SO_PEERCRED): the daemon's
@@ -35,7 +38,8 @@ from exporter.probe.settings import Address, parse_address
 from exporter.wire import DEFAULT_TOKEN_FILE, MAX_TOKEN_CHARS, VERSION
 
 log = logging.getLogger("gdx.probe")
-SEND_TIMEOUT = 2.0
+SEND_TIMEOUT = 2.0  # connecting
+STALL_SECONDS = 10.0  # a daemon that takes no byte of a pending round for this long is hung
 MAX_BACKOFF = 30.0
 CHUNK_BYTES = 1 << 20
 
@@ -103,8 +107,10 @@ class Shipper:
             log.warning("guided-decoding probe: not shipping: GDX_PROBE_ADDRESS: %s", err)
         self.interval = interval
         self.hello = {"instance": uuid.uuid4().hex, "pid": os.getpid(), **hello}
-        self.counters = {"send_failures": 0, "connects": 0}
+        self.counters = {"send_failures": 0, "deferred": 0, "connects": 0}
         self._sock: socket.socket | None = None
+        self._pending = memoryview(b"")  # what of the last round the daemon has not yet read
+        self._progress_at = 0.0  # when the daemon last took a byte (or the connection was made)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._seq = 0
@@ -143,22 +149,38 @@ class Shipper:
                 self._next_connect = now + self._backoff
                 return
             fresh = True
-        messages = self.messages(fresh)
         try:
-            assert self._sock is not None
-            for message in messages:
-                self._sock.sendall(message)
-            if not fresh:  # the daemon kept the connection past its first round: it took us
+            if self._pending and not self._flush(now):
+                self.counters["deferred"] += 1  # the next round, once this one is read, catches up
+                return
+            self._pending = memoryview(b"".join(self.messages(fresh)))
+            if self._flush(now) and not fresh:  # the daemon kept the connection past its first round
                 self._backoff = 0.0
                 self._logged_failure = False
         except OSError as err:
-            # A daemon that went away, or one that refused this connection (over TCP, a token it did
-            # not accept): reconnect with the same backoff as a failed connect, never in a tight loop.
+            # A daemon that went away, one that read nothing for STALL_SECONDS, or one that refused
+            # this connection (over TCP, a token it did not accept): reconnect with the same backoff
+            # as a failed connect, never in a tight loop.
             self.counters["send_failures"] += 1
             self._failed(f"send failed: {err}")
             self._close()
             self._backoff = min(MAX_BACKOFF, max(0.5, self._backoff * 2))
             self._next_connect = now + self._backoff
+
+    def _flush(self, now: float) -> bool:
+        """Sends what the socket takes without waiting; True once nothing is pending. Raises OSError
+        for a closed connection, and TimeoutError once no byte went out for STALL_SECONDS."""
+        assert self._sock is not None
+        while self._pending:
+            try:
+                sent = self._sock.send(self._pending)
+            except (BlockingIOError, InterruptedError):
+                if now - self._progress_at >= STALL_SECONDS:
+                    raise TimeoutError(f"the daemon read nothing for {STALL_SECONDS:.0f} s") from None
+                return False
+            self._pending = self._pending[sent:]
+            self._progress_at = now
+        return True
 
     def messages(self, fresh: bool) -> list[bytes]:
         """What to send now: on a fresh connection hello and every schema first, then a snapshot.
@@ -211,8 +233,10 @@ class Shipper:
         except OSError as err:
             self._failed(f"cannot connect to {address}: {err}")
             return False
-        sock.settimeout(SEND_TIMEOUT)
+        sock.setblocking(False)  # sends take what fits; the rest waits for the next round
         self._sock = sock
+        self._pending = memoryview(b"")
+        self._progress_at = time.monotonic()
         self.counters["connects"] += 1
         log.info("guided-decoding probe: connected to %s", address)
         return True
@@ -243,6 +267,7 @@ class Shipper:
             self._logged_failure = True
 
     def _close(self) -> None:
+        self._pending = memoryview(b"")  # a new connection starts with hello and every schema
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()

@@ -107,6 +107,7 @@ def test_the_daemon_and_gdx_lint_report_the_same_findings(tmp_path: Path) -> Non
             wanted = {identity.spec_hashes(kind, text)[0] for kind, text, _ in batch}
 
             def analysed(wanted: set[str] = wanted) -> bool:
+                shipper.tick()  # a round larger than the socket buffer goes out over several ticks
                 shown = {s["schema_hash"]: s for s in _get(daemon.url + "/schemas")["schemas"]}
                 done = {h: shown[h] for h in wanted & shown.keys() if shown[h]["structure"] != NOT_ANALYSED}
                 daemon_side.update(done)

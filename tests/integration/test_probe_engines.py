@@ -354,8 +354,8 @@ def test_a_running_compile_is_visible_while_it_runs(
 
 
 def test_a_daemon_that_stops_reading_never_blocks_the_engine(xgr_info: Any, tmp_path: Path) -> None:
-    """A listener that accepts and never reads: the socket fills, the shipper's send times out and
-    reconnects, counted; the engine's calls stay as fast as ever."""
+    """A listener that accepts and never reads: the socket fills, the shipper's rounds wait, and after
+    STALL_SECONDS without a byte read it reconnects, counted; the engine's calls stay as fast as ever."""
     path = tmp_path / "stuck.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
@@ -375,7 +375,7 @@ def test_a_daemon_that_stops_reading_never_blocks_the_engine(xgr_info: Any, tmp_
         for i in range(150):  # about 30 MB of schema texts to ship: more than a socket buffer holds
             rec.finish(rec.begin("xgrammar"), "xgrammar", "regex", f"{i}{text}", 0.01, False)
         worst = 0.0
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 40  # the socket fills, then STALL_SECONDS (10 s) without a byte read
         while shipper.counters["send_failures"] == 0 and time.monotonic() < deadline:
             started = time.perf_counter()
             rec.finish(rec.begin("xgrammar"), "xgrammar", "json", '{"a":1}', 0.00001, True)

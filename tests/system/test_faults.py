@@ -137,9 +137,10 @@ def test_socket_directory_removed_and_recreated(sockdir: Path) -> None:
 
 
 def test_daemon_stalled_fills_the_socket_and_engines_do_not_notice(tmp_path: Path) -> None:
-    """Socket full (the daemon stopped reading: SIGSTOP): the probe's sends time out after 2 s on its
-    own thread, the snapshot is dropped and counted (send_failures), the engine's compile calls go on
-    at full rate, and once the daemon reads again the next full snapshot restores every counter."""
+    """Socket full (the daemon stopped reading: SIGSTOP): the probe's round waits, unsent, and the next
+    rounds are skipped (deferred) on its own thread; after 10 s in which the daemon took nothing the
+    connection is given up (send_failures). The engine's compile calls go on at full rate, and once
+    the daemon reads again the next full snapshot restores every counter."""
     sock = tmp_path / "probe.sock"
     daemon = serve(sock)
     engines = SimEngines(sock, tmp_path, engines=4, interval=0.05, rate=200, new=0.5)
@@ -149,7 +150,7 @@ def test_daemon_stalled_fills_the_socket_and_engines_do_not_notice(tmp_path: Pat
         engines.resume()
         daemon.proc.send_signal(signal.SIGSTOP)
         started = time.monotonic()
-        while True:  # until every engine's socket has filled up and a send timed out (10-20 s here)
+        while True:  # until every engine's socket has filled up and stalled for 10 s (20-30 s here)
             time.sleep(5)
             during = engines.pause()
             stalled = time.monotonic() - started
@@ -160,13 +161,14 @@ def test_daemon_stalled_fills_the_socket_and_engines_do_not_notice(tmp_path: Pat
         calls = sum(during[k]["xgrammar"]["requests"] - before[k]["xgrammar"]["requests"] for k in during)
         assert calls >= 0.5 * 4 * 200 * stalled  # the engines ran at (about) full rate throughout
         assert all(e["shipper"]["send_failures"] >= 1 for e in during.values())  # the socket did fill up
+        assert all(e["shipper"]["deferred"] >= 1 for e in during.values())  # and rounds waited first
         totals = engines.pause()
         Watcher(daemon.url).wait_until_equal(totals, timeout=60)
     finally:
         daemon.proc.send_signal(signal.SIGCONT)
         engines.stop()
         daemon.stop()
-    assert "send failed: timed out" in engines.log
+    assert "send failed: the daemon read nothing for 10 s" in engines.log
 
 
 def test_probe_denied_by_socket_permissions_waits_until_allowed(sockdir: Path) -> None:

@@ -71,7 +71,9 @@ def test_what_the_probe_sends_validates() -> None:
         (2, ("backends", "xgrammar", "requests"), 1.5),
         (2, ("backends", "xgrammar", "errors"), {"oom": 1}),
         (2, ("schemas", 0, "hits"), 10**6),  # more hits than requests
-        (2, ("probe",), {"anything": 1}),
+        (2, ("probe",), {f"counter{i}": 1 for i in range(65)}),  # more than MAX_PROBE_COUNTERS
+        (2, ("probe",), {"send_failures": -1}),
+        (2, ("probe",), ["send_failures"]),
         (2, ("routes", 0, "outcome"), "maybe"),
         (2, ("routes", 0, "resolved"), "a b"),
         (2, ("routes", 0, "requests"), -1),
@@ -97,6 +99,13 @@ def test_invalid_fields_are_rejected(index: int, path: tuple[Any, ...], value: A
     # NaN, infinities and numbers no double holds are not JSON the daemon decodes: malformed
     unreadable = isinstance(value, (int, float)) and not abs(value) <= sys.float_info.max  # NaN too
     assert classify(line) == ("malformed" if unreadable else "rejected", None)
+
+
+def test_a_counter_from_a_newer_probe_is_ignored_not_a_refused_snapshot() -> None:
+    snapshot = _messages()[2]
+    snapshot["probe"] = {"deferred": 3, "a_counter_added_later": 7}
+    checked = validate(snapshot)
+    assert isinstance(checked, wire.Snapshot) and dict(checked.probe) == {"deferred": 3}
 
 
 def test_schema_warnings_are_checked() -> None:
