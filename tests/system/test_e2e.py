@@ -28,8 +28,11 @@ from tests.support.dashboards import load, queries
 from tools.demo import run as demo
 from tools.harness import ROOT, fake_pynvml
 
-# alone: phase 2's TTFT and grammar wait are compared with phase 1's; a neighbour's load would move them
-pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(1200)]
+# beside the other tests: what it compares across phases is the probe's grammar wait (a compile's own
+# time, which a neighbour's load only lengthens); TTFT is judged within phase 2, where a neighbour's
+# load moves its parts together (phase 1's TTFT was 230 ms against phase 2's 78 ms when a start-up
+# burst of the other tests overlapped phase 1 only, 2026-12-05)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 # Each phase as long as its assertions need, not make demo's 60 s: phase 1 only has to hit; phase 2
 # pages once its P95 has stayed over 5 ms for the alert's 20 s `for:`; phase 3's page resolves once
 # phase 2's compiles leave the window and `keep_firing_for` ends; phase 4 names its schemas within a
@@ -92,14 +95,16 @@ def test_the_per_tenant_enum_incident(tmp_path: Path, tokenizer_json: Path) -> N
 
     # phase 2: per-request enums miss, compile P95 above 5 ms, pages with the family and the runbook
     assert two.stats["compile_p95"] is not None and two.stats["compile_p95"] > 0.005
-    # TTFT rises by the grammar wait the compiles add. Means, not vLLM's TTFT P95: its buckets are 20 ms
-    # apart here (0.04, 0.06, 0.08, ...), so a load spike at the end of phase 1 could move its P95 past
-    # phase 2's (seen once under a loaded make test); the probe's own wait is exact.
+    # TTFT rises by the grammar wait the compiles add: the probe's wait rises (exact, per request), and
+    # vLLM's own TTFT of the same requests holds it (a request's first token comes only once its
+    # grammar is ready). Means, the TTFT within phase 2: a neighbour's load moves TTFT between phases.
+    # (vLLM's queue time does not hold the whole wait: the compile starts in EngineCore's input thread
+    # before the request is queued; measured 24.9 ms queued of a 225 ms TTFT, 2026-12-06.)
     waits = (one.stats["grammar_wait_mean"], two.stats["grammar_wait_mean"])
-    ttfts = (one.stats["ttft_mean"], two.stats["ttft_mean"])
-    assert None not in waits and None not in ttfts, (waits, ttfts)
+    ttft = two.stats["ttft_mean"]
+    assert None not in waits and ttft is not None, (waits, ttft)
     assert waits[1] > 5 * waits[0] and waits[1] > 0.005, waits  # requests wait for their compiles
-    assert ttfts[1] > ttfts[0], (ttfts, waits)  # and their first token comes later
+    assert ttft > waits[1], (ttft, waits)  # and their first token comes after the wait
     triggers = [e for e in result.pages if e["event_action"] == "trigger"]
     assert two.pages >= 1 and triggers
     page = next(e for e in triggers if "GuidedDecodingCompileP95High" in e["payload"]["summary"])

@@ -282,7 +282,7 @@ def describe(stats: dict[str, float | None]) -> str:
     return (
         f"compile P95 {ms('compile_p95')}, hit ratio {'-' if ratio is None else f'{ratio:.2f}'}, "
         f"new schemas/min {'-' if new is None else f'{new:.0f}'}, grammar wait P95 {ms('grammar_wait_p95')}, "
-        f"vLLM TTFT P95 {ms('ttft_p95')}"
+        f"vLLM TTFT P95 {ms('ttft_p95')} (mean {ms('ttft_mean')}; grammar wait mean {ms('grammar_wait_mean')})"
     )
 
 
