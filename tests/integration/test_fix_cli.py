@@ -18,13 +18,8 @@ from exporter.fix.proof import prove
 from exporter.lint.prove.engine import LlguidanceEngine, XgrammarEngine
 from exporter.schema.identity import schema_hash
 from exporter.schema.static import Merged, Moved
+from tests.support.cli import gdx
 from tools.harness import TOKENIZER_JSON
-
-
-def gdx(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "exporter", *args], capture_output=True, text=True, timeout=600, cwd=cwd
-    )
 
 
 def fix(out: str, *args: str) -> subprocess.CompletedProcess[str]:

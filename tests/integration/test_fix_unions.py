@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from exporter.analysis.lint import lint
+from tests.support.cli import gdx
 from tools.harness import TOKENIZER_JSON
 
 POINT = {
@@ -36,11 +36,7 @@ DRAWING = {"title": "Drawing", "type": "object", "required": ["name", "shape"],
 
 
 def fix(out: Path, *files: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "exporter", "fix", "--tokenizer", str(TOKENIZER_JSON), "--out", str(out),
-         *map(str, files)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    return gdx("fix", "--tokenizer", str(TOKENIZER_JSON), "--out", str(out), *map(str, files))
 
 
 def write(path: Path, schema: dict[str, Any]) -> Path:

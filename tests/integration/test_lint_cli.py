@@ -15,6 +15,7 @@ import pytest
 from exporter import cli
 from exporter.lint.command import OLD_SPELLINGS
 from exporter.schema.identity import schema_hash, shape_hash
+from tests.support.cli import gdx as forked
 
 PATTERN = {
     "title": "Codes",
@@ -24,6 +25,10 @@ PATTERN = {
 
 
 def gdx(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m exporter ARGS`: forked from the CLI's fork server, or a plain subprocess to be given
+    `stdin` (the fork server's runs read /dev/null)."""
+    if stdin is None:
+        return forked(*args, timeout=300)
     return subprocess.run(
         [sys.executable, "-m", "exporter", *args], input=stdin, capture_output=True, text=True, timeout=300
     )

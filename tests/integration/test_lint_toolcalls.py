@@ -8,31 +8,13 @@ run forked from a server of this Python that has imported the CLI and the proofs
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from exporter.engines.vllm import toolcalls
 from exporter.schema.identity import schema_hash, spec_hashes
-from tests.support import forkserver
-
-# what `gdx lint`, `gdx hash` and `gdx fix` import (the proofs: xgrammar, a tokenizers tokenizer)
-CLI = forkserver.Preload(
-    then=(
-        "exporter.cli",
-        "exporter.lint.command",
-        "exporter.fix.command",
-        "exporter.fix.warm",
-        "exporter.inject.command",
-        "exporter.lint.prove.engine",
-        "xgrammar",
-        "transformers",
-        "llguidance",
-    )
-)
+from tests.support.cli import gdx
 
 TOOLS: dict[str, dict[str, Any]] = {
     "get_weather": {"type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]},
@@ -71,17 +53,6 @@ def agent_log(path: Path) -> list[dict[str, Any]]:
     bodies.append({**base, "tool_choice": "auto", "response_format": rf})
     path.write_text("".join(json.dumps(body) + "\n" for body in bodies), encoding="utf-8")
     return bodies
-
-
-def gdx(*args: str) -> subprocess.CompletedProcess[str]:
-    return forkserver.run(
-        Path(sys.executable),
-        ["-m", "exporter", *args],
-        env=dict(os.environ),
-        cwd=Path.cwd(),
-        timeout=300,
-        preload=CLI,
-    )
 
 
 def test_an_agents_tool_subsets_are_one_family_varying_at_the_tool_union(tmp_path: Path) -> None:

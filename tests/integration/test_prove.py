@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from exporter.engines.grammars import backends
 from exporter.lint.prove.engine import XgrammarEngine
 from exporter.lint.prove.search import ProofSettings, prove
 from exporter.schema.findings import Finding
+from tests.support.cli import gdx
 
 SETTINGS = ProofSettings(seconds=20.0, explore=0.0, patience=20.0)
 
@@ -118,18 +117,8 @@ def test_a_schema_that_does_not_compile_leaves_its_findings_unproven(engine: Xgr
 def test_gdx_lint_prove_prints_and_exports_the_counterexample(tmp_path: Path, tokenizer_json: Path) -> None:
     path = tmp_path / "tags.json"
     path.write_text(json.dumps(backends.XGRAMMAR_UNENFORCED["uniqueItems"].example))
-    base = [
-        sys.executable,
-        "-m",
-        "exporter",
-        "lint",
-        "--engine",
-        "xgrammar",
-        "--tokenizer",
-        str(tokenizer_json),
-        "--prove",
-    ]
-    done = subprocess.run([*base, "--format", "json", str(path)], capture_output=True, text=True, timeout=300)
+    base = ["lint", "--engine", "xgrammar", "--tokenizer", str(tokenizer_json), "--prove"]
+    done = gdx(*base, "--format", "json", str(path), timeout=300)
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     (schema,) = doc["families"][0]["schemas"]
@@ -137,7 +126,7 @@ def test_gdx_lint_prove_prints_and_exports_the_counterexample(tmp_path: Path, to
     assert finding["proof"]["status"] == "proven" and finding["severity"] == "warning"
     instance = json.loads(finding["proof"]["instance"])
     assert len(instance) != len({json.dumps(item) for item in instance})  # a duplicate item
-    text = subprocess.run([*base, str(path)], capture_output=True, text=True, timeout=300)
+    text = gdx(*base, str(path), timeout=300)
     assert "proven on xgrammar" in text.stdout and finding["proof"]["instance"] in text.stdout
 
 

@@ -21,7 +21,6 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -34,6 +33,7 @@ import pytest
 
 import exporter.probe as probe
 from exporter.schema.identity import schema_hash
+from tests.support import cli
 from tools.harness import ROOT
 from tools.harness import scenarios as sc
 from tools.harness.processes import DaemonProcess
@@ -301,9 +301,7 @@ def record(
 
 
 def gdx(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "exporter", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
+    return cli.gdx(*args, cwd=ROOT, timeout=120)
 
 
 def lint(path: Path, *flags: str) -> tuple[int, dict[str, Any]]:
