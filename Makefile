@@ -52,7 +52,7 @@ SARIF_MULTITOOL_VERSION ?= 5.7.0
 SARIF_MULTITOOL := .cache/sarif/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool
 export GDX_SARIF_MULTITOOL ?= $(abspath $(SARIF_MULTITOOL))
 
-.PHONY: help demo demo-deps test test-deps check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm-releases sglang instructor alerts dashboards deploy helm
+.PHONY: help demo demo-deps test test-deps precompile check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm-releases sglang instructor alerts dashboards deploy helm
 
 help:
 	@echo "make demo     the per-tenant enum incident on a real vLLM, caught and fixed (installs what it needs; DEMO_DURATION=240)"
@@ -202,10 +202,18 @@ endif
 
 check: lint typecheck unit
 
+# Bytecode for this tree, written while the installs finish: where PYTHONDONTWRITEBYTECODE is set
+# (CI images set it) no process writes any, so every pytest worker rewrote and compiled every test
+# module again (a collection: 12 CPU s without it, 5 s with it) and every daemon and gdx the suite
+# starts compiled exporter/. A collection with the variable unset writes both once; its errors are
+# the suite's to report, not this warm-up's.
+precompile: $(STAMP)
+	-@PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider tests >/dev/null 2>&1
+
 # Everything `make test` installs, JOBS at a time, with ruff and mypy as soon as .venv is there (mypy
 # takes about a minute of one core, while the engines' virtualenvs install); then the suite.
 test-deps:
-	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(SUITE_DEPS) lint typecheck
+	@$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target $(SUITE_DEPS) lint typecheck precompile
 
 test: test-deps suite
 
