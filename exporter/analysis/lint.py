@@ -77,6 +77,51 @@ def xgrammar_unenforced(
         )  # fmt: skip
 
 
+LENGTH_WHY = (
+    "a string with a length bound takes no escape sequence at all (no quote, backslash or control "
+    "character, whatever its length), so a value holding one is refused"
+)
+LENGTH_FIX = (
+    "drop the bound from the grammar and check the length after decoding (gdx fix does), or use llguidance"
+)
+OVERREACH_WHY = {
+    "escapes under maxLength": LENGTH_WHY,
+    "escapes under minLength": LENGTH_WHY,
+    "pattern matched whole": "it matches the pattern against the whole value, where JSON Schema searches "
+    "(no implicit anchors), so a value with text beside the match is refused",
+    "patternProperties matched whole": "it matches each name pattern against the whole name, where JSON "
+    "Schema searches, so a name with text beside the match is refused",
+}
+OVERREACH_FIX = {
+    "escapes under maxLength": LENGTH_FIX,
+    "escapes under minLength": LENGTH_FIX,
+    "pattern matched whole": "anchor the pattern (^...$) as the values really are, or write `.*` where "
+    "text may stand beside the match",
+    "patternProperties matched whole": "anchor the name pattern (^...$) as the names really are, or "
+    "write `.*` where text may stand beside the match",
+}
+
+
+def xgrammar_overenforced(
+    node: Node,
+    limits: Thresholds,
+    versions: backends.Versions = backends.NEWEST,
+    live: frozenset[str] | None = None,
+) -> Iterable[Finding]:
+    """Where xgrammar refuses values the schema allows: outputs the schema promises that no decoding
+    can produce (a warning; --prove shows one). Only where xgrammar compiles (`live`)."""
+    if live is not None and node.pointer not in live:
+        return
+    version = backends.xgrammar_table_version(versions.xgrammar)
+    for keyword, key in gaps.xgrammar_overreach(node.schema, version):
+        yield Finding(
+            "xgrammar_overenforced", "warning", f"{node.pointer}/{escape(key)}",
+            f"xgrammar refuses values the schema allows (`{keyword}`): {OVERREACH_WHY[keyword]} "
+            f"(verified on xgrammar {version})",
+            OVERREACH_FIX[keyword], keyword,
+        )  # fmt: skip
+
+
 def llguidance_refused(
     node: Node, limits: Thresholds, versions: backends.Versions = backends.NEWEST
 ) -> Iterable[Finding]:
@@ -99,9 +144,14 @@ NODE_RULES: dict[str, Rule] = {
     "large_enum": large_enum,
     "max_items": max_items,
     "xgrammar_unenforced": xgrammar_unenforced,
+    "xgrammar_overenforced": xgrammar_overenforced,
     "llguidance_refused": llguidance_refused,
 }
 BACKEND_RULES = {"xgrammar": "xgrammar_unenforced", "llguidance": "llguidance_refused"}
+ENGINE_RULES = {
+    "xgrammar": ("xgrammar_unenforced", "xgrammar_overenforced"),
+    "llguidance": ("llguidance_refused",),
+}
 # Rules that depend on where a node is reached (depth, union nesting) run on every visit; the others
 # once per place in the document (not again through each $ref), and only when one of their keywords
 # is present.
@@ -118,6 +168,7 @@ TRIGGERS: dict[str, frozenset[str]] = {
     "large_enum": frozenset({"enum"}),
     "max_items": frozenset({"minItems", "maxItems"}),
     "xgrammar_unenforced": frozenset(_XGRAMMAR_KEYS),
+    "xgrammar_overenforced": frozenset({"minLength", "maxLength", "pattern", "patternProperties"}),
     "llguidance_refused": frozenset(_LLGUIDANCE_KEYS),
 }
 # The rules of non-JSON specs (regex and grammar requests, exporter/analysis/spec.py) come last.
@@ -138,7 +189,7 @@ def lint(
     """Findings for one decoded schema, sorted by pointer; duplicates (a definition reached through
     several $refs) reported once. `versions`: the engine versions whose backend tables apply
     (default: the newest known)."""
-    skip = {rule for engine, rule in BACKEND_RULES.items() if engine not in set(engines)}
+    skip = {rule for engine, rules in ENGINE_RULES.items() if engine not in set(engines) for rule in rules}
     context = [NODE_RULES[name] for name in CONTEXT_RULES]
     bound = versions or backends.NEWEST
     keyed = [
@@ -222,6 +273,9 @@ def _with_versions(name: str, rule: Rule, versions: backends.Versions, root: Any
     if name == "xgrammar_unenforced":
         live = compiled.live(root) if isinstance(root, dict) else None
         return functools.partial(xgrammar_unenforced, versions=versions, root=root, live=live)
+    if name == "xgrammar_overenforced":
+        live = compiled.live(root) if isinstance(root, dict) else None
+        return functools.partial(xgrammar_overenforced, versions=versions, live=live)
     if name == "llguidance_refused":
         return functools.partial(llguidance_refused, versions=versions)
     return rule

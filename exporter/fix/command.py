@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from exporter.fix import postcheck, registry, toolcheck, toolfix
 from exporter.fix.plan import FamilyPlan, plans, schemas_by_hash, slow_plans
 from exporter.fix.proof import MAX_VARIANTS
+from exporter.fix.widen import widened
 from exporter.kernel import lint_options, options
 from exporter.lint import targets
 from exporter.lint.flags import FlagError, sglang_engine, tool_server, vllm_router
@@ -29,6 +30,7 @@ from exporter.lint.prove.engine import LlguidanceEngine, ProofEngine, XgrammarEn
 from exporter.lint.report import analyse
 from exporter.lint.requests import KINDS, InputError, read_inputs
 from exporter.schema import ecma_automaton, ecma_pattern, identity
+from exporter.schema.static import Moved
 
 if TYPE_CHECKING:
     from exporter.fix.proof import FixProof
@@ -85,7 +87,17 @@ def fix_main(args: argparse.Namespace) -> int:
         # an engine that refuses the family's own schemas never serves them: nothing to prove there
         serving = [proof for proof in proofs if not proof.refused] or proofs
         failed = next((proof for proof in serving if not proof.proven), None)
-        results.append(_result(plan, proofs, "" if failed is None else _why(failed)))
+        widening = widened(plan) if failed is not None and failed.lost else None
+        dropped: tuple[Moved, ...] = ()
+        if widening is not None:  # lost to xgrammar's overreach: drop those bounds, check them after
+            wide, moved = widening
+            wide_proofs = [
+                prove(wide, engine, requests, max_variants=args.proof_variants) for engine in engines
+            ]
+            wide_serving = [proof for proof in wide_proofs if not proof.refused] or wide_proofs
+            if all(proof.proven for proof in wide_serving):
+                plan, proofs, failed, dropped = wide, wide_proofs, None, moved
+        results.append(_result(plan, proofs, "" if failed is None else _why(failed), dropped))
         if failed is None:
             _write(out, plan)
             proven.append(plan)
@@ -151,10 +163,14 @@ def _why(proof: FixProof) -> str:
     return f"{on}no valid instance of its variants could be made to prove it on"
 
 
-def _result(plan: FamilyPlan, proofs: Sequence[FixProof], why: str) -> dict[str, Any]:
+def _result(
+    plan: FamilyPlan, proofs: Sequence[FixProof], why: str, widened: Sequence[Moved] = ()
+) -> dict[str, Any]:
     """The family's entry in report.json: one proof per engine, each with the compile seconds the
     static schema saves per 1,000 requests on it (negative where it costs: on llguidance, which
-    compiles every request, a static union of every tool compiles slower than each subset)."""
+    compiles every request, a static union of every tool compiles slower than each subset);
+    `widened`: the keywords dropped because xgrammar enforced them beyond the schema (exporter/fix/
+    widen.py), among `moved`."""
     fixed = bool(proofs) and not why
     docs = []
     for proof in proofs:
@@ -171,6 +187,7 @@ def _result(plan: FamilyPlan, proofs: Sequence[FixProof], why: str) -> dict[str,
         if plan.merged.schema is not None
         else None,
         "moved": [{"pointer": m.pointer, "keyword": m.keyword} for m in plan.merged.moved],
+        "widened": [{"pointer": m.pointer, "keyword": m.keyword} for m in widened],
         "rewrites": [{"pointer": r.pointer, "rewrite": r.what} for r in plan.merged.rewrites if r.done],
         "not_rewritten": [{"pointer": r.pointer, "why": r.what} for r in plan.merged.rewrites if not r.done],
         "check": "check.py" if fixed and plan.merged.moved else None,
@@ -302,6 +319,9 @@ def _summary(results: list[dict[str, Any]], out: Path, warm: Sequence[registry.E
             if r["rewrites"]:
                 moved += f", {len(r['rewrites'])} nested unions flattened"
             print(f"fixed  {_unit(r)} {r['family']} {r['name']}: {moved} -> {out / r['folder']}")
+            for wide in r.get("widened", ()):  # the first proof lost valid outputs to xgrammar's overreach
+                print(f"  widened: {wide['keyword']} at {wide['pointer'] or '/'} left the grammar (xgrammar"
+                      " enforces it beyond the schema) for the check")  # fmt: skip
             for proof in r["proofs"]:
                 print(f"  {proof['engine']}: {_proof_line(proof, r['requests'])}")
         else:

@@ -358,9 +358,9 @@ def _print_finding(finding: Finding, indent: str) -> None:
     proof = finding.proof
     if proof is not None and proof.status == "proven":
         shown = proof.instance if len(proof.instance) <= SHOWN_CHARS else proof.instance[:SHOWN_CHARS] + "..."
-        print(
-            f"{indent}         proven on {proof.engine}: it accepts {shown} ({_count(proof.tokens, 'token')})"
-        )
+        verdict = "refuses" if finding.rule == "xgrammar_overenforced" else "accepts"
+        tokens = _count(proof.tokens, "token")
+        print(f"{indent}         proven on {proof.engine}: it {verdict} {shown} ({tokens})")
         print(f"{indent}         the validator: {proof.violation}")
     elif proof is not None:
         print(f"{indent}         not proven on {proof.engine}: {proof.how}")

@@ -74,6 +74,13 @@ HELP: dict[str, RuleHelp] = {
         "xgrammar accepts the keyword but does not enforce it: outputs can break it.",
         "Validate after decoding.",
     ),
+    "xgrammar_overenforced": RuleHelp(
+        "A value the schema allows that xgrammar refuses",
+        "xgrammar enforces more than the keyword asks (maxLength counted over the escaped text; pattern "
+        "and patternProperties names matched whole where JSON Schema searches): outputs the schema "
+        "promises can never be decoded, and the model is forced into other ones.",
+        "Anchor the pattern as the values really are, or raise the bound and check after decoding.",
+    ),
     "llguidance_refused": RuleHelp(
         "A keyword llguidance refuses",
         "llguidance fails the compile on this keyword (or a lookaround in a regex): the request fails.",

@@ -39,7 +39,8 @@ class Thresholds:
 @dataclass(frozen=True)
 class Proof:
     """What `gdx lint --prove` found for a finding: an instance the engine accepts token by token and
-    the validator rejects here (proven), or why none was found (unproven)."""
+    the validator rejects here (proven; for `xgrammar_overenforced` the other way round: the validator
+    accepts it and the engine refuses it), or why none was found (unproven)."""
 
     status: str  # "proven" or "unproven"
     engine: str  # e.g. "xgrammar 0.2.9"

@@ -111,3 +111,35 @@ def _mid_anchor(parsed: Any) -> bool:
             elif opcode in _REPEATS:
                 stack.append((argument[2], False, False))
     return False  # inside a lookaround: dropped with it (`pattern lookaround`)
+
+
+@functools.lru_cache(maxsize=4096)
+def open_ends(pattern: str) -> tuple[bool, bool] | None:
+    """Whether text may stand before (first) and after (second) a match of `pattern`: a JSON Schema
+    `pattern` is a search (ECMA-262 without implicit anchors), so `ab` allows "xaby". An end is closed
+    by an anchor there (in every alternative) or by an unbounded any-character repeat (`.*`), which a
+    whole match also lets through. None when the pattern does not parse."""
+    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
+        return None
+    try:
+        parsed = _parser.parse(pattern)
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return None
+    return not _closed(list(parsed), 0), not _closed(list(parsed), -1)
+
+
+def _closed(items: list[Any], edge: int, depth: int = 0) -> bool:
+    if not items or depth > 50:
+        return False
+    opcode, argument = items[edge]
+    if opcode == _constants.AT:
+        return argument in (_STARTS if edge == 0 else _ENDS)
+    if opcode == _constants.SUBPATTERN:
+        return _closed(list(argument[-1]), edge, depth + 1)
+    if opcode == _constants.BRANCH:
+        return all(_closed(list(branch), edge, depth + 1) for branch in argument[1])
+    if opcode in (_constants.MAX_REPEAT, _constants.MIN_REPEAT):
+        _low, high, repeated = argument
+        inner = list(repeated)
+        return high == _constants.MAXREPEAT and len(inner) == 1 and inner[0][0] == _constants.ANY
+    return False

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import string
 import subprocess
 import sys
 from pathlib import Path
@@ -335,3 +336,38 @@ def test_renamed_and_reordered_families_get_one_canonical_schema(
     assert not any(t in written for t in tenants)
     code = json.loads((tmp_path / "fix" / families["Code"]["folder"] / "schema.json").read_text())
     assert sorted(code["properties"]["cc"]["enum"]) == sorted(members)
+
+
+def test_length_bounds_that_lose_escaped_values_on_xgrammar_are_widened_and_proven_again(
+    tmp_path: Path, tokenizer_json: Path
+) -> None:
+    """Per-tenant consts past the enum limit, each of one length and holding a character JSON must
+    escape (built at random): the static schema keeps the shared length, under which xgrammar takes
+    no escape at all and refuses every tenant's own value (the first proof loses them), so gdx fix
+    drops the bounds from the grammar, checks them after decoding instead, and proves again."""
+    rng = random.Random(20261206)
+    length = rng.randint(6, 12)
+    names: set[str] = set()
+    while len(names) < 70:  # past the 64 members an enum keeps
+        chars = [rng.choice(string.ascii_lowercase) for _ in range(length)]
+        chars[rng.randrange(length)] = rng.choice(['"', "\\", "\n", "\t"])
+        names.add("".join(chars))
+    tenants = sorted(names)
+    bodies = [
+        chat({"title": "Ticket", "type": "object", "required": ["tenant", "n"],
+              "properties": {"tenant": {"const": t, "type": "string"}, "n": {"type": "integer"}}})
+        for t in tenants
+    ]  # fmt: skip
+    out = fix(str(tmp_path / "fix"), str(write_log(tmp_path / "r.jsonl", bodies)), "--proof-variants", "6")
+    assert out.returncode == 0, out.stdout + out.stderr
+    (family,) = json.loads((tmp_path / "fix" / "report.json").read_text())["families"]
+    assert family["fixed"] and proven(family)
+    widened = [{"pointer": "/properties/tenant", "keyword": k} for k in ("maxLength", "minLength")]
+    assert family["widened"] == widened and all(w in family["moved"] for w in widened)
+    static = json.loads((tmp_path / "fix" / family["folder"] / "schema.json").read_text())
+    assert static["properties"]["tenant"] == {"type": "string"}  # no bound left for xgrammar to overreach
+    check = load_check(tmp_path / "fix" / family["folder"])
+    schema = bodies[0]["response_format"]["json_schema"]["schema"]
+    assert check({"tenant": tenants[0], "n": 1}, schema) == []
+    assert check({"tenant": tenants[1], "n": 1}, schema) != []  # another tenant's value: caught after
+    assert "widened: maxLength at /properties/tenant left the grammar" in out.stdout, out.stdout

@@ -78,6 +78,32 @@ def test_xgrammar_refuses_on_the_versions_listed(vllm_engines: Engines, keyword:
     assert (keyword in _keywords(behaviour.example, "xgrammar_refused")) == holds
 
 
+@pytest.fixture(scope="module")
+def llguidance(tokenizer_json: Path) -> Any:
+    from exporter.lint.prove.engine import LlguidanceEngine
+
+    return LlguidanceEngine(str(tokenizer_json))
+
+
+@pytest.mark.parametrize("keyword", sorted(backends.XGRAMMAR_OVERREACH))
+def test_xgrammar_refuses_a_value_the_schema_allows(
+    vllm_engines: Engines, llguidance: Any, keyword: str
+) -> None:
+    """Each over-enforcement entry: the validator accepts its value, xgrammar (compiled as vLLM does)
+    refuses it on the versions listed, llguidance takes it (the loss is xgrammar's, not the schema's),
+    and the rule names it on its own example exactly there."""
+    from exporter.lint.prove.validator import Validator, dumps
+
+    overreach = backends.XGRAMMAR_OVERREACH[keyword]
+    assert Validator(overreach.example).violations(overreach.must_accept) == []
+    holds = overreach.holds_on(XGRAMMAR_TABLE)
+    verdict = vllm_engines.xgrammar_accepts(overreach.example, overreach.must_accept)
+    assert verdict == ("enforced" if holds else "unenforced")  # "enforced": the value is refused
+    compiled = llguidance.compile(json.dumps(overreach.example))
+    assert llguidance.accepts(compiled, dumps(overreach.must_accept))
+    assert (keyword in _keywords(overreach.example, "xgrammar_overenforced")) == holds
+
+
 @pytest.mark.parametrize("keyword", sorted(backends.LLGUIDANCE_REFUSED))
 def test_llguidance_refuses(engines: Engines, keyword: str) -> None:
     behaviour = backends.LLGUIDANCE_REFUSED[keyword]

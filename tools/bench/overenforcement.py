@@ -10,15 +10,22 @@ instances the engine refused, of those built, and one control per mechanism (an 
 mechanism's trait, which the engine must accept: the refusal is the trait's, not the schema's).
 
 Mechanisms:
-- `maxLength` over escapes: a string of at most maxLength characters holding characters JSON must
+- escapes under `maxLength`: a string of at most maxLength characters holding characters JSON must
   escape (`"`, `\\`, control characters), whose escaped text is longer than the bound;
+- escapes under `minLength`: a string at least minLength long holding one such character (which
+  showed that the loss is not a count over the escaped text: a length bound takes no escape at all);
 - `pattern` searched, not matched: a value holding the pattern's match inside other characters
   (JSON Schema's `pattern` is a search, ECMA-262 without implicit anchors);
 - `patternProperties` searched: a property whose name holds the key's match inside other characters;
 - property order: the schema's properties in another order than declared (by design in both engines:
   they emit properties in the schema's order).
 
-Usage: python -m tools.bench.overenforcement [--cases N] [--seed S] [--engines-path DIRS]
+`--dev-half`: instead, the lint rule over JSONSchemaBench's development half (vendored, 4,828
+schemas): the `xgrammar_overenforced` findings per mechanism, and how many `--prove` proves on this
+xgrammar (a witness the validator accepts and xgrammar refuses, exporter/lint/prove/overreach.py),
+with the reasons of the rest.
+
+Usage: python -m tools.bench.overenforcement [--cases N] [--seed S] [--dev-half] [--engines-path DIRS]
 (--engines-path: folders put first on sys.path, for another xgrammar/llguidance: `make engines`).
 """
 
@@ -59,6 +66,16 @@ def max_length(rng: random.Random) -> Case:
     return Case({"type": "string", "maxLength": bound}, "".join(chars), control)
 
 
+def min_length(rng: random.Random) -> Case:
+    """A string as long as its minLength or longer holding one character JSON must escape: valid, and
+    refused where a length bound excludes escapes (the control has none)."""
+    bound = rng.randint(1, 12)
+    chars = [rng.choice(string.ascii_letters) for _ in range(bound + rng.randint(0, 4))]
+    chars[rng.randrange(len(chars))] = rng.choice(MUST_ESCAPE)
+    control = "".join(rng.choice(string.ascii_letters) for _ in range(bound))
+    return Case({"type": "string", "minLength": bound}, "".join(chars), control)
+
+
 def pattern(rng: random.Random) -> Case:
     core = _word(rng, 2, 5)
     return Case({"type": "string", "pattern": core}, _word(rng, 1, 4) + core + _word(rng, 1, 4), core)
@@ -83,11 +100,53 @@ def property_order(rng: random.Random) -> Case:
 
 
 MECHANISMS: dict[str, Callable[[random.Random], Case]] = {
-    "maxLength over escapes": max_length,
+    "escapes under maxLength": max_length,
+    "escapes under minLength": min_length,
     "pattern searched": pattern,
     "patternProperties searched": pattern_properties,
     "property order": property_order,
 }
+
+
+def dev_half() -> None:
+    """Findings and proofs per mechanism over the vendored development half, on the xgrammar loaded."""
+    import collections
+    import gzip
+    import time
+
+    from exporter.analysis.lint import lint
+    from exporter.lint.prove import overreach
+    from exporter.lint.prove.engine import XgrammarEngine
+    from tools.harness import JSONSCHEMABENCH
+
+    engine = XgrammarEngine(str(TOKENIZER_JSON))
+    found: collections.Counter[str] = collections.Counter()
+    proven: collections.Counter[str] = collections.Counter()
+    why: collections.Counter[tuple[str, str]] = collections.Counter()
+    schemas = with_findings = 0
+    started = time.perf_counter()
+    for path in sorted((JSONSCHEMABENCH / "schemas").glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            for line in lines:
+                schema = json.loads(line)["schema"]
+                schemas += 1
+                findings = [f for f in lint(schema) if f.rule == overreach.RULE]
+                if not findings:
+                    continue
+                with_findings += 1
+                for finding in overreach.prove(json.dumps(schema), findings, engine):
+                    found[finding.keyword] += 1
+                    assert finding.proof is not None
+                    if finding.proof.status == "proven":
+                        proven[finding.keyword] += 1
+                    else:
+                        why[(finding.keyword, finding.proof.how.split(":")[0][:60])] += 1
+    print(f"xgrammar {engine.version}: {schemas} schemas, {with_findings} with xgrammar_overenforced "
+          f"findings ({time.perf_counter() - started:.0f} s)")  # fmt: skip
+    for keyword in sorted(found):
+        print(f"  {keyword:32} findings {found[keyword]:5d}   proven {proven[keyword]:5d}")
+    for (keyword, reason), count in why.most_common():
+        print(f"    unproven {keyword}: {reason} ({count})")
 
 
 def main() -> None:
@@ -99,9 +158,17 @@ def main() -> None:
     parser.add_argument(
         "--engines-path", default="", help="folders first on sys.path (another engine version)"
     )
+    parser.add_argument(
+        "--dev-half", action="store_true", help="the lint rule and its proofs over the dev half"
+    )
     args = parser.parse_args()
     if args.engines_path:
         sys.path[:0] = args.engines_path.split(os.pathsep)
+    if args.dev_half:
+        print("# command: python -m tools.bench.overenforcement --dev-half"
+              + (f" --engines-path {args.engines_path}" if args.engines_path else ""))  # fmt: skip
+        dev_half()
+        return
     import jsonschema  # type: ignore[import-untyped]
 
     from exporter.lint.prove.engine import LlguidanceEngine, XgrammarEngine

@@ -270,6 +270,47 @@ XGRAMMAR_REFUSED: dict[str, Behaviour] = {
     )
 }
 
+
+@dataclass(frozen=True)
+class Overreach:
+    """Where an engine enforces more than the schema asks: `must_accept` is valid for `example` (a
+    JSON Schema validator accepts it) and the compiled grammar refuses it, so no decoding can emit it."""
+
+    keyword: str
+    example: dict[str, Any]
+    must_accept: Any
+    versions: frozenset[str] | None = None
+
+    def holds_on(self, version: str) -> bool:
+        return self.versions is None or version in self.versions
+
+
+# xgrammar refuses these valid values (measured on 0.2.7, 0.2.8 and 0.2.9: 40 of 40 random cases
+# each, none of their controls; llguidance 1.7.6 and 1.9.1 accept all: docs/measurements/
+# over-enforcement.md; tests/integration/test_schema_backends.py re-checks each entry). Its fixed
+# property order (the schema's) is the same kind of loss, by design in both engines, and is stated
+# once in the docs rather than found in every object.
+XGRAMMAR_OVERREACH: dict[str, Overreach] = {
+    overreach.keyword: overreach
+    for overreach in (
+        # a string with a length bound (minLength 1 or more, or maxLength) takes no escape sequence at
+        # all: no quote, backslash or control character, at any length within the bound
+        Overreach("escapes under maxLength", {"type": "string", "maxLength": 10}, "a\nb"),
+        Overreach("escapes under minLength", {"type": "string", "minLength": 2}, 'a"b'),
+        # a JSON Schema pattern is a search; xgrammar matches it whole
+        Overreach("pattern matched whole", {"type": "string", "pattern": "[0-9]+"}, "v12"),
+        Overreach(
+            "patternProperties matched whole",
+            {
+                "type": "object",
+                "patternProperties": {"id": {"type": "integer"}},
+                "additionalProperties": False,
+            },
+            {"user_id": 1},
+        ),
+    )
+}
+
 # llguidance refuses these at compile time.
 LLGUIDANCE_REFUSED: dict[str, Behaviour] = {
     behaviour.keyword: behaviour

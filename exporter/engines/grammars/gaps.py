@@ -23,6 +23,7 @@ from exporter.engines.grammars.backends import (
     UNTYPED_DROPS,
     UNTYPED_UNLESS,
     XGRAMMAR_FORMATS,
+    XGRAMMAR_OVERREACH,
     XGRAMMAR_REFUSED,
     XGRAMMAR_UNENFORCED,
     XGRAMMAR_VERIFIED,
@@ -347,3 +348,48 @@ def provably_disjoint(branches: list[Any]) -> bool:
             if all(tag is not None for tag in tags) and len(set(tags)) == len(tags):
                 return True
     return False
+
+
+def xgrammar_overreach(schema: dict[str, Any], version: str = XGRAMMAR_VERIFIED) -> list[tuple[str, str]]:
+    """(keyword, the key it sits under) for where xgrammar `version` refuses values the schema allows
+    (XGRAMMAR_OVERREACH). Only where xgrammar enforces the keyword at all: beside a `$ref`, a `format`,
+    an `enum` or `const`, or a pattern with a lookaround it drops it instead (xgrammar_gaps)."""
+    found = []
+    fixed = any(key in schema for key in ("$ref", "enum", "const"))
+    types = declared_types(schema) or set()
+    if types == {"string"} and not fixed and "format" not in schema:
+        if "pattern" not in schema:  # beside a pattern xgrammar drops the lengths (xgrammar_gaps)
+            found.extend(_length_bounds(schema))
+        if _searched(schema.get("pattern")):
+            found.append(("pattern matched whole", "pattern"))
+    names = schema.get("patternProperties")
+    closed = "object" in types and schema.get("additionalProperties") is False
+    if closed and isinstance(names, dict) and any(_searched(name) for name in names):
+        found.append(("patternProperties matched whole", "patternProperties"))
+    return [(word, key) for word, key in found if XGRAMMAR_OVERREACH[word].holds_on(version)]
+
+
+def _length_bounds(schema: dict[str, Any]) -> list[tuple[str, str]]:
+    """A string length bound xgrammar enforces (maxLength, or minLength of 1 or more) under which a
+    value holding an escaped character still fits: there xgrammar takes no escape sequence at all."""
+    most, least = schema.get("maxLength"), schema.get("minLength")
+    low = least if is_number(least) else 0
+    if is_number(most) and (most < max(low, 1) or not is_integral(most)):
+        return []  # no string holding a character fits (or a bound xgrammar may read otherwise)
+    out = []
+    if is_number(most):
+        out.append(("escapes under maxLength", "maxLength"))
+    if is_number(least) and least >= 1:
+        out.append(("escapes under minLength", "minLength"))
+    return out
+
+
+def _searched(pattern: Any) -> bool:
+    """A pattern whose matches text may stand beside (JSON Schema searches) and that xgrammar enforces
+    (no lookaround, no anchor mid-pattern: those it drops)."""
+    if not isinstance(pattern, str):
+        return False
+    facts, ends = regex.analyse(pattern), regex.open_ends(pattern)
+    return (
+        facts is not None and ends is not None and not facts.lookaround and not facts.mid_anchor and any(ends)
+    )

@@ -462,7 +462,7 @@ def targeted(made: Exemplar, pointer: str, literals: list[Any]) -> Iterator[Any]
     schema = found[1] if found is not None and isinstance(found[1], dict) else {}
     for path in made.places(pointer):
         try:
-            value = _at(made.instance, path)
+            value = at(made.instance, path)
         except (KeyError, IndexError, TypeError):
             continue
         for new in (*past_bounds(schema, value), *edits(value), *literals[:16], *GENERIC):
@@ -489,7 +489,8 @@ def _count(value: Any, least: float = 0) -> TypeGuard[float]:
     return is_number(value) and value >= least and value == value
 
 
-def _at(instance: Any, path: Path) -> Any:
+def at(instance: Any, path: Path) -> Any:
+    """The value at `path` in the instance."""
     for key in path:
         instance = instance[key]
     return instance

@@ -294,6 +294,9 @@ class Prover:
 
     def apply(self, text: str, findings: Sequence[Finding]) -> list[Finding]:
         """The findings with each xgrammar one proven or dropped to info, plus the gaps found."""
+        from exporter.lint.prove import overreach
+
         outcome = prove(text, findings, self.engine, self.settings)
-        others = [finding for finding in findings if finding.rule != RULE]
-        return [*others, *outcome.findings, *outcome.discovered]
+        over = overreach.prove(text, findings, self.engine)
+        others = [finding for finding in findings if finding.rule not in (RULE, overreach.RULE)]
+        return [*others, *outcome.findings, *over, *outcome.discovered]

@@ -251,7 +251,7 @@ def test_what_xgrammar_enforces_stays_quiet(schema: dict[str, Any]) -> None:
 def test_backend_findings_name_their_keyword_in_a_field() -> None:
     """A backend rule's keyword is its own field (what `gdx lint` probes, the daemon's /schemas shows
     and proofs search for), the same one its message names between backticks; other rules have none."""
-    backend = {"xgrammar_unenforced", "xgrammar_refused", "llguidance_refused"}
+    backend = {"xgrammar_unenforced", "xgrammar_overenforced", "xgrammar_refused", "llguidance_refused"}
     seen = 0
     for doc in read(DATA / "schemas"):
         if doc["category"] not in ("JsonSchemaStore", "Snowplow"):
