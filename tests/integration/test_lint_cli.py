@@ -96,8 +96,8 @@ def test_jsonl_variants_name_the_varying_enum(tmp_path: Path) -> None:
 
 
 def test_stdin_and_unstable_serialisation() -> None:
-    a = json.dumps({"type": "string", "maxLength": 5})
-    b = json.dumps({"maxLength": 5, "type": "string"})
+    a = json.dumps({"type": "integer", "maximum": 5})
+    b = json.dumps({"maximum": 5, "type": "integer"})
     out = gdx("lint", "--format", "json", "-", stdin=f"{a}\n{b}\n")
     assert _rules(out) == ["unstable_serialization"]  # one distinct schema, two strings: reported once
     (family,) = json.loads(out.stdout)["families"]
