@@ -171,6 +171,10 @@ def whitespace_bias(tokenizer_json: Path) -> dict[str, int]:
     return {str(i): -100 for token, i in vocab.items() if token and set(token) <= set("ĠĊĉč")}
 
 
+MAX_TOKENS = 24  # tokens per answer: enough to show the schema at work, short enough for many requests
+FIX_MAX_TOKENS = 96  # phase 3: room to finish the JSON, which its check.py reads whole
+
+
 class Traffic:
     """Structured-output requests from a few threads, like an application's workers."""
 
@@ -201,13 +205,13 @@ class Traffic:
                     n = self.counter
                 tenant = n % TENANTS
                 codes = "Allowed cost_center_id values: " + ", ".join(cost_centres(tenant)[:20])
-                max_tokens, extra = 24, {}
+                max_tokens, extra = MAX_TOKENS, {}
                 if phase == 0:
                     schema, prompt = invoice(), codes
                 elif phase == 1:
                     schema, prompt = tenant_invoice(tenant), "Extract the invoice."
                 elif phase == 2 and self.remedy is not None:
-                    schema, prompt, max_tokens = self.remedy.schema, codes, 96  # room to finish the JSON
+                    schema, prompt, max_tokens = self.remedy.schema, codes, FIX_MAX_TOKENS
                     extra = {"logit_bias": self.compact}
                 elif n % 4:
                     schema, prompt = pattern_unions(), "Extract the shipment."
