@@ -28,11 +28,10 @@ from tests.support.dashboards import load, queries
 from tools.demo import run as demo
 from tools.harness import ROOT, fake_pynvml
 
-# beside the other tests: what it compares across phases is the probe's grammar wait (a compile's own
-# time, which a neighbour's load only lengthens); TTFT is judged within phase 2, where a neighbour's
-# load moves its parts together (phase 1's TTFT was 230 ms against phase 2's 78 ms when a start-up
-# burst of the other tests overlapped phase 1 only, 2026-12-05)
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+# alone: beside the other tests its load floor failed twice (14 requests in phase 3, then 24 in phase
+# 4, 2026-12-06): vLLM on a shared CPU answers too slowly for the phases' own checks. Its TTFT is
+# judged within phase 2 (a neighbour's load moved phase 1's TTFT past phase 2's), which holds either way.
+pytestmark = [pytest.mark.slow, pytest.mark.alone, pytest.mark.timeout(1200)]
 # Each phase as long as its assertions need, not make demo's 60 s: phase 1 only has to hit; phase 2
 # pages once its P95 has stayed over 5 ms for the alert's 20 s `for:`; phase 3's page resolves once
 # phase 2's compiles leave the window and `keep_firing_for` ends; phase 4 names its schemas within a
