@@ -46,14 +46,21 @@ def analyse(pattern: str) -> PatternFacts | None:
     return facts(pattern, MAX_PATTERN_CHARS)
 
 
-def facts(pattern: str, max_chars: int) -> PatternFacts | None:
-    """Facts about a regex of at most `max_chars` characters, or None (unparsable, or longer). Not
-    cached, so a caller may pass long texts (a whole regex request; the parser reads about 1 MB/s)."""
+def _parsed(pattern: Any, max_chars: int) -> Any:
+    """Python's parse of a regex of at most `max_chars` characters, or None (unparsable, or longer)."""
     if not isinstance(pattern, str) or len(pattern) > max_chars:
         return None
     try:
-        parsed = _parser.parse(pattern)
+        return _parser.parse(pattern)
     except (re.error, RecursionError, OverflowError, ValueError):
+        return None
+
+
+def facts(pattern: str, max_chars: int) -> PatternFacts | None:
+    """Facts about a regex of at most `max_chars` characters, or None (unparsable, or longer). Not
+    cached, so a caller may pass long texts (a whole regex request; the parser reads about 1 MB/s)."""
+    parsed = _parsed(pattern, max_chars)
+    if parsed is None:
         return None
     largest = 0
     counted = 0
@@ -119,11 +126,8 @@ def open_ends(pattern: str) -> tuple[bool, bool] | None:
     `pattern` is a search (ECMA-262 without implicit anchors), so `ab` allows "xaby". An end is closed
     by an anchor there (in every alternative) or by an unbounded any-character repeat (`.*`), which a
     whole match also lets through. None when the pattern does not parse."""
-    if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
-        return None
-    try:
-        parsed = _parser.parse(pattern)
-    except (re.error, RecursionError, OverflowError, ValueError):
+    parsed = _parsed(pattern, MAX_PATTERN_CHARS)
+    if parsed is None:
         return None
     return not _closed(list(parsed), 0), not _closed(list(parsed), -1)
 
