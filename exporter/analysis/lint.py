@@ -147,7 +147,6 @@ NODE_RULES: dict[str, Rule] = {
     "xgrammar_overenforced": xgrammar_overenforced,
     "llguidance_refused": llguidance_refused,
 }
-BACKEND_RULES = {"xgrammar": "xgrammar_unenforced", "llguidance": "llguidance_refused"}
 ENGINE_RULES = {
     "xgrammar": ("xgrammar_unenforced", "xgrammar_overenforced"),
     "llguidance": ("llguidance_refused",),
@@ -192,8 +191,10 @@ def lint(
     skip = {rule for engine, rules in ENGINE_RULES.items() if engine not in set(engines) for rule in rules}
     context = [NODE_RULES[name] for name in CONTEXT_RULES]
     bound = versions or backends.NEWEST
+    # where xgrammar compiles, read once for both of its rules
+    live = compiled.live(schema) if isinstance(schema, dict) and "xgrammar" in set(engines) else None
     keyed = [
-        (TRIGGERS[name], _with_versions(name, rule, bound, schema))
+        (TRIGGERS[name], _with_versions(name, rule, bound, schema, live))
         for name, rule in NODE_RULES.items()
         if name in TRIGGERS and name not in skip
     ]
@@ -267,14 +268,14 @@ def parse_and_lint(
     return lint(schema, thresholds, engines, versions=versions)
 
 
-def _with_versions(name: str, rule: Rule, versions: backends.Versions, root: Any = None) -> Rule:
+def _with_versions(
+    name: str, rule: Rule, versions: backends.Versions, root: Any = None, live: frozenset[str] | None = None
+) -> Rule:
     """The backend rules read the tables of the engine versions linted for (and xgrammar's, the
-    document: its `$ref`s and its draft)."""
+    document: its `$ref`s and its draft, and `live`: where it compiles)."""
     if name == "xgrammar_unenforced":
-        live = compiled.live(root) if isinstance(root, dict) else None
         return functools.partial(xgrammar_unenforced, versions=versions, root=root, live=live)
     if name == "xgrammar_overenforced":
-        live = compiled.live(root) if isinstance(root, dict) else None
         return functools.partial(xgrammar_overenforced, versions=versions, live=live)
     if name == "llguidance_refused":
         return functools.partial(llguidance_refused, versions=versions)

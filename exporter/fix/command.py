@@ -84,9 +84,7 @@ def fix_main(args: argparse.Namespace) -> int:
             continue
         requests = [lines.get(h, 1) for h in plan.hashes]
         proofs = [prove(plan, engine, requests, max_variants=args.proof_variants) for engine in engines]
-        # an engine that refuses the family's own schemas never serves them: nothing to prove there
-        serving = [proof for proof in proofs if not proof.refused] or proofs
-        failed = next((proof for proof in serving if not proof.proven), None)
+        failed = _failed(proofs)
         widening = widened(plan) if failed is not None and failed.lost else None
         dropped: tuple[Moved, ...] = ()
         if widening is not None:  # lost to xgrammar's overreach: drop those bounds, check them after
@@ -94,8 +92,7 @@ def fix_main(args: argparse.Namespace) -> int:
             wide_proofs = [
                 prove(wide, engine, requests, max_variants=args.proof_variants) for engine in engines
             ]
-            wide_serving = [proof for proof in wide_proofs if not proof.refused] or wide_proofs
-            if all(proof.proven for proof in wide_serving):
+            if _failed(wide_proofs) is None:
                 plan, proofs, failed, dropped = wide, wide_proofs, None, moved
         results.append(_result(plan, proofs, "" if failed is None else _why(failed), dropped))
         if failed is None:
@@ -148,6 +145,13 @@ def _installed(engine: str) -> str:
         return metadata.version(engine)
     except metadata.PackageNotFoundError:
         return ""
+
+
+def _failed(proofs: Sequence[FixProof]) -> FixProof | None:
+    """The first proof that fails, among the engines that serve the family's schemas (an engine that
+    refuses them as sent never serves them: nothing to prove there)."""
+    serving = [proof for proof in proofs if not proof.refused] or proofs
+    return next((proof for proof in serving if not proof.proven), None)
 
 
 def _why(proof: FixProof) -> str:

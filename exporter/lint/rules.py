@@ -76,10 +76,11 @@ HELP: dict[str, RuleHelp] = {
     ),
     "xgrammar_overenforced": RuleHelp(
         "A value the schema allows that xgrammar refuses",
-        "xgrammar enforces more than the keyword asks (maxLength counted over the escaped text; pattern "
-        "and patternProperties names matched whole where JSON Schema searches): outputs the schema "
-        "promises can never be decoded, and the model is forced into other ones.",
-        "Anchor the pattern as the values really are, or raise the bound and check after decoding.",
+        "xgrammar enforces more than the keyword asks (a string with a length bound takes no escaped "
+        "character; pattern and patternProperties names matched whole where JSON Schema searches): "
+        "outputs the schema promises can never be decoded, and the model is forced into other ones.",
+        "Anchor the pattern as the values really are, or drop the bound from the grammar and check it "
+        "after decoding.",
     ),
     "llguidance_refused": RuleHelp(
         "A keyword llguidance refuses",

@@ -234,8 +234,7 @@ class Shipper:
             self._failed(f"cannot connect to {address}: {err}")
             return False
         sock.setblocking(False)  # sends take what fits; the rest waits for the next round
-        self._sock = sock
-        self._pending = memoryview(b"")
+        self._sock = sock  # nothing pending: a connection closes through _close(), which drops it
         self._progress_at = time.monotonic()
         self.counters["connects"] += 1
         log.info("guided-decoding probe: connected to %s", address)

@@ -13,14 +13,15 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import Any
 
 from exporter.lint.prove import candidates
-from exporter.lint.prove.engine import XgrammarEngine
+from exporter.lint.prove.engine import CompiledGrammar, XgrammarEngine
+from exporter.lint.prove.search import reason_of, settle, unproven
 from exporter.lint.prove.validator import Validator, dumps
 from exporter.schema import regex
 from exporter.schema.findings import Finding, Proof
+from exporter.schema.values import is_number
 from exporter.schema.walk import resolve
 
 RULE = "xgrammar_overenforced"
@@ -32,7 +33,7 @@ def witnesses(keyword: str, node: dict[str, Any], value: Any) -> Iterator[Any]:
     """Values for the place the finding names, each valid if the finding's mechanism is all there is."""
     if keyword in ("escapes under maxLength", "escapes under minLength"):
         least = node.get("minLength")
-        length = max(1, int(least) if isinstance(least, (int, float)) and not isinstance(least, bool) else 0)
+        length = max(1, int(least) if is_number(least) else 0)
         if length > MAX_WITNESS:
             return
         for char in ("\n", '"', "\\"):
@@ -56,30 +57,32 @@ def _beside(pattern: str, match: str) -> Iterator[str]:
             yield match + char
 
 
-def prove(text: str, findings: Sequence[Finding], engine: XgrammarEngine) -> list[Finding]:
+def prove(
+    text: str, findings: Sequence[Finding], engine: XgrammarEngine, compiled: CompiledGrammar | None = None
+) -> list[Finding]:
     """The `xgrammar_overenforced` findings among `findings`, each proven or dropped to info with why.
-    Never raises on a schema."""
+    Never raises on a schema. `compiled`: the text's grammar when the caller has it."""
     targets = [finding for finding in findings if finding.rule == RULE]
-    name = f"xgrammar {engine.version}"
     if not targets:
         return []
     started = time.perf_counter()
     try:
         schema = json.loads(text)
-        compiled = engine.compile(text)
+        compiled = compiled or engine.compile(text)
         validator = Validator(schema)
     except Exception as err:
-        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        return [_unproven(t, Proof("unproven", name, how=f"not compiled: {reason}")) for t in targets]
-    out = []
-    for target in targets:
-        proof = _witnessed(schema, target, engine, compiled, validator, started)
-        out.append(replace(target, proof=proof) if proof.status == "proven" else _unproven(target, proof))
-    return out
+        why = f"not compiled: {reason_of(err)}"
+        return [unproven(t, Proof("unproven", f"xgrammar {engine.version}", how=why)) for t in targets]
+    return [settle(t, _witnessed(schema, t, engine, compiled, validator, started)) for t in targets]
 
 
 def _witnessed(
-    schema: Any, target: Finding, engine: XgrammarEngine, compiled: Any, validator: Validator, started: float
+    schema: Any,
+    target: Finding,
+    engine: XgrammarEngine,
+    compiled: CompiledGrammar,
+    validator: Validator,
+    started: float,
 ) -> Proof:
     name = f"xgrammar {engine.version}"
     pointer = target.pointer.rpartition("/")[0]
@@ -112,8 +115,3 @@ def _witnessed(
     except (Exception, RecursionError) as err:
         return Proof("unproven", name, how=f"the search failed: {type(err).__name__}: {str(err)[:160]}")
     return Proof("unproven", name, how="every valid witness tried was accepted")
-
-
-def _unproven(finding: Finding, proof: Proof) -> Finding:
-    """Without a witness a finding is a suspicion, not a fact: info until one is shown."""
-    return replace(finding, severity="info", proof=proof)

@@ -141,22 +141,27 @@ class _Search:
 
 
 def prove(
-    text: str, findings: Sequence[Finding], engine: XgrammarEngine, settings: ProofSettings = ProofSettings()
+    text: str,
+    findings: Sequence[Finding],
+    engine: XgrammarEngine,
+    settings: ProofSettings = ProofSettings(),
+    compiled: CompiledGrammar | None = None,
 ) -> Outcome:
     """Proofs for the `xgrammar_unenforced` findings among `findings` (others are returned as they
-    are, not in the outcome) and the gaps the search found on its own. Never raises on a schema."""
+    are, not in the outcome) and the gaps the search found on its own. Never raises on a schema.
+    `compiled`: the text's grammar when the caller has it (else compiled here)."""
     targets = [finding for finding in findings if finding.rule == RULE]
     started = time.perf_counter()
     engine_name = f"xgrammar {engine.version}"
     try:
         schema = json.loads(text)
-        compiled = engine.compile(text)
+        compiled = compiled or engine.compile(text)
         search = _Search(engine, compiled, schema, targets)
     except Exception as err:
-        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
-        unproven = Proof("unproven", engine_name, how=f"not compiled: {reason}")
+        reason = reason_of(err)
+        not_compiled = Proof("unproven", engine_name, how=f"not compiled: {reason}")
         return Outcome(
-            tuple(_unproven(t, unproven) for t in targets),
+            tuple(unproven(t, not_compiled) for t in targets),
             (),
             0.0,
             time.perf_counter() - started,
@@ -229,7 +234,7 @@ def prove(
         else ": the grammar's values are too long to sample"
     )
     missing = Proof("unproven", engine_name, how=failure or why)
-    done = tuple(_settle(t, search.proofs.get(i) or missing) for i, t in enumerate(targets))
+    done = tuple(settle(t, search.proofs.get(i) or missing) for i, t in enumerate(targets))
     discovered = tuple(_discovered(violation, proof) for violation, proof in search.found.values())
     return Outcome(done, discovered, compiled.seconds, elapsed, samples, search.candidates)
 
@@ -267,11 +272,17 @@ def _format_at(schema: Any, pointer: str) -> str:
     return found[1] if found is not None and isinstance(found[1], str) else ""
 
 
-def _settle(finding: Finding, proof: Proof) -> Finding:
-    return replace(finding, proof=proof) if proof.status == "proven" else _unproven(finding, proof)
+def reason_of(err: BaseException) -> str:
+    """An engine's exception in one line: its message's first line, else its type."""
+    return str(err).splitlines()[0][:200] if str(err) else type(err).__name__
 
 
-def _unproven(finding: Finding, proof: Proof) -> Finding:
+def settle(finding: Finding, proof: Proof) -> Finding:
+    """The finding with its proof: proven as it is, else dropped to info (unproven)."""
+    return replace(finding, proof=proof) if proof.status == "proven" else unproven(finding, proof)
+
+
+def unproven(finding: Finding, proof: Proof) -> Finding:
     """Without a counterexample a finding is a suspicion, not a fact: info until one is shown."""
     return replace(finding, severity="info", proof=proof)
 
@@ -296,7 +307,11 @@ class Prover:
         """The findings with each xgrammar one proven or dropped to info, plus the gaps found."""
         from exporter.lint.prove import overreach
 
-        outcome = prove(text, findings, self.engine, self.settings)
-        over = overreach.prove(text, findings, self.engine)
+        try:  # one compile for both searches; where it fails, each says why
+            compiled: CompiledGrammar | None = self.engine.compile(text)
+        except Exception:
+            compiled = None
+        outcome = prove(text, findings, self.engine, self.settings, compiled)
+        over = overreach.prove(text, findings, self.engine, compiled)
         others = [finding for finding in findings if finding.rule not in (RULE, overreach.RULE)]
         return [*others, *outcome.findings, *over, *outcome.discovered]
