@@ -177,13 +177,22 @@ def lint_main(args: argparse.Namespace) -> int:
             print(f"gdx lint: cannot load the engines with {args.tokenizer}: {err}{hint}", file=sys.stderr)
             return 2
     report = analyse(inputs, thresholds, engines, checker, prover, versions, router=router, server=server)
-    if report.server.unavailable:
-        print(
-            f"gdx lint: the API server's outlines validation was not run ({report.server.unavailable}):"
-            f" install outlines_core=={vllm_releases.RELEASES[router].outlines_core} (what vLLM {router}"
-            " pins) to find server_rejected, server_stall and server_crash",
-            file=sys.stderr,
-        )
+    release = vllm_releases.RELEASES.get(router)
+    for step, why, library, finds in (
+        (
+            "outlines",
+            report.server.unavailable,
+            "outlines_core",
+            "server_rejected, server_stall and server_crash",
+        ),
+        ("guidance", report.server.guidance_unavailable, "llguidance", "server_rejected"),
+    ):
+        if why and release is not None:
+            pin = _pin(library, getattr(release, library))
+            said = f"the API server's {step} validation was not run ({why}): install {pin} (what vLLM"
+            print(
+                f"gdx lint: {said} {router} pins) to find {finds} on what it sends to {step}", file=sys.stderr
+            )
     held = {name: getattr(versions, name) for name in engines} | ({"vllm": router} if router else {})
     locator = Locator()
     if args.write_baseline:
@@ -214,6 +223,9 @@ def lint_main(args: argparse.Namespace) -> int:
         if report.server.unavailable:  # said here too: a text reader must not take silence for a pass
             print(f"NOT CHECKED: the API server's outlines validation ({report.server.unavailable}):"
                   " server_rejected, server_stall and server_crash are unknown for what it gets")  # fmt: skip
+        if report.server.guidance_unavailable:
+            print(f"NOT CHECKED: the API server's guidance validation ({report.server.guidance_unavailable}):"
+                  " server_rejected is unknown for what it gets")  # fmt: skip
         print("findings hold for " + ", ".join(f"{name} {version}" for name, version in held.items()))
         left_out = [
             (filtered.ignored, "by the configuration's select and ignore"),
@@ -275,6 +287,11 @@ def _installed(engine: str) -> str:
         return metadata.version(engine)
     except metadata.PackageNotFoundError:
         return ""
+
+
+def _pin(name: str, spec: str) -> str:
+    """A requirement as pip takes it: `name==1.2` for a version, `name>=1.7,<1.8` for a range."""
+    return f"'{name}{spec}'" if spec[:1] in "<>=!~" else f"{name}=={spec}"
 
 
 def print_text(report: Report) -> None:
@@ -509,7 +526,7 @@ def add_parsers(commands: Any) -> None:
     )  # fmt: skip
     server.add_argument(
         "--no-api-server.validate", dest="api_server_validate", action="store_false",
-        help="do not run the API server's validation steps",
+        help="do not run the API server's validation steps (outlines' bounded, guidance's)",
     )  # fmt: skip
     add_tool_flags(lint_parser)
     lint_parser.add_argument(

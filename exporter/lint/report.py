@@ -20,8 +20,8 @@ from typing import Any
 from exporter.analysis import spec_report
 from exporter.engines.grammars import backends
 from exporter.engines.sglang import toolcalls as sglang_toolcalls
+from exporter.engines.vllm import outlines_validation as bounded
 from exporter.engines.vllm import routing, toolcalls
-from exporter.lint import bounded
 from exporter.lint.engines import CompileResult, Engines, ProbeResult
 from exporter.lint.prove.search import Prover
 from exporter.lint.requests import Inputs, Rejected, Request, Skipped
@@ -108,10 +108,15 @@ class ServerSteps:
     runs: int = 0
     seconds: float = 0.0
     unavailable: str = ""  # the reason none ran; "" when they did or none was needed
+    guidance_runs: int = 0  # guidance-routed schemas checked with llguidance's own validation
+    guidance_unavailable: str = ""  # why they were not (llguidance missing); "" otherwise
 
     def doc(self) -> dict[str, Any]:
         return {"runs": self.runs, "seconds": round(self.seconds, 3),
-                **({"unavailable": self.unavailable} if self.unavailable else {})}  # fmt: skip
+                **({"unavailable": self.unavailable} if self.unavailable else {}),
+                "guidance_runs": self.guidance_runs,
+                **({"guidance_unavailable": self.guidance_unavailable}
+                   if self.guidance_unavailable else {})}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -195,7 +200,12 @@ class Report:
         doc: dict[str, Any] = {"families": [group.doc() for group in self.families], "summary": summary}
         if self.rejected:
             doc["rejected"] = [request.doc() for request in self.rejected]
-        if self.server.runs or self.server.unavailable:
+        if (
+            self.server.runs
+            or self.server.unavailable
+            or self.server.guidance_runs
+            or self.server.guidance_unavailable
+        ):
             doc["api_server_validation"] = self.server.doc()
         return doc
 
@@ -274,13 +284,38 @@ def xgrammar_converts() -> Callable[[Any], str | None] | None:
     return converts
 
 
+def llguidance_validates() -> Callable[[str], str | None] | str:
+    """vLLM's guidance validation of a JSON Schema (`validate_guidance_grammar`: llguidance's grammar
+    from the schema with flexible whitespace, then its validation): text -> the error vLLM answers
+    HTTP 400 with, or None. Where llguidance is not installed: the reason, a string."""
+    try:
+        import llguidance
+    except ImportError as err:
+        return f"llguidance is not installed: {err}"
+
+    def validates(text: str) -> str | None:
+        try:
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(
+                text, defaults={"whitespace_flexible": True}
+            )
+            error = llguidance.LLMatcher.validate_grammar(grammar, None)
+        except Exception as err:  # vLLM: "Invalid grammar specification: ..."
+            return f"Invalid grammar specification: {str(err)[:300] or type(err).__name__}"
+        return f"Grammar error: {error}" if error else None
+
+    return validates
+
+
 def routed(
     members: Sequence[_Member], version: str, server: ServerBounds | None = None
 ) -> tuple[list[_Member], ServerSteps]:
     """Each JSON Schema with the backend vLLM `version`'s `auto` gives it, backend_mismatch on those
     routed elsewhere than most of the requests and, within `server`'s bounds, server_crash and
-    server_stall on those whose API-server validation (outlines) dies or blocks."""
+    server_stall on those whose API-server validation (outlines) dies or blocks; server_rejected on
+    those that validation or guidance's (llguidance's own, where installed) refuses."""
     converts = xgrammar_converts()
+    guidance = llguidance_validates() if server is not None else "not asked"
+    guidance_runs = 0
     routes = {
         m.report.schema_hash: (routing.route(m.spec.first.parsed, converts), m.report.lines)
         for m in members
@@ -295,6 +330,11 @@ def routed(
             out.append(member)
             continue
         extra = [findings[member.report.schema_hash]] if member.report.schema_hash in findings else []
+        if found[0].backend == "guidance" and not isinstance(guidance, str):
+            guidance_runs += 1
+            error = guidance(member.spec.first.text)
+            if error is not None:
+                extra.append(routing.guidance_rejected(found[0], error, version))
         if server is not None and found[0].backend == "outlines" and not unavailable:
             run = bounded.run(member.spec.first.text, server.memory_bytes, server.timeout)
             if run.outcome == "unavailable":
@@ -308,7 +348,9 @@ def routed(
         new = sorted((*member.report.findings, *extra), key=spec_report.order)
         report = dataclasses.replace(member.report, findings=tuple(new), vllm_backend=found[0].backend)
         out.append(dataclasses.replace(member, report=report))
-    return out, ServerSteps(runs, seconds, unavailable)
+    needed = any(m.report.vllm_backend == "guidance" for m in out)
+    missing = guidance if isinstance(guidance, str) and needed and server is not None else ""
+    return out, ServerSteps(runs, seconds, unavailable, guidance_runs, missing)
 
 
 @dataclass(frozen=True)

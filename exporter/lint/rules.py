@@ -116,10 +116,13 @@ HELP: dict[str, RuleHelp] = {
     ),
     "server_rejected": RuleHelp(
         "A schema vLLM's API server refuses",
-        "vLLM's API server validates a schema its router sends to outlines: where outlines cannot build "
-        "the regex (a false subschema) or vLLM's check of it refuses it (lookarounds, backreferences, "
-        "word boundaries, an anchor first), the request gets HTTP 400 before any engine sees it.",
-        "Pin the backend to xgrammar, or change the schema so that outlines can build its regex.",
+        "vLLM's API server validates a schema with the backend its router chose: sent to outlines, where "
+        "outlines cannot build the regex (a false subschema) or vLLM's check of it refuses it "
+        "(lookarounds, backreferences, word boundaries, an anchor first); sent to guidance, where "
+        "llguidance refuses it (an unknown format, oneOf, uniqueItems, not). The request gets HTTP 400 "
+        "before any engine sees it.",
+        "Pin the backend to xgrammar, or change the schema so that the chosen backend takes it (outlines: "
+        "a regex it can build; guidance: no keyword llguidance refuses).",
     ),
     "regex_alternation": RuleHelp(
         "A regex with a wide alternation",

@@ -1,4 +1,5 @@
-"""`gdx lint --engine vllm` runs the API server's outlines validation bounded (exporter/lint/bounded.py,
+"""`gdx lint --engine vllm` runs the API server's outlines validation bounded
+(exporter/engines/vllm/outlines_validation.py,
 real outlines_core 0.2.14 in a child): schemas of the class that stalls or kills vLLM's API server,
 built from the mechanism (optional properties nested in optional properties, each level multiplying
 the regex outlines builds; `patternProperties` beside `properties` to send them to outlines), and the
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from exporter.cli import main
-from exporter.lint import bounded
+from exporter.engines.vllm import outlines_validation as bounded
 from exporter.schema.identity import schema_hash
 from tests.support.server_killers import jsonschemastore, nested
 
@@ -126,3 +127,47 @@ def test_gdx_lint_predicts_the_stall_and_the_crash_the_real_server_suffered(tmp_
     assert "server_crash" not in skipped.stdout and "api_server_validation" not in json.loads(skipped.stdout)
     bad = gdx("--engine", "vllm", "--api-server.memory-limit", "lots", "theme.json", cwd=tmp_path)
     assert bad.returncode == 2 and "--api-server.memory-limit" in bad.stderr
+
+
+def guidance_bound(refused_by_llguidance: str) -> dict[str, object]:
+    """A schema `auto` sends to guidance (an integer's `multipleOf`, which xgrammar's router check
+    refuses; no `patternProperties`), and beside it `refused_by_llguidance`: a keyword llguidance
+    refuses at validation (`oneOf` over branches that overlap, `not`), or "" for none."""
+    extra: dict[str, object] = {
+        "oneOf": {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]},
+        "not": {"not": {"type": "null"}},
+        "": {"type": "boolean"},
+    }[refused_by_llguidance]
+    return {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 5}, "x": extra}}
+
+
+def test_gdx_lint_predicts_the_400_of_the_guidance_validation_and_says_when_it_could_not(
+    tmp_path: Path,
+) -> None:
+    """The guidance-routed half of the API server's refusals (the dev half's 400s agree with vLLM's
+    own: tests/integration/test_routing_agreement.py): server_rejected with llguidance's own error, at
+    the keyword that sent the schema there; none where llguidance takes it; and where llguidance
+    is missing, stderr and the text output say the check did not run and what to install."""
+    for name in ("oneOf", "not", ""):
+        (tmp_path / f"g-{name or 'plain'}.json").write_text(json.dumps(guidance_bound(name)))
+    files = ["g-oneOf.json", "g-not.json", "g-plain.json"]
+    out = gdx("--engine", "vllm==0.32.0", "--format", "json", *files, cwd=tmp_path)
+    doc = json.loads(out.stdout)
+    rejected = {
+        s["name"]: [f for f in s["findings"] if f["rule"] == "server_rejected"]
+        for family in doc["families"]
+        for s in family["schemas"]
+    }
+    assert {name: len(found) for name, found in rejected.items()} == {"g-oneOf.json": 1, "g-not.json": 1,
+                                                                     "g-plain.json": 0}  # fmt: skip
+    (one_of,) = rejected["g-oneOf.json"]
+    assert one_of["severity"] == "error" and one_of["pointer"] == "/properties/n"
+    assert "to guidance because of `multipleOf`" in one_of["message"] and "oneOf" in one_of["message"]
+    assert "HTTP 400" in one_of["message"]
+    assert doc["api_server_validation"]["guidance_runs"] == 3
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "llguidance", None)  # `import llguidance` raises ImportError
+        missing = gdx("--engine", "vllm==0.32.0", "g-oneOf.json", cwd=tmp_path)
+    assert "error    server_rejected" not in missing.stdout
+    assert "install 'llguidance>=1.7,<1.8' (what vLLM 0.32.0 pins)" in missing.stderr, missing.stderr
+    assert "NOT CHECKED: the API server's guidance validation (llguidance is not installed" in missing.stdout

@@ -1,4 +1,5 @@
-"""`gdx lint --engine vllm`'s prediction of the API server's outlines validation (exporter/lint/bounded.py:
+"""`gdx lint --engine vllm`'s prediction of the API server's outlines validation
+(exporter/engines/vllm/outlines_validation.py:
 the same library steps and the same checks of the regex, bounded) agrees with vLLM's own
 `validate_structured_output_request_outlines` on every schema of a generated set, release by
 release: refused where outlines cannot build the regex (a `false` subschema) or vLLM's check of the
@@ -21,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from exporter.engines.vllm import outlines_validation as bounded
 from exporter.engines.vllm.versions import SUPPORTED
-from exporter.lint import bounded
 from tests.support import forkserver
 from tools.harness import ROOT
 from tools.harness.vllm import VLLM_PYTHON, release_path

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from alerts import generate as alert_rules
-from exporter.lint import bounded
+from exporter.engines.vllm import outlines_validation as bounded
 from exporter.schema.identity import schema_hash
 from tests.support.server_killers import jsonschemastore, nested
 from tools.harness.scraping import sample, scrape, wait_for

@@ -5,9 +5,12 @@ vLLM's side: `SamplingParams._validate_structured_outputs` of the vllm-cpu virtu
 default backend `auto`, the real Llama 3 tokenizer, each schema in a child forked from one process that
 imported vLLM, under RLIMIT_AS (4 GiB, lint's default) and a 60 s alarm: the backend it resolved to (or
 the 400), its seconds, or its death. Lint's side: the same routing prediction and bounded outlines step
-`gdx lint --engine vllm` runs (exporter/lint/bounded.py). Both sides' verdicts, by lint's thresholds:
+`gdx lint --engine vllm` runs
+(exporter/engines/vllm/outlines_validation.py). Both sides' verdicts, by lint's thresholds:
 crash (died), stall error (1 s and over), stall warning (0.1 s and over), none; printed as a table of
 agreement. Seconds near a threshold differ between runs on a noisy machine: the table says how many.
+Then the 400s: the schemas vLLM refuses (its validation raised: the client's HTTP 400) beside the ones
+lint predicts refused (`server_rejected`: the bounded step's outcome `rejected`), schema by schema.
 
     python -m tools.bench.api_server [--vllm-python PATH] [--tokenizer tokenizer.json] [--limit N]
 """
@@ -22,9 +25,9 @@ import sys
 from collections import Counter
 from typing import Any
 
+from exporter.engines.vllm import outlines_validation as bounded
 from exporter.engines.vllm import routing
 from exporter.engines.vllm.versions import SUPPORTED
-from exporter.lint import bounded
 from exporter.lint.report import xgrammar_converts
 from tools.harness import JSONSCHEMABENCH, ROOT
 from tools.harness.vllm import VLLM_CPU_VERSION, release_path
@@ -133,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     table: Counter[tuple[str, str]] = Counter()
     crossed: Counter[tuple[str, str]] = Counter()
     disagreements: list[str] = []
+    refusals: Counter[tuple[bool, bool]] = Counter()  # (vLLM answered 400, lint predicts 400)
+    refusal_disagreements: list[str] = []
     converts = xgrammar_converts()
     for i, schema in rows:
         vllm_backend = str(theirs[i]["backend"])
@@ -142,10 +147,18 @@ def main(argv: list[str] | None = None) -> int:
         # a stall is a stall whether the request then compiles or gets its 400
         theirs_verdict = verdict(vllm_backend in ("died", "timeout"), float(theirs[i]["seconds"]))
         crossed[(predicted, vllm_backend)] += 1
-        ours, ours_seconds = "none", 0.0
+        ours, ours_seconds, ours_outcome = "none", 0.0, "not validated"
         if predicted == "outlines":
             run = bounded.run(json.dumps(schema))
             ours, ours_seconds = verdict(run.crashed, run.stall), run.stall
+            ours_outcome = run.outcome
+        pair = (vllm_backend == "rejected", ours_outcome == "rejected")
+        refusals[pair] += 1
+        if pair[0] != pair[1]:
+            refusal_disagreements.append(
+                f"  {i}: vLLM {vllm_backend} {str(theirs[i].get('error', ''))[:80]!r},"
+                f" lint {predicted} {ours_outcome}"
+            )
         table[(theirs_verdict, ours)] += 1
         if theirs_verdict != ours:
             disagreements.append(
@@ -167,6 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     severe = sum(n for (a, b), n in table.items() if (a in kinds[:2]) != (b in kinds[:2]))
     print(f"same verdict: {agree} of {len(rows)}; crash or stall error on one side only: {severe}")
     print("different verdicts:", *disagreements, sep="\n")
+    print(
+        f"400s: vLLM {refusals[(True, True)] + refusals[(True, False)]}, lint"
+        f" {refusals[(True, True)] + refusals[(False, True)]}; both {refusals[(True, True)]},"
+        f" neither {refusals[(False, False)]}, vLLM only {refusals[(True, False)]},"
+        f" lint only {refusals[(False, True)]}"
+    )
+    print("different 400s:", *refusal_disagreements, sep="\n")
     return 0
 
 

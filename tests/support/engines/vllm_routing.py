@@ -6,8 +6,9 @@ resolves a request whose `structured_outputs.json` is the schema (its `_backend`
 before any backend is chosen is "rejected"). The validations that run after the choice, outlines'
 regex build and guidance's grammar check, are replaced by no-ops: they decide whether that backend
 then accepts the schema, not where the schema goes, and outlines' can take seconds or abort the
-process on some schemas (docs/measurements). `converts` is the emulation's xgrammar conversion, in the
-same process with the same xgrammar.
+process on some schemas (docs/measurements). Guidance's check, fast and safe, is run apart on what
+goes there (`guidance_refusal`): the HTTP 400s lint predicts as server_rejected. `converts` is the
+emulation's xgrammar conversion, in the same process with the same xgrammar.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def no_op(*args: Any, **kwargs: Any) -> None:
     return None
 
 
+_guidance_validation = backend_guidance.validate_guidance_grammar
 backend_outlines.validate_structured_output_request_outlines = no_op
 backend_guidance.validate_guidance_grammar = no_op
 backend_guidance.GuidanceBackend.is_tokenizer_supported = staticmethod(lambda tokenizer: True)
@@ -48,6 +50,17 @@ def vllm_backend(schema: Any) -> str:
     except (VLLMValidationError, ValueError):
         return "rejected"
     return str(params.structured_outputs._backend)
+
+
+def guidance_refusal(schema: Any) -> str | None:
+    """vLLM's own guidance validation of a request with this schema (the step the router's choice of
+    guidance runs: llguidance's grammar and its check, no tokenizer needed): its 400's message, or None."""
+    params = SamplingParams(max_tokens=8, structured_outputs=StructuredOutputsParams(json=schema))
+    try:
+        _guidance_validation(params, tokenizer=None)
+    except (VLLMValidationError, ValueError) as err:
+        return str(err) or type(err).__name__
+    return None
 
 
 def converts(schema: Any) -> str | None:

@@ -15,7 +15,8 @@ kept, and the emulation's conversion of that same schema (same arguments, same x
 is that outcome; a schema vLLM did not convert is converted afresh.
 
 Prints one JSON line: the vLLM and xgrammar versions, the schemas' ids in order, vLLM's backend for
-each and, with --emulate, the emulation's.
+each and, with --emulate, the emulation's; and the ids of the guidance-routed schemas vLLM's guidance
+validation refuses (HTTP 400) and, with --emulate, of those lint predicts refused (server_rejected).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import vllm_routing  # this folder's: vLLM's side (its environment, its imports, its patches)
 
 from exporter.engines.vllm.routing import route
+from exporter.lint.report import llguidance_validates
 
 vllm, xgr = vllm_routing.vllm, vllm_routing.xgr
 
@@ -67,6 +69,9 @@ def main() -> None:
     if emulate:
         xgr.Grammar.from_json_schema = staticmethod(_recorded)  # type: ignore[method-assign]
     ids, theirs, ours = [], [], []
+    theirs_400: list[str] = []  # ids of the guidance-routed schemas vLLM's guidance validation refuses
+    ours_400: list[str] = []  # ids of those lint's (llguidance_validates) refuses
+    validates = llguidance_validates() if emulate else None
     for path in sorted(Path(sys.argv[1]).glob("*.jsonl.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             for line in handle:
@@ -74,17 +79,27 @@ def main() -> None:
                 _last.clear()
                 ids.append(item["id"])
                 theirs.append(vllm_routing.vllm_backend(item["schema"]))
+                if theirs[-1] == "guidance" and vllm_routing.guidance_refusal(item["schema"]):
+                    theirs_400.append(item["id"])
                 if emulate:
                     ours.append(route(item["schema"], converts).backend)
+                    if (
+                        ours[-1] == "guidance"
+                        and callable(validates)
+                        and validates(json.dumps(item["schema"]))
+                    ):
+                        ours_400.append(item["id"])
     summary: dict[str, Any] = {
         "vllm": vllm.__version__,
         "xgrammar": metadata.version("xgrammar"),
         "vllm_file": vllm.__file__,
         "ids": ids,
         "vllm_backends": theirs,
+        "vllm_guidance_400": theirs_400,
     }
     if emulate:
         summary["emulation"] = ours
+        summary["emulation_guidance_400"] = ours_400
     print(json.dumps(summary))
 
 
