@@ -81,6 +81,7 @@ STALL_SECONDS = 0.1
 # mid-upgrade): they are ignored, never a reason to refuse the snapshot; at most MAX_PROBE_COUNTERS.
 PROBE_COUNTERS = (
     "internal_errors", "send_failures", "deferred", "connects", "texts_dropped", "evicted", "dropped",
+    "guard_refused", "guard_would_refuse", "guard_validations", "guard_errors",
 )  # fmt: skip
 MAX_PROBE_COUNTERS = 64
 MAX_TEXT_CHARS = 256 * 1024

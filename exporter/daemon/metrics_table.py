@@ -240,7 +240,9 @@ PROBE: tuple[MetricSpec, ...] = (
         "probe_events",
         "counter",
         "The probe's own counters: internal_errors, send_failures, deferred (rounds held back while the"
-        " daemon had not read the last), connects, texts_dropped, evicted, dropped.",
+        " daemon had not read the last), connects, texts_dropped, evicted, dropped; in vLLM's API server"
+        " with GDX_GUARD on, guard_refused, guard_would_refuse (observe), guard_validations (bounded runs)"
+        " and guard_errors (let through).",
         (*PROCESS, "event"),
     ),
     # per engine process: what it is sized with (grammar caches, compile pool, CPUs, CFS quota)

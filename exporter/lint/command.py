@@ -25,7 +25,7 @@ from exporter.engines.grammars import backends
 from exporter.engines.sglang import toolcalls as sglang_toolcalls
 from exporter.engines.vllm import versions as vllm_releases
 from exporter.kernel import lint_options, options
-from exporter.lint import lintconfig, sarif, suppress, targets
+from exporter.lint import guardfile, lintconfig, sarif, suppress, targets
 from exporter.lint.engines import Engines
 from exporter.lint.flags import (
     CLIENT_HELP,
@@ -144,6 +144,8 @@ def lint_main(args: argparse.Namespace) -> int:
         if not args.prove_seconds > 0:
             raise FlagError(f"--prove.seconds {args.prove_seconds:g}: must be above 0")
         tools = tool_server(args.tool_call_parser, args.tool_strict_level, router, sglang)
+        if args.write_guard and not (router and args.api_server_validate):
+            raise FlagError("--write-guard needs --engine vllm[==VERSION] and the API server's validation")
         server = None
         if router and args.api_server_validate:
             try:
@@ -195,6 +197,10 @@ def lint_main(args: argparse.Namespace) -> int:
             )
     held = {name: getattr(versions, name) for name in engines} | ({"vllm": router} if router else {})
     locator = Locator()
+    if args.write_guard:
+        doc = guardfile.verdicts(report, router)
+        Path(args.write_guard).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        print(f"gdx lint: {len(doc['verdicts'])} verdicts written to {args.write_guard}", file=sys.stderr)
     if args.write_baseline:
         doc = suppress.baseline_doc(located(suppress.apply(report, inputs.requests, settings).report,
                                             inputs.requests, locator))  # fmt: skip
@@ -523,6 +529,12 @@ def add_parsers(commands: Any) -> None:
     server.add_argument(
         "--api-server.timeout", dest="api_server_timeout", type=float, default=30.0, metavar="SECONDS",
         help="wall-clock limit per schema (default 30): one still running then stalls at least that long",
+    )  # fmt: skip
+    server.add_argument(
+        "--write-guard", metavar="FILE",
+        help="write the schemas whose validation crashed or stalled a second or more (server_crash, "
+        "server_stall at error) to FILE as the probe's guard loads it (GDX_GUARD_FILE): their next request "
+        "is refused with HTTP 400 instead of freezing or killing the API server. Needs --engine vllm",
     )  # fmt: skip
     server.add_argument(
         "--no-api-server.validate", dest="api_server_validate", action="store_false",

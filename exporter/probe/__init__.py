@@ -25,6 +25,12 @@ nothing here raises into the engine. Environment:
                                  default: TMPDIR/guided-decoding-probe)
     GDX_PROBE_HIT_MAX_SECONDS    calls faster than this are cache hits without asking the cache (0.0002)
     GDX_PROBE_ENGINE             engine label when the engine does not tell (default 0)
+    GDX_GUARD                    vLLM's API server: off (default), observe or enforce: refuse a schema
+                                 whose outlines validation is known to stall or kill it (guard.py);
+                                 GDX_GUARD_MEMORY (1GiB) and GDX_GUARD_TIMEOUT (1s) bound the first
+                                 validation of a new one, GDX_GUARD_FILE loads `gdx lint --write-guard`'s
+                                 verdicts, GDX_GUARD_VERDICT_SECONDS (86400) ages them out,
+                                 GDX_GUARD_MAX_VERDICTS (4096) bounds them
     GDX_POD_NAME / POD_NAME      pod label (default: the host name, which is the pod name in Kubernetes)
     GDX_POD_NAMESPACE            namespace label (downward API metadata.namespace; default: the mounted
                                  service account's namespace, else none)
@@ -43,15 +49,16 @@ import re
 import sys
 import threading
 
+from exporter.probe import guard as guard_module
 from exporter.probe import patching, targets
 from exporter.probe.hello import hello_fields
-from exporter.probe.inflight import Markers, ledger
+from exporter.probe.inflight import DeathCount, Markers, ledger
 from exporter.probe.recorder import Recorder
 from exporter.probe.settings import disabled, read_settings
 from exporter.probe.shipper import Shipper
 from exporter.probe.spec_identity import identify
 from exporter.probe.targets import ENGINE_KINDS
-from exporter.probe.targets.vllm_api import MARKERS
+from exporter.probe.targets.vllm_api import GUARD, MARKERS
 from exporter.wire import DEFAULT_SOCKET
 
 log = logging.getLogger("gdx.probe")
@@ -133,8 +140,9 @@ def install(
             recorder.sizing = sizing
             targets.ARMED.recorder = recorder
             targets.hook_engine(engine_kind, recorder)
-            if markers:
-                _arm_markers(recorder, settings.state_dir)
+            deaths = _arm_markers(recorder, settings.state_dir) if markers else []
+            if markers and settings.guard.mode != "off":
+                _arm_guard(settings.guard, deaths)
             hello = hello_fields(engine_kind, settings.pod, settings.engine, settings.namespace)
             _shipper = Shipper(
                 recorder,
@@ -159,8 +167,26 @@ def install(
         return False
 
 
-def _arm_markers(recorder: Recorder, folder: str) -> None:
-    """The marker folder; each spec's deaths so far, the ones that gone processes' markers add logged."""
+def _arm_guard(settings: guard_module.GuardSettings, deaths: list[DeathCount]) -> None:
+    """The API server's guard, with a verdict for each spec its predecessors died validating and the
+    verdict list GDX_GUARD_FILE names."""
+    found = guard_module.Guard(settings)
+    for entry in deaths:
+        if entry.kind == "json":
+            found.add(identify(entry.kind, entry.spec).schema_hash, "server_crash", "death")
+    loaded = found.load(guard_module.read_file(settings.verdict_file), "lint") if settings.verdict_file else 0
+    GUARD.guard = found
+    log.warning(
+        "guided-decoding guard: %s in this API server (%d verdicts: %d from deaths here, %d from %s);"
+        " a schema without one is validated bounded (%d MiB, %g s) before vLLM's outlines step",
+        settings.mode, len(found), len(deaths), loaded, settings.verdict_file or "no GDX_GUARD_FILE",
+        settings.memory_bytes >> 20, settings.timeout,
+    )  # fmt: skip
+
+
+def _arm_markers(recorder: Recorder, folder: str) -> list[DeathCount]:
+    """The marker folder; each spec's deaths so far, the ones that gone processes' markers add logged.
+    Returns the ledger's entries (every spec the pod's API servers died validating)."""
     recorder.validates()
     found = MARKERS.markers = Markers(folder)
     new = found.collect()
@@ -174,6 +200,7 @@ def _arm_markers(recorder: Recorder, folder: str) -> None:
             " (schema_hash %s): counted in guided_decoding_schema_server_deaths_total",
             death.pid, death.backend, death.kind, identify(death.kind, death.spec).schema_hash,
         )  # fmt: skip
+    return entries
 
 
 def _after_fork() -> None:
@@ -181,6 +208,7 @@ def _after_fork() -> None:
     global _shipper
     targets.ARMED.recorder = None
     MARKERS.markers = None
+    GUARD.guard = None
     _shipper = None
 
 
@@ -201,5 +229,6 @@ def uninstall() -> None:
             _shipper = None
         targets.ARMED.recorder = None
         MARKERS.markers = None
+        GUARD.guard = None
         patching.unwrap_all()
         patching.remove_import_hooks()

@@ -49,8 +49,22 @@ def start_time(pid: int) -> str:
         return ""
 
 
+def _state(pid: int) -> str:
+    """The process's state letter (field 3 of /proc/PID/stat: R, S, Z...); "" when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+        return stat[stat.rindex(")") + 2 :].split()[0]
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
 def alive(pid: int, started: str) -> bool:
+    """Whether the process that wrote a marker still runs: its pid with the same start time, and not a
+    zombie (dead, not yet reaped by its parent: a supervisor that has not waited for it yet)."""
     if pid <= 0:
+        return False
+    if _state(pid) in ("Z", "X"):
         return False
     now = start_time(pid)
     if now:

@@ -72,6 +72,11 @@ def spec_key(kind: str, backend: str, spec: str) -> str:
     return "\x00" + kind + "\x00" + backend + "\x00" + spec
 
 
+# vLLM's API server's guard (guard.py): requests refused, that observe would refuse, bounded validations
+# run, internal errors (each let the request through)
+GUARD_COUNTERS = ("guard_refused", "guard_would_refuse", "guard_validations", "guard_errors")
+
+
 class Recorder:
     """Thread-safe cumulative state of one engine process."""
 
@@ -94,6 +99,7 @@ class Recorder:
         self._unsent: list[TrackedSpec] = []  # specs whose metadata has not been shipped yet
         self._evicted: list[int] = []
         self.counters = {"internal_errors": 0, "evicted": 0, "texts_dropped": 0, "dropped": 0}
+        self.counters.update(dict.fromkeys(GUARD_COUNTERS, 0))
         self.pending: deque[Observation] = deque()
         # (backend, reason, kind, spec) of each grammar failure: rare, bounded
         self.rejected: deque[tuple[str, str, str, str]] = deque(maxlen=MAX_PENDING)

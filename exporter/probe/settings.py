@@ -10,8 +10,10 @@ import logging
 import os
 import socket
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from exporter.kernel.options import parse_duration, parse_positive_int, parse_size
+from exporter.probe.guard import MODES, GuardSettings
 from exporter.probe.recorder import DEFAULT_HIT_MAX_SECONDS, DEFAULT_TRACKED_SPECS
 from exporter.wire import DEFAULT_SOCKET, DEFAULT_TOKEN_FILE
 
@@ -36,6 +38,7 @@ class EngineProbeSettings:
     token_file: str = DEFAULT_TOKEN_FILE
     state_dir: str = ""  # the in-flight markers (inflight.py): an emptyDir in a pod
     daemon_uid: int | None = None  # who must listen on the unix socket; None: its directory's owner
+    guard: GuardSettings = field(default_factory=GuardSettings)  # vLLM's API server only (guard.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +134,32 @@ def tracked_specs() -> int:
     return int(number(TRACKED_SPECS, DEFAULT_TRACKED_SPECS))
 
 
+def guard_settings() -> GuardSettings:
+    """GDX_GUARD (off, observe, enforce), GDX_GUARD_MEMORY (a size), GDX_GUARD_TIMEOUT and
+    GDX_GUARD_VERDICT_SECONDS (durations: 1s, 500ms), GDX_GUARD_MAX_VERDICTS, GDX_GUARD_FILE; a value
+    that does not parse is logged and its default kept."""
+    default = GuardSettings()
+    mode = os.environ.get("GDX_GUARD", "off").strip().lower() or "off"
+    if mode not in MODES:
+        log.warning("guided-decoding probe: GDX_GUARD=%r is not one of %s: the guard is off", mode, MODES)
+        mode = "off"
+    values: dict[str, object] = {}
+    for name, key, parse in (
+        ("GDX_GUARD_MEMORY", "memory_bytes", parse_size),
+        ("GDX_GUARD_TIMEOUT", "timeout", parse_duration),
+        ("GDX_GUARD_VERDICT_SECONDS", "verdict_seconds", parse_duration),
+        ("GDX_GUARD_MAX_VERDICTS", "max_verdicts", parse_positive_int),
+    ):
+        raw = os.environ.get(name, "").strip()
+        if not raw:
+            continue
+        try:
+            values[key] = parse(raw)
+        except ValueError as err:
+            log.warning("guided-decoding probe: %s: %s, using %s", name, err, getattr(default, key))
+    return GuardSettings(mode, verdict_file=os.environ.get("GDX_GUARD_FILE", "").strip(), **values)  # type: ignore[arg-type]
+
+
 def read_settings(engine: str | None = None, socket_path: str | None = None) -> EngineProbeSettings:
     """The environment's settings; `engine` and `socket_path`, when given, win over it.
     GDX_PROBE_ADDRESS (tcp://HOST:PORT or unix:PATH) wins over GDX_PROBE_SOCKET (a path)."""
@@ -149,4 +178,5 @@ def read_settings(engine: str | None = None, socket_path: str | None = None) -> 
         state_dir=os.environ.get("GDX_PROBE_STATE_DIR")
         or os.path.join(tempfile.gettempdir(), "guided-decoding-probe"),
         daemon_uid=daemon_uid(),
+        guard=guard_settings(),
     )

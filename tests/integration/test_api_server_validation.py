@@ -171,3 +171,31 @@ def test_gdx_lint_predicts_the_400_of_the_guidance_validation_and_says_when_it_c
     assert "error    server_rejected" not in missing.stdout
     assert "install 'llguidance>=1.7,<1.8' (what vLLM 0.32.0 pins)" in missing.stderr, missing.stderr
     assert "NOT CHECKED: the API server's guidance validation (llguidance is not installed" in missing.stdout
+
+
+def test_the_guard_file_lint_writes_refuses_exactly_what_it_predicted(tmp_path: Path) -> None:
+    """`--write-guard`: the schemas lint predicts crash or stall (at error) the API server, as the probe's
+    guard loads them (GDX_GUARD_FILE): those refused, by the hash the probe computes from the request,
+    and nothing else."""
+    from exporter.probe.guard import Guard, GuardSettings, read_file
+
+    specs = {"clang-format": jsonschemastore("clang-format"), "theme": jsonschemastore("theme"),
+             "nested": nested(7, 3), "plain": nested(3, 1)}  # fmt: skip
+    for name, schema in specs.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(schema))
+    files = [f"{name}.json" for name in specs]
+    out = gdx("--engine", "vllm==0.33.0", "--write-guard", "guard.json", *files, cwd=tmp_path)
+    assert out.returncode == 1 and "3 verdicts written to guard.json" in out.stderr, out.stderr[-3000:]
+    doc = json.loads((tmp_path / "guard.json").read_text())
+    hashes = {name: schema_hash(json.dumps(schema)) for name, schema in specs.items()}
+    assert doc["vllm"] == "0.33.0"
+    expected = {"clang-format": "server_stall", "theme": "server_crash", "nested": "server_stall"}
+    assert {v["schema_hash"]: v["reason"] for v in doc["verdicts"]} == {
+        hashes[n]: r for n, r in expected.items()
+    }
+    guard = Guard(GuardSettings("enforce"))
+    assert guard.load(read_file(str(tmp_path / "guard.json")), "lint") == 3
+    refused = {name for name, schema in specs.items() if guard.verdict(schema_hash(json.dumps(schema)))}
+    assert refused == {"clang-format", "theme", "nested"}
+    bad = gdx("--write-guard", "guard.json", "plain.json", cwd=tmp_path)
+    assert bad.returncode == 2 and "--write-guard needs --engine vllm" in bad.stderr

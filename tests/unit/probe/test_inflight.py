@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from exporter.probe.inflight import LEDGER, MAX_LEDGER, Markers, alive, ledger, start_time
@@ -82,3 +83,19 @@ def test_no_marker_for_a_spec_the_daemon_could_not_name_or_a_folder_it_cannot_wr
     garbage = tmp_path / "inflight-1-1.json"
     garbage.write_text("{")
     assert markers.collect() == [] and not garbage.exists()  # unreadable markers are removed, not deaths
+
+
+def test_a_dead_process_its_parent_has_not_reaped_yet_is_a_death(tmp_path: Path) -> None:
+    """A zombie keeps its pid and start time until its parent waits for it (a supervisor that has not
+    yet): the marker it left is still a death."""
+    child = subprocess.Popen([sys.executable, "-c", DIES, str(tmp_path), SPEC], stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):  # until it has died (its marker written), unreaped
+            with open(f"/proc/{child.pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    break
+            time.sleep(0.05)
+        (death,) = Markers(str(tmp_path)).collect()
+        assert death.pid == child.pid
+    finally:
+        child.wait(timeout=60)
