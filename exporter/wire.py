@@ -17,6 +17,7 @@ every tracked schema; the others only those that changed, plus the ids evicted i
                          stalls, stall_seconds, deaths (each absent: 0)}],
               other: {backend: same without id},
               routes: [{requested, resolved, backend, outcome, requests}] (vLLM; absent: none),
+              guard: [{reason, action, requests}] (vLLM's API server's guard; absent: none),
               validation: {backend: histogram} (vLLM's API server: its structured-output validation
                           per resolved backend, `rejected` when it refused the request; absent: none),
               deaths: n (vLLM's API server: its predecessors that died validating, over the pod's
@@ -73,6 +74,9 @@ REQUEST_KINDS = ("json", "json_object", "regex", "grammar", "choice", "structura
 # "only supports one backend per engine", HTTP 400); other_backend (vLLM 0.32: compiled by the engine's
 # backend anyway, so the keyword that made it fall back is not enforced, or the compile fails).
 ROUTE_OUTCOMES = ("compiled", "rejected", "other_backend")
+# vLLM's API server's guard (exporter/probe/guard.py): why it refuses, and what it did
+GUARD_REASONS = ("server_crash", "server_stall")
+GUARD_ACTIONS = ("refused", "would_refuse")
 MAX_ROUTES = 64
 # vLLM's API server validates each structured request on its event loop before anything else runs:
 # a validation this slow is a stall of every request it serves, and its spec is named.
@@ -81,7 +85,7 @@ STALL_SECONDS = 0.1
 # mid-upgrade): they are ignored, never a reason to refuse the snapshot; at most MAX_PROBE_COUNTERS.
 PROBE_COUNTERS = (
     "internal_errors", "send_failures", "deferred", "connects", "texts_dropped", "evicted", "dropped",
-    "guard_refused", "guard_would_refuse", "guard_validations", "guard_errors",
+    "guard_validations", "guard_errors",
 )  # fmt: skip
 MAX_PROBE_COUNTERS = 64
 MAX_TEXT_CHARS = 256 * 1024
@@ -206,6 +210,15 @@ class RouteCount:
 
 
 @dataclass(frozen=True, slots=True)
+class GuardCount:
+    """Requests the guard of vLLM's API server refused (enforce) or would have (observe), by reason."""
+
+    reason: str
+    action: str
+    requests: int
+
+
+@dataclass(frozen=True, slots=True)
 class CpuSeconds:
     user: float
     system: float
@@ -226,6 +239,7 @@ class Snapshot:
     routes: tuple[RouteCount, ...] = ()  # vLLM's per-request backend resolution (empty elsewhere)
     validation: Mapping[str, Histogram] = field(default_factory=dict)  # COMPILE_BUCKETS, per backend
     deaths: int | None = None  # an API server's predecessors that died validating; None: not one
+    guard: tuple[GuardCount, ...] = ()  # an API server's guard (absent: off, or nothing guarded yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,6 +379,17 @@ def _spec_totals(doc: Any, what: str, row: bool = False) -> SpecTotals:
         deaths,
         ident,
     )
+
+
+def _guard(doc: Any) -> tuple[GuardCount, ...]:
+    _require(isinstance(doc, list) and len(doc) <= len(GUARD_REASONS) * len(GUARD_ACTIONS), "snapshot.guard")
+    counts = []
+    for item in doc:
+        _require(isinstance(item, dict), "snapshot.guard item")
+        reason, action = item.get("reason"), item.get("action")
+        _require(reason in GUARD_REASONS and action in GUARD_ACTIONS, "snapshot.guard reason or action")
+        counts.append(GuardCount(str(reason), str(action), _count(item.get("requests"), "snapshot.guard")))
+    return tuple(counts)
 
 
 def _routes(doc: Any) -> tuple[RouteCount, ...]:
@@ -535,6 +560,7 @@ def _snapshot(doc: dict[str, Any]) -> Snapshot:
         routes=_routes(doc.get("routes", [])),
         validation=_validation(doc.get("validation", {})),
         deaths=None if doc.get("deaths") is None else _count(doc["deaths"], "snapshot.deaths"),
+        guard=_guard(doc.get("guard", [])),
     )
 
 

@@ -241,8 +241,8 @@ PROBE: tuple[MetricSpec, ...] = (
         "counter",
         "The probe's own counters: internal_errors, send_failures, deferred (rounds held back while the"
         " daemon had not read the last), connects, texts_dropped, evicted, dropped; in vLLM's API server"
-        " with GDX_GUARD on, guard_refused, guard_would_refuse (observe), guard_validations (bounded runs)"
-        " and guard_errors (let through).",
+        " with GDX_GUARD on, guard_validations (its bounded first validations) and guard_errors (requests"
+        " let through on an internal error).",
         (*PROCESS, "event"),
     ),
     # per engine process: what it is sized with (grammar caches, compile pool, CPUs, CFS quota)
@@ -322,6 +322,15 @@ PROBE: tuple[MetricSpec, ...] = (
         " unbounded outlines path), over the pod's life: each successor reads them from the probe's state"
         " folder. 0 from the first API server on, so the first death moves increase().",
         PROCESS,
+    ),
+    MetricSpec(
+        "guard_requests",
+        "counter",
+        "Structured requests vLLM's API server's guard (GDX_GUARD) refused with HTTP 400 (action refused,"
+        " under enforce) or would have (would_refuse, under observe), by reason: server_crash (an API"
+        " server died validating the schema, or its bounded first validation did), server_stall (that"
+        " validation ran past the guard's bound, or gdx lint --write-guard predicted it).",
+        ("pod", "engine", "reason", "action"),
     ),
     # per exposed schema hash (and `other`), what each hash is, the daemon's ranking
     MetricSpec("schema_compile_seconds", "histogram", "Compile call wall time per schema hash.", SCHEMA),

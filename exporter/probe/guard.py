@@ -12,7 +12,8 @@ verdicts:
   (GDX_GUARD_MEMORY, 1GiB; GDX_GUARD_TIMEOUT, 1 s, the interpreter's start left out): one that dies
   or runs past them gets a verdict, one that finishes is cleared and not run again.
 `enforce` refuses a schema with a verdict with vLLM's own validation error (HTTP 400) naming the
-reason, the schema hash and the fix; `observe` only counts (`guard_would_refuse`). A verdict expires
+reason, the schema hash and the fix; `observe` only counts (guided_decoding_guard_requests_total,
+action would_refuse). A verdict expires
 after GDX_GUARD_VERDICT_SECONDS (a day), so a fixed engine is not refused forever; verdicts and
 cleared hashes are bounded (GDX_GUARD_MAX_VERDICTS, least recently used first out). The guard never
 refuses what it cannot justify: any internal error lets the request through (`guard_errors`).

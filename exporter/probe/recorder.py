@@ -72,9 +72,9 @@ def spec_key(kind: str, backend: str, spec: str) -> str:
     return "\x00" + kind + "\x00" + backend + "\x00" + spec
 
 
-# vLLM's API server's guard (guard.py): requests refused, that observe would refuse, bounded validations
-# run, internal errors (each let the request through)
-GUARD_COUNTERS = ("guard_refused", "guard_would_refuse", "guard_validations", "guard_errors")
+# vLLM's API server's guard (guard.py): bounded validations run, internal errors (each let the request
+# through); what it refused, by reason and action, is `guarded`
+GUARD_COUNTERS = ("guard_validations", "guard_errors")
 
 
 class Recorder:
@@ -115,6 +115,7 @@ class Recorder:
         # own, and its container's CPU cgroup is the engine's, counted there already.
         self.sizing = True
         self._routes: dict[tuple[str, str, str, str], int] = {}
+        self.guarded: dict[tuple[str, str], int] = {}  # (reason, action) -> requests (guard.py)
         self.backend_name: Callable[[Any], str] = lambda obj: type(obj).__name__
         self.facts = EngineFacts(locate=locate_cgroup)
 
@@ -436,6 +437,15 @@ class Recorder:
             **({"routes": routes} if routes else {}),
             **({"validation": validation} if validation else {}),
             **({"deaths": self.server_deaths} if self.server_deaths is not None else {}),
+            **(
+                {"guard": guard}
+                if (
+                    guard := [
+                        {"reason": k[0], "action": k[1], "requests": n} for k, n in list(self.guarded.items())
+                    ]
+                )
+                else {}
+            ),
         }
 
     def totals(self) -> dict[str, dict[str, Any]]:

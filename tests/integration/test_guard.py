@@ -65,13 +65,14 @@ def test_enforce_refuses_what_stalls_past_the_bound_once_measured_and_passes_the
     assert (plain["outcome"], plain["detail"]) == ("validated", "outlines")
     assert again["outcome"] == "refused" and again["guard_validations"] == 2  # the verdict, no second run
     assert (other["outcome"], other["detail"]) == ("validated", "xgrammar")
-    assert (other["guard_refused"], other["guard_validations"], other["guard_errors"]) == (2, 2, 0)
+    assert (other["server_stall/refused"], other["guard_validations"], other["guard_errors"]) == (2, 2, 0)
     assert "guided-decoding guard: enforce in this API server" in said
 
 
 def test_a_death_under_observe_is_refused_by_the_successor_under_enforce(tmp_path: Path) -> None:
-    code, rows, said = drive([KILLER], tmp_path, "observe", "--memory-headroom", str(1 << 30))
-    assert code != 0 and rows == [], said[-3000:]  # vLLM's own step took the process down
+    code, rows, said = drive([PLAIN, KILLER], tmp_path, "observe", "--memory-headroom", str(1 << 30))
+    assert code != 0 and len(rows) == 1, said[-3000:]  # vLLM's own step took the process down
+    assert "server_crash/would_refuse" not in rows[0] and "server_stall/would_refuse" not in rows[0]
     assert "memory allocation of" in said
     code, rows, said = drive([KILLER, PLAIN], tmp_path, "enforce")
     assert code == 0 and len(rows) == 2, said[-3000:]
@@ -81,5 +82,5 @@ def test_a_death_under_observe_is_refused_by_the_successor_under_enforce(tmp_pat
     )
     assert killer["outcome"] == "refused" and expected in killer["detail"]
     assert killer["guard_validations"] == 0  # refused from the death alone, nothing run
-    assert plain["outcome"] == "validated" and plain["guard_refused"] == 1
+    assert plain["outcome"] == "validated" and plain["server_crash/refused"] == 1
     assert "1 from deaths here" in said

@@ -36,6 +36,7 @@ def _messages() -> list[dict[str, Any]]:
     rec.observe_mask("xgrammar", 0.00002)
     rec.route("auto", "xgrammar", "xgrammar", "compiled")
     rec.route("auto", "llguidance", "xgrammar", "rejected", "json", '{"type":"object"}')
+    rec.guarded[("server_stall", "refused")] = 2  # as the API server's guard counts (vllm_api.guarded)
     rec.facts.backend = "xgrammar"
     lines = [encode(HELLO), *schema_messages(rec.take_unsent(True))]
     lines.append(encode({"kind": "snapshot", "seq": 1, **rec.snapshot(True), "probe": dict(rec.counters)}))
@@ -55,6 +56,7 @@ def test_what_the_probe_sends_validates() -> None:
     ]  # fmt: skip
     assert snapshot.engine is not None and snapshot.engine.backend == "xgrammar"
     assert [(r.requests, r.refused, r.misrouted) for r in snapshot.schemas] == [(2, 1, 0), (1, 0, 0)]
+    assert snapshot.guard == (wire.GuardCount("server_stall", "refused", 2),)
 
 
 @pytest.mark.parametrize(
@@ -85,6 +87,10 @@ def test_what_the_probe_sends_validates() -> None:
         (2, ("backends", "xgrammar", "compile", "sum"), 10**400),
         (2, ("engine", "backend"), "x y"),
         (2, ("v",), 2),
+        (2, ("guard", 0, "reason"), "too_slow"),  # not a reason the guard refuses for
+        (2, ("guard", 0, "action"), "maybe"),
+        (2, ("guard", 0, "requests"), -1),
+        (2, ("guard",), [{}] * 5),
     ],
 )
 def test_invalid_fields_are_rejected(index: int, path: tuple[Any, ...], value: Any) -> None:

@@ -161,7 +161,7 @@ def admission_families(view: StoreView) -> Iterable[Metric]:
 def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
     """Engine-level totals, as each engine's probe last reported them."""
     backends, processes, sizing = BackendFamilies(), ProcessFamilies(), SizingFamilies()
-    routes, validation = RouteFamilies(), ValidationFamilies()
+    routes, validation, guard = RouteFamilies(), ValidationFamilies(), GuardFamilies()
     for engine in engines:
         if engine.snapshot is None:
             continue
@@ -171,11 +171,13 @@ def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
         sizing.add(engine.hello, engine.snapshot.engine)
         routes.add(engine.hello, engine.snapshot)
         validation.add(engine.hello, engine.snapshot)
+        guard.add(engine.hello, engine.snapshot)
     yield from backends.families()
     yield from processes.families()
     yield from sizing.families()
     yield from routes.families()
     yield from validation.families()
+    yield from guard.families()
 
 
 def has_grammar_cache(engine_kind: str, backend: str) -> bool:
@@ -337,6 +339,21 @@ class RouteFamilies:
 
     def families(self) -> tuple[Metric, ...]:
         return self.routed, self.backend
+
+
+class GuardFamilies:
+    """Per vLLM API server process with the guard on: requests refused (or, observing, that would be)."""
+
+    def __init__(self) -> None:
+        self.guarded = declared("guard_requests").counter()
+
+    def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
+        process = engine_identity(hello.namespace, hello.pod, hello.engine)
+        for count in snapshot.guard:
+            counter(self.guarded, {**process, "reason": count.reason, "action": count.action}, count.requests)
+
+    def families(self) -> tuple[Metric, ...]:
+        return (self.guarded,)
 
 
 class ValidationFamilies:

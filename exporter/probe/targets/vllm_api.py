@@ -103,9 +103,10 @@ def wrap_validate(original: Any) -> Any:
     return wrapper
 
 
-def guarded(guard: Guard, counters: dict[str, int], params: Any) -> str:
+def guarded(guard: Guard, recorder: Any, params: Any) -> str:
     """The refusal's message when the guard enforces a verdict on this request's schema, else "";
     counts what it did. Never raises: an internal error lets the request through, counted."""
+    counters, counts = recorder.counters, recorder.guarded
     try:
         kind, spec = params_spec(params)
         if kind != "json":
@@ -115,11 +116,9 @@ def guarded(guard: Guard, counters: dict[str, int], params: Any) -> str:
         counters["guard_validations"] += guard.runs - runs
         if verdict is None:
             return ""
-        if not guard.enforcing:
-            counters["guard_would_refuse"] += 1
-            return ""
-        counters["guard_refused"] += 1
-        return verdict.message(schema_hash)
+        action = "refused" if guard.enforcing else "would_refuse"
+        counts[(verdict.reason, action)] = counts.get((verdict.reason, action), 0) + 1
+        return verdict.message(schema_hash) if guard.enforcing else ""
     except Exception:
         counters["guard_errors"] += 1
         return ""
@@ -133,7 +132,7 @@ def wrap_outlines_validation(original: Any) -> Any:
     def wrapper(sampling_params: Any, *args: Any, **kwargs: Any) -> Any:
         guard, recorder = GUARD.guard, ARMED.recorder
         if guard is not None and recorder is not None:
-            message = guarded(guard, recorder.counters, getattr(sampling_params, "structured_outputs", None))
+            message = guarded(guard, recorder, getattr(sampling_params, "structured_outputs", None))
             if message:
                 raise refusal(message)
         markers = MARKERS.markers

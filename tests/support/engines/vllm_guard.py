@@ -55,6 +55,7 @@ def main() -> None:
         except Exception as err:
             outcome, detail = "refused", f"{type(err).__name__}: {err}"
         counters = {name: recorder.counters[name] for name in GUARD_COUNTERS}
+        counters |= {f"{reason}/{action}": n for (reason, action), n in recorder.guarded.items()}
         row = {"outcome": outcome, "detail": detail, "seconds": time.perf_counter() - started, **counters}
         print(json.dumps(row), flush=True)
     probe.uninstall()

@@ -502,3 +502,27 @@ def test_api_server_stalls_and_deaths_per_schema_and_family_and_its_validation_h
     assert deaths == {schema_hash(PATTERN_PROPERTIES): 2}
     per_engine = {s.labels["engine"]: s.value for s in exposed()["guided_decoding_server_deaths"].samples}
     assert per_engine == {"api-server": 2}  # the engine processes, which validate nothing, have none
+
+
+def test_the_guards_refusals_per_engine_reason_and_action() -> None:
+    """What an API server's guard refused (or, observing, would have) reaches /metrics by engine,
+    reason and action, cumulative as the probe counts it."""
+    from exporter.daemon.receiver.metric_families import store_families
+
+    store = ProbeStore(max_schemas=5)
+    link = Link(store)
+    link.rec.guarded[("server_crash", "refused")] = 3
+    link.rec.guarded[("server_stall", "would_refuse")] = 1
+    link.ship(fresh=True)
+    link.rec.guarded[("server_crash", "refused")] += 1
+    link.ship()
+    store.settle(link.now)
+    families = {f.name: f for f in store_families(store.view(link.now))}
+    guarded = {
+        (s.labels["pod"], s.labels["reason"], s.labels["action"]): s.value
+        for s in families["guided_decoding_guard_requests"].samples
+    }
+    assert guarded == {
+        ("vllm-0", "server_crash", "refused"): 4,
+        ("vllm-0", "server_stall", "would_refuse"): 1,
+    }
