@@ -100,6 +100,23 @@ def add_parsers(commands: Any) -> None:
         " --from-file=DIR/registry/ from gdx fix; optional: without it nothing is warmed), so the"
         " container is Running, and gets traffic, with them compiled",
     )
+    parser.add_argument(
+        "--guard",
+        choices=("off", "observe", "enforce"),
+        default="",
+        help="vLLM's API server's guard (GDX_GUARD; default: not set, which is off): observe counts, enforce"
+        " refuses with HTTP 400, the schemas whose outlines validation killed a server of the pod, ran"
+        " past the guard's bound (GDX_GUARD_MEMORY 1GiB, GDX_GUARD_TIMEOUT 1s) or that --guard-configmap's"
+        " verdicts name (docs/probe.md#the-guard)",
+    )
+    parser.add_argument(
+        "--guard-configmap",
+        type=_configmap_name,
+        default="",
+        metavar="NAME",
+        help="the ConfigMap holding guard.json (gdx lint --engine vllm --write-guard guard.json; kubectl"
+        " create configmap NAME --from-file=guard.json), mounted for the guard (GDX_GUARD_FILE); optional",
+    )
     files = commands.add_parser(
         "probe-files",
         help="write the probe tree an init container copies (the exporter image runs this at build time)",
@@ -173,6 +190,8 @@ def inject_main(args: argparse.Namespace) -> int:
         audience=args.audience,
         image_pythonpath=args.image_pythonpath,
         warm_configmap=args.warm_configmap,
+        guard=args.guard,
+        guard_configmap=args.guard_configmap,
     )
     try:
         texts = [_read(source) for source in _sources(args.files)]

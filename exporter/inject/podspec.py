@@ -47,6 +47,8 @@ MOUNT = "/gdx-probe"
 # container restart, so the process that replaces a dead one names the spec (exporter/probe/inflight.py).
 STATE_VOLUME = "gdx-probe-state"
 STATE_DIR = "/gdx-probe-state"
+GUARD_VOLUME = "gdx-guard"  # gdx lint --write-guard's verdicts, from a ConfigMap (GDX_GUARD_FILE)
+GUARD_DIR = "/gdx-guard"
 IMAGE_TREE = "/opt/guided-decoding-exporter/probe"  # where the exporter image carries the tree
 TOKEN_DIR = DEFAULT_TOKEN_FILE.rsplit("/", 1)[0]
 SOCKET_DIR = DEFAULT_SOCKET.rsplit("/", 1)[0]
@@ -69,6 +71,8 @@ class InjectOptions:
     port: int = DEFAULT_TCP_PORT
     audience: str = DEFAULT_AUDIENCE
     warm_configmap: str = ""  # the ConfigMap of schemas the engine's postStart hook warms ("": no hook)
+    guard: str = ""  # GDX_GUARD for vLLM's API server: off, observe, enforce ("": not set, the probe's off)
+    guard_configmap: str = ""  # the ConfigMap holding `gdx lint --write-guard`'s guard.json ("": none)
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,12 @@ def probe_env(
         _field("GDX_POD_NAME", "metadata.name"),
         _field("GDX_POD_NAMESPACE", "metadata.namespace"),
         {"name": "GDX_PROBE_STATE_DIR", "value": STATE_DIR},
+        *([{"name": "GDX_GUARD", "value": options.guard}] if options.guard else []),
+        *(
+            [{"name": "GDX_GUARD_FILE", "value": f"{GUARD_DIR}/guard.json"}]
+            if options.guard_configmap
+            else []
+        ),
     ):
         _set_env(env, item)
     return env
@@ -217,6 +227,11 @@ def inject(spec: dict[str, Any], metadata: dict[str, Any], options: InjectOption
         token = {"audience": options.audience, "expirationSeconds": 3600, "path": "token"}
         volumes = _add_named(
             volumes, {"name": TOKEN_VOLUME, "projected": {"sources": [{"serviceAccountToken": token}]}}
+        )
+    if options.guard_configmap:  # optional: a missing ConfigMap leaves the guard without lint's verdicts
+        mounts = _add_named(mounts, {"name": GUARD_VOLUME, "mountPath": GUARD_DIR, "readOnly": True})
+        volumes = _add_named(
+            volumes, {"name": GUARD_VOLUME, "configMap": {"name": options.guard_configmap, "optional": True}}
         )
     container["volumeMounts"] = mounts
     if options.warm_configmap:

@@ -22,7 +22,10 @@ PACKAGE = Path(exporter.__file__).resolve().parent
 # warmhook.py) load (tests/unit/inject checks this against a clean interpreter).
 MODULES = (
     "__init__.py", "wire.py", "schema/__init__.py", "schema/identity.py", "fix/__init__.py", "fix/warm.py",
-    "kernel/__init__.py", "kernel/names.py",
+    "kernel/__init__.py", "kernel/names.py", "kernel/options.py",
+    # the guard's bounded run of vLLM's outlines validation (exporter/probe/guard.py)
+    "engines/__init__.py", "engines/page.py", "engines/vllm/__init__.py",
+    "engines/vllm/outlines_validation.py",
 )  # fmt: skip
 PACKAGES = ("probe",)
 # The probe's sitecustomize: copied to the tree's top as `sitecustomize.py`, not as a module of the probe.

@@ -6,6 +6,7 @@ the init container, idempotence, what keeps a probe from arming, and no Pod Secu
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -238,3 +239,21 @@ def test_the_init_container_keeps_the_engines_non_root_user_and_selinux_settings
     )
     init = inject(pod(engine), {}, OPTIONS).spec["initContainers"][-1]["securityContext"]
     assert init["runAsUser"] == 1000 and init["seLinuxOptions"] == {"level": "s0:c1"}
+
+
+def test_the_guard_is_set_only_when_asked_and_its_verdicts_come_from_an_optional_configmap() -> None:
+    plain = env(inject(pod(vllm()), {}, OPTIONS).spec["containers"][0])
+    assert "GDX_GUARD" not in plain and "GDX_GUARD_FILE" not in plain  # the probe's default: off
+    options = dataclasses.replace(OPTIONS, guard="enforce", guard_configmap="gdx-guard-verdicts")
+    spec = inject(pod(vllm()), {}, options).spec
+    engine = spec["containers"][0]
+    assert env(engine)["GDX_GUARD"] == "enforce"
+    assert env(engine)["GDX_GUARD_FILE"] == "/gdx-guard/guard.json"
+    assert {"name": "gdx-guard", "mountPath": "/gdx-guard", "readOnly": True} in engine["volumeMounts"]
+    assert {"name": "gdx-guard", "configMap": {"name": "gdx-guard-verdicts", "optional": True}} in spec[
+        "volumes"
+    ]
+    observe = env(
+        inject(pod(vllm()), {}, dataclasses.replace(OPTIONS, guard="observe")).spec["containers"][0]
+    )
+    assert observe["GDX_GUARD"] == "observe" and "GDX_GUARD_FILE" not in observe
