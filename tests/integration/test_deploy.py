@@ -753,3 +753,39 @@ def test_warm_component_matches_gdx_inject_and_takes_the_generated_configmap(tmp
     assert engine["lifecycle"] == injected["lifecycle"]  # the Component and gdx inject agree
     assert pod_security.level_of(pod["spec"], pod["metadata"]) == "restricted"
     kubernetes_validate.validate(built["Deployment/my-engine"], "1.33", strict=True)
+
+
+def test_guard_component_matches_gdx_inject_and_takes_the_generated_configmap(tmp_path: Path) -> None:
+    """The guard Component over the probe Component: GDX_GUARD=enforce and GDX_GUARD_FILE as
+    `gdx inject --guard enforce --guard-configmap gdx-guard` writes them, the ConfigMap kustomize
+    generates from lint's guard.json (its hashed name reaching the volume), optional, still `restricted`."""
+    from exporter.inject.podspec import InjectOptions, inject
+
+    (tmp_path / "deployment.yaml").write_text(ENGINE)
+    (tmp_path / "guard.json").write_text('{"vllm": "0.32.0", "verdicts": []}')
+    components = [os.path.relpath(DEPLOY / "vllm" / name, tmp_path) for name in ("probe", "guard")]
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "resources": ["deployment.yaml"], "components": components,
+        "configMapGenerator": [{"name": "gdx-guard", "files": ["guard.json"]}],
+    }))  # fmt: skip
+    built = {f"{d['kind']}/{d['metadata']['name']}": d for d in kustomize_dir(tmp_path)}
+    (configmap,) = [d for key, d in built.items() if key.startswith("ConfigMap/gdx-guard-")]
+    pod = built["Deployment/my-engine"]["spec"]["template"]
+    engine = pod["spec"]["containers"][0]
+    assert_injected(pod, engine)  # the probe Component's work, untouched
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["gdx-guard"]["configMap"] == {"name": configmap["metadata"]["name"], "optional": True}
+    (stock,) = yaml.safe_load_all(ENGINE)
+    options = InjectOptions(
+        image="guided-decoding-exporter:0.1.0", guard="enforce", guard_configmap="gdx-guard"
+    )
+    injected = inject(stock["spec"]["template"]["spec"], {}, options).spec["containers"][0]
+    guard_names = {"GDX_GUARD", "GDX_GUARD_FILE"}
+    assert [e for e in engine["env"] if e["name"] in guard_names] == [
+        e for e in injected["env"] if e["name"] in guard_names
+    ]  # the Component and gdx inject agree
+    assert [m for m in engine["volumeMounts"] if m["name"] == "gdx-guard"] == [
+        m for m in injected["volumeMounts"] if m["name"] == "gdx-guard"
+    ]
+    assert pod_security.level_of(pod["spec"], pod["metadata"]) == "restricted"
+    kubernetes_validate.validate(built["Deployment/my-engine"], "1.33", strict=True)
