@@ -534,6 +534,17 @@ def alerts(p: Params) -> list[dict[str, Any]]:
             p,
         ),
         alert(
+            "GuardRefusing",
+            f'sum by ({ROUTE_LEVEL}, reason) (increase({P}guard_requests_total{{action="refused"}}[{p.failures_window}])) > 0',
+            "", "warning",
+            "vLLM's API server's guard is refusing a schema that would stall or kill the server: its clients get HTTP 400.",
+            "Engine {{ $labels.engine }} of pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} (node {{ $labels.instance }})"
+            f' refused about {{{{ printf "%.0f" $value }}}} structured request(s) in the last {p.failures_window} ({{{{ $labels.reason }}}}):'
+            " the server stayed up, and the clients that sent the schema got HTTP 400 with its hash (also in the API server's"
+            f" log). Find the service sending it and fix the schema; then there is nothing left to refuse. Fix: {SERVER_FIX}.",
+            p,
+        ),
+        alert(
             "BackendNotEnforced",
             f"{routed('other_backend', p)} > 0",
             "1m", "warning",

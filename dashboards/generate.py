@@ -447,6 +447,24 @@ def api_server() -> list[Any]:
     ]  # fmt: skip
 
 
+def guard() -> list[Any]:
+    w = PARAMS.failures_window
+    return [
+        series(f"Guard refusals by reason (last {w})", "none",
+               "Structured requests vLLM's API server's guard (GDX_GUARD=enforce) refused with HTTP 400 before "
+               "vLLM's unbounded outlines validation of their schema: a schema that killed a server of the pod, "
+               "ran past the guard's bounded first validation, or that gdx lint --write-guard predicted. "
+               "GuidedDecodingGuardRefusing opens a ticket while they continue; the server stays up.",
+               q(f'sum by (pod, reason) (increase(guided_decoding_guard_requests_total{{{NP}, action="refused"}}[{w}]))',
+                 "{{pod}} {{reason}}")),
+        series(f"Guard: what observe would refuse (last {w})", "none",
+               "With GDX_GUARD=observe the guard only counts: the requests it would refuse under enforce. "
+               "Zero here for a day is the evidence to turn enforce on.",
+               q(f'sum by (pod, reason) (increase(guided_decoding_guard_requests_total{{{NP}, action="would_refuse"}}[{w}]))',
+                 "{{pod}} {{reason}}")),
+    ]  # fmt: skip
+
+
 def health() -> list[Any]:
     return [
         series("Collector success", "none",
@@ -499,7 +517,8 @@ def build() -> dict[str, Any]:
         ("5. Mask time and running compiles", masks()),
         ("6. Backend routing (vLLM)", routing()),
         ("7. vLLM's API server", api_server()),
-        ("8. Exporter health", health()),
+        ("8. The guard (vLLM's API server)", guard()),
+        ("9. Exporter health", health()),
     ]
     for title, panels in rows:
         board = board.with_row(dashboard.Row(title))

@@ -142,7 +142,7 @@ def install(
             targets.hook_engine(engine_kind, recorder)
             deaths = _arm_markers(recorder, settings.state_dir) if markers else []
             if markers and settings.guard.mode != "off":
-                _arm_guard(settings.guard, deaths)
+                _arm_guard(recorder, settings.guard, deaths)
             hello = hello_fields(engine_kind, settings.pod, settings.engine, settings.namespace)
             _shipper = Shipper(
                 recorder,
@@ -167,9 +167,13 @@ def install(
         return False
 
 
-def _arm_guard(settings: guard_module.GuardSettings, deaths: list[DeathCount]) -> None:
+def _arm_guard(recorder: Recorder, settings: guard_module.GuardSettings, deaths: list[DeathCount]) -> None:
     """The API server's guard, with a verdict for each spec its predecessors died validating and the
-    verdict list GDX_GUARD_FILE names."""
+    verdict list GDX_GUARD_FILE names; its counts at zero from the first snapshot, so that a first
+    refusal moves increase() (the alert)."""
+    action = "refused" if settings.mode == "enforce" else "would_refuse"
+    for reason in guard_module.REASONS:
+        recorder.guarded.setdefault((reason, action), 0)
     found = guard_module.Guard(settings)
     for entry in deaths:
         if entry.kind == "json":

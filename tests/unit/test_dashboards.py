@@ -75,7 +75,8 @@ def test_uid_variables_and_alert_links() -> None:
     assert [p["title"] for p in doc["panels"] if p["type"] == "row"] == [
         "1. Is it stalling?", "2. Which schemas?", "3. Why?", "4. What does it cost?",
         "5. Mask time and running compiles", "6. Backend routing (vLLM)", "7. vLLM's API server",
-        "8. Exporter health",
+        "8. The guard (vLLM's API server)",
+        "9. Exporter health",
     ]  # fmt: skip
 
 
