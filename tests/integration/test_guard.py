@@ -72,7 +72,10 @@ def test_enforce_refuses_what_stalls_past_the_bound_once_measured_and_passes_the
 def test_a_death_under_observe_is_refused_by_the_successor_under_enforce(tmp_path: Path) -> None:
     code, rows, said = drive([PLAIN, KILLER], tmp_path, "observe", "--memory-headroom", str(1 << 30))
     assert code != 0 and len(rows) == 1, said[-3000:]  # vLLM's own step took the process down
-    assert (rows[0]["server_crash/would_refuse"], rows[0]["server_stall/would_refuse"]) == (0, 0)  # zeros at arming
+    assert (rows[0]["server_crash/would_refuse"], rows[0]["server_stall/would_refuse"]) == (
+        0,
+        0,
+    )  # zeros at arming
     assert "memory allocation of" in said
     code, rows, said = drive([KILLER, PLAIN], tmp_path, "enforce")
     assert code == 0 and len(rows) == 2, said[-3000:]

@@ -10,6 +10,13 @@ the API server validates it by building outlines_core's regex on its event loop,
   under the schema's hash, and a log line.
 A real Prometheus scrapes the daemon with the project's rules (short windows): the stall's ticket
 and the death's page fire, each naming its schema.
+
+The guard (exporter/probe/guard.py): the first server runs it in `observe` (it counts what it would
+refuse, and refuses nothing: the freeze and the death happen as without it), its replacement in
+`enforce`: `theme` is refused at once from its predecessor's death, `clang-format` and a synthetic
+stall after the guard's bounded first validation, each with HTTP 400 naming the reason and the hash,
+while the server keeps answering /v1/models (its waits printed beside the unguarded freeze) and
+stays up; the ticket GuardRefusing fires.
 `gdx lint --engine vllm` predicts both (tests/integration/test_api_server_validation.py)."""
 
 from __future__ import annotations
@@ -60,6 +67,11 @@ def models_latency(url: str, stop: threading.Event, out: list[float]) -> None:
 
 
 def post(url: str, schema: dict[str, object]) -> int | str:
+    return answered(url, schema)[0]
+
+
+def answered(url: str, schema: dict[str, object]) -> tuple[int | str, str]:
+    """(HTTP status or the error's name, the body) of a structured chat request."""
     body = {
         "model": "tiny",
         "messages": [{"role": "user", "content": "Fill it in."}],
@@ -71,11 +83,11 @@ def post(url: str, schema: dict[str, object]) -> int | str:
     )
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:
-            return int(resp.status)
+            return int(resp.status), resp.read().decode(errors="replace")
     except urllib.error.HTTPError as err:
-        return int(err.code)
+        return int(err.code), err.read().decode(errors="replace")
     except OSError as err:  # the server died with the request in flight
-        return type(err).__name__
+        return type(err).__name__, ""
 
 
 def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
@@ -84,7 +96,7 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
     from tools.harness.processes import DaemonProcess, Prometheus
 
     sock, state = tmp_path / "probe.sock", tmp_path / "probe-state"
-    env = {"GDX_PROBE_STATE_DIR": str(state)}
+    env = {"GDX_PROBE_STATE_DIR": str(state), "GDX_GUARD": "observe"}
     stall, kill = jsonschemastore("clang-format"), jsonschemastore("theme")
     daemon = DaemonProcess(["--probe.socket", str(sock), "--no-collector.nvml"])
     servers: list[VllmServer] = []
@@ -150,7 +162,8 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
             if n == "guided_decoding_server_deaths_total" and dict(ls)["pod"] == POD
         ]
         assert deaths == [0]  # there from the first API server on: its first death moves increase()
-        assert max(waits) <= stalled() + 1.0  # what the poll waited is what the probe measured
+        # what the poll waited is what the probe measured, and the guard's bounded run before it (observe)
+        assert max(waits) <= stalled() + 3.0
         # the alert may fire on the validation count a scrape before the schema's own stall series (the
         # daemon attributes a spec once its text's hash is checked): its description names it by the
         # next evaluation
@@ -188,11 +201,13 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
         assert list(state.glob("inflight-*.json"))  # the marker it left
         first.stop()
 
-        # its replacement: same pod, same state folder
+        # observe counted, refused nothing: the freeze and the death happened as without the guard
+        # its replacement: same pod, same state folder, the guard enforcing
         (tmp_path / "second").mkdir()
         second = VllmServer(
-            tmp_path / "second", tokenizer_json, sock, pod=POD, structured_outputs=AUTO, env=env
-        )
+            tmp_path / "second", tokenizer_json, sock, pod=POD, structured_outputs=AUTO,
+            env={**env, "GDX_GUARD": "enforce"},
+        )  # fmt: skip
         servers.append(second)
         dead = schema_hash(json.dumps(kill))
         wait_for(
@@ -221,6 +236,39 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
         assert page["labels"]["severity"] == "critical"  # type: ignore[index]
         assert killed in str(page["annotations"]["description"]), page  # type: ignore[index]
         print(f"theme: HTTP {answer!r}, API server exit {first.proc.returncode}; named by its successor")
+
+        # the guard, enforcing: the same attack, refused; the server answers meanwhile and stays up
+        stop, guarded_waits = threading.Event(), []
+        poller = threading.Thread(target=models_latency, args=(second.url, stop, guarded_waits), daemon=True)
+        poller.start()
+        time.sleep(1)
+        refused = {}
+        for name, schema, reason in (("theme", kill, "server_crash"), ("clang-format", stall, "server_stall"),
+                                     ("nested 8x4", nested(8, 4), "server_stall")):  # fmt: skip
+            started = time.monotonic()
+            code, body = answered(second.url, schema)
+            refused[name] = time.monotonic() - started
+            assert code == 400, (name, code, body[:500])
+            assert f"schema {schema_hash(json.dumps(schema))} refused ({reason}" in body, body[:500]
+        time.sleep(1)
+        stop.set()
+        poller.join()
+        assert second.proc.poll() is None, second.tail()  # up
+        assert max(guarded_waits) < max(waits) / 2, (guarded_waits, waits)
+        assert post(second.url, nested(3, 1)) == 200  # what validates within the bound is served
+        guard = dict(pod=POD, engine="api-server", action="refused")
+        name = "guided_decoding_guard_requests_total"
+        wait_for(lambda: sample(scrape(daemon.url), name, reason="server_stall", **guard) == 2, 30)
+        assert (
+            sample(scrape(daemon.url), "guided_decoding_guard_requests_total", reason="server_crash", **guard)
+            == 1
+        )
+        wait_for(lambda: bool(firing(prom, "GuardRefusing")), 60, 1)
+        print(
+            "guard enforcing: "
+            + ", ".join(f"{n} refused in {t:.2f} s" for n, t in refused.items())
+            + f"; /v1/models waited up to {max(guarded_waits):.2f} s (unguarded: {max(waits):.1f} s)"
+        )
     finally:
         for server in servers:
             server.stop()
