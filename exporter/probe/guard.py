@@ -9,8 +9,9 @@ verdicts:
 - lint: `gdx lint --engine vllm --write-guard FILE` predicted server_crash or server_stall for it
   (GDX_GUARD_FILE, loaded at arming);
 - bounded: a schema with no verdict is first validated in a helper process under the guard's bounds
-  (GDX_GUARD_MEMORY, 1GiB; GDX_GUARD_TIMEOUT, 1 s, the interpreter's start left out): one that dies
-  or runs past them gets a verdict, one that finishes is cleared and not run again.
+  (GDX_GUARD_MEMORY, 1GiB; GDX_GUARD_TIMEOUT, 1 s of CPU, the interpreter's start left out, ten
+  times that of wall clock): one that dies or runs past them gets a verdict, one that finishes is
+  cleared and not run again.
 `enforce` refuses a schema with a verdict with vLLM's own validation error (HTTP 400) naming the
 reason, the schema hash and the fix; `observe` only counts (guided_decoding_guard_requests_total,
 action would_refuse). A verdict expires
@@ -162,9 +163,12 @@ class Guard:
 
     def _bounded(self, spec: str) -> outlines_validation.BoundedRun:
         limit = self.settings.timeout
+        # The bound is CPU seconds of the steps (a contended node does not make a schema a stall); the
+        # wall clock backs it at ten times that, and a child still running then is a stall too.
         return outlines_validation.run(
-            spec, self.settings.memory_bytes, timeout=limit + 30.0, python=sys.executable, step_timeout=limit
-        )
+            spec, self.settings.memory_bytes, timeout=max(10 * limit, limit + 5), python=sys.executable,
+            step_timeout=limit,
+        )  # fmt: skip
 
 
 def _ran(run: outlines_validation.BoundedRun, settings: GuardSettings) -> str:

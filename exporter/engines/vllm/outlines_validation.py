@@ -110,8 +110,8 @@ def needs_context(sub):  # an anchor or lookaround before the first character ma
 
 
 text = sys.stdin.read()
-if step > 0:  # the steps' own bound, the interpreter's start left out: SIGALRM ends the child
-    signal.setitimer(signal.ITIMER_REAL, step)
+if step > 0:  # the steps' own CPU seconds, the interpreter's start left out: SIGPROF ends the child
+    signal.setitimer(signal.ITIMER_PROF, step)
 started = time.perf_counter()
 pattern = None
 try:
@@ -161,9 +161,10 @@ def run(
     step_timeout: float = 0.0,
 ) -> BoundedRun:
     """Validates `text` (a JSON Schema) as vLLM's API server does for outlines, bounded. Never raises
-    for what the child does; it is killed at `timeout`. `step_timeout` (> 0) bounds the two steps
-    alone, the child's start and imports left out: past it the outcome is "timeout" at that many
-    seconds (the probe's guard, whose bound of about a second a loaded node's imports could take)."""
+    for what the child does; it is killed at `timeout`. `step_timeout` (> 0) bounds the CPU seconds of
+    the two steps alone, the child's start and imports left out: past it the outcome is "timeout" at
+    that many seconds (the probe's guard: its bound of about a second is the work, not how long a
+    loaded node kept the child waiting for a core, nor its imports)."""
     started = time.perf_counter()
     env = {k: v for k, v in os.environ.items() if not k.startswith("GDX_PROBE")} | {"GDX_PROBE": "0"}
     try:
@@ -185,8 +186,8 @@ def run(
             "timeout", time.perf_counter() - started, f"still running after {timeout:g} s: killed"
         )
     elapsed = time.perf_counter() - started
-    if step_timeout > 0 and child.returncode == -signal.SIGALRM:
-        return BoundedRun("timeout", step_timeout, f"still running after {step_timeout:g} s: stopped")
+    if step_timeout > 0 and child.returncode == -signal.SIGPROF:
+        return BoundedRun("timeout", step_timeout, f"still running after {step_timeout:g} CPU s: stopped")
     said = errors.decode("utf-8", "replace")
     lines = out.decode("utf-8", "replace").strip().splitlines()
     if child.returncode == 0 and lines:
