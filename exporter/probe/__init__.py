@@ -152,6 +152,8 @@ def install(
                 token_file=settings.token_file,
                 daemon_uid=settings.daemon_uid,
             )
+            if GUARD.guard is not None:
+                _shipper.on_message = _daemon_message
             _shipper.start()
             if hasattr(os, "register_at_fork"):
                 os.register_at_fork(after_in_child=_after_fork)
@@ -205,6 +207,14 @@ def _arm_markers(recorder: Recorder, folder: str) -> list[DeathCount]:
             death.pid, death.backend, death.kind, identify(death.kind, death.spec).schema_hash,
         )  # fmt: skip
     return entries
+
+
+def _daemon_message(doc: dict[str, object]) -> None:
+    """The daemon's message on the shipper's thread: the node's verdicts go to this server's guard."""
+    guard = GUARD.guard
+    verdicts = doc.get("verdicts")
+    if guard is not None and doc.get("kind") == "verdicts" and isinstance(verdicts, list):
+        guard.load(verdicts[: guard.settings.max_verdicts], "daemon")
 
 
 def _after_fork() -> None:

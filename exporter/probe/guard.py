@@ -8,6 +8,8 @@ verdicts:
 - a death: a previous API server of this pod died validating it (the marker ledger, inflight.py);
 - lint: `gdx lint --engine vllm --write-guard FILE` predicted server_crash or server_stall for it
   (GDX_GUARD_FILE, loaded at arming);
+- daemon: an API server anywhere on the node died on it or stalled a second or more validating it:
+  the daemon sends the node's verdicts over the probe's connection (daemon/receiver/verdicts.py);
 - bounded: a schema with no verdict is first validated in a helper process under the guard's bounds
   (GDX_GUARD_MEMORY, 1GiB; GDX_GUARD_TIMEOUT, 1 s of CPU, the interpreter's start left out, ten
   times that of wall clock): one that dies or runs past them gets a verdict, one that finishes is
@@ -40,7 +42,7 @@ from exporter.schema.identity import identify
 log = logging.getLogger("gdx.probe")
 MODES = ("off", "observe", "enforce")
 REASONS = ("server_crash", "server_stall")
-SOURCES = ("death", "bounded", "lint")
+SOURCES = ("death", "bounded", "lint", "daemon")
 MAX_FILE_BYTES = 4 << 20  # a verdict list is hashes and reasons: a larger file is not one
 PIN = '--structured-outputs-config \'{"backend": "xgrammar"}\''
 
@@ -73,6 +75,7 @@ class Verdict:
             "death": "an API server of this pod died validating it",
             "bounded": f"its validation, run bounded first, {self.detail}",
             "lint": f"gdx lint predicted it ({self.detail})",
+            "daemon": "an API server of this node stalled or died on it (the node's daemon said)",
         }.get(self.source, self.detail)
         return (f"guided-decoding guard: schema {schema_hash} refused ({self.reason}: {what}); vLLM's"
                 f" outlines validation of it stalls or kills this server. Pin the backend ({PIN}) or send"

@@ -29,7 +29,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from exporter.probe.aggregates import SpecMetadata
@@ -41,6 +41,7 @@ log = logging.getLogger("gdx.probe")
 SEND_TIMEOUT = 2.0  # connecting
 STALL_SECONDS = 10.0  # a daemon that takes no byte of a pending round for this long is hung
 MAX_BACKOFF = 30.0
+MAX_INBOX = 1 << 20  # the daemon's unread bytes kept while a line is incomplete (verdicts: a few KB)
 CHUNK_BYTES = 1 << 20
 
 
@@ -117,6 +118,10 @@ class Shipper:
         self._backoff = 0.0
         self._next_connect = 0.0
         self._logged_failure = False
+        # What the daemon sends back (the node's guard verdicts, exporter/daemon/receiver/verdicts.py):
+        # each whole JSON line to `on_message`, read without blocking; None: nothing is read.
+        self.on_message: Callable[[dict[str, Any]], None] | None = None
+        self._inbox = bytearray()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="gdx-probe-shipper", daemon=True)
@@ -150,6 +155,7 @@ class Shipper:
                 return
             fresh = True
         try:
+            self._receive()
             if self._pending and not self._flush(now):
                 self.counters["deferred"] += 1  # the next round, once this one is read, catches up
                 return
@@ -166,6 +172,34 @@ class Shipper:
             self._close()
             self._backoff = min(MAX_BACKOFF, max(0.5, self._backoff * 2))
             self._next_connect = now + self._backoff
+
+    def _receive(self) -> None:
+        """The daemon's lines, as far as they have arrived, to `on_message`; bounded (MAX_INBOX: a
+        line longer than that is dropped whole), never waiting."""
+        if self.on_message is None or self._sock is None:
+            return
+        for _ in range(8):
+            try:
+                chunk = self._sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not chunk:
+                return  # closed: the next send finds out and reconnects
+            self._inbox += chunk
+            while True:
+                end = self._inbox.find(b"\n")
+                if end < 0:
+                    break
+                line = bytes(self._inbox[:end])
+                del self._inbox[: end + 1]
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(doc, dict):
+                    self.on_message(doc)
+            if len(self._inbox) > MAX_INBOX:
+                self._inbox.clear()
 
     def _flush(self, now: float) -> bool:
         """Sends what the socket takes without waiting; True once nothing is pending. Raises OSError
@@ -266,7 +300,8 @@ class Shipper:
             self._logged_failure = True
 
     def _close(self) -> None:
-        self._pending = memoryview(b"")  # a new connection starts with hello and every schema
+        self._pending = memoryview(b"")
+        self._inbox.clear()  # a new connection starts with hello and every schema
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()

@@ -39,7 +39,7 @@ class Connection:
 
     __slots__ = (
         "auth", "engine", "greeted", "held", "held_bytes", "identity", "last_read", "parked", "reader",
-        "transport", "uid",
+        "transport", "uid", "verdicts_sent",
     )  # fmt: skip
 
     def __init__(
@@ -61,6 +61,7 @@ class Connection:
         self.transport = transport
         self.parked = False
         self.last_read = time.monotonic()
+        self.verdicts_sent = -1  # the node's verdicts' version this connection last got (verdicts.py)
 
     @property
     def owner(self) -> tuple[str, ...]:

@@ -55,6 +55,7 @@ REVIEW_RETRY = 30.0  # after a re-review the API server could not answer
 EXPIRY_MARGIN = 5.0  # a connection is closed this long before its token expires
 DEFAULT_IDLE_TIMEOUT = 120.0  # the probe sends a snapshot every second (GDX_PROBE_INTERVAL)
 CHECK_EVERY = 5.0  # idle connections and reviews due are looked for this often
+MAX_VERDICT_BACKLOG = 64 * 1024  # a probe's unread verdict bytes beyond which it gets no more
 WATCH_INTERVAL = 1.0  # socket file checks (removed or replaced: listen again) when there are no read passes
 MAX_REFUSED_UIDS_LOGGED = 64
 
@@ -249,7 +250,9 @@ class ProbeListener(MessageHandling):
 
     def check_connections(self, now: float) -> None:
         """Closes connections silent for `idle_timeout` (counted: idle) and TCP ones whose token
-        expires; starts the re-review of those due. Parked connections count as read at each pass."""
+        expires; starts the re-review of those due. Parked connections count as read at each pass.
+        Sends the node's verdicts to each vLLM API server's probe that has not had their latest."""
+        self.send_verdicts(now)
         for conn in list(self._served):
             if self.idle_timeout > 0 and now - conn.last_read > self.idle_timeout and not conn.held:
                 self.refused["idle"] += 1
@@ -276,6 +279,27 @@ class ProbeListener(MessageHandling):
                 task = asyncio.ensure_future(self._review_again(conn, auth))
                 self._reviews.add(task)
                 task.add_done_callback(self._reviews.discard)
+
+    def send_verdicts(self, now: float) -> None:
+        """The node's verdicts (verdicts.py), one line, to every connected vLLM API server probe whose
+        last copy is older; never to a connection whose writes already wait (a probe that does not
+        read gets nothing more)."""
+        verdicts = self.store.verdicts
+        line = b""
+        for conn in list(self._served):
+            engine = conn.engine
+            if engine is None or not engine.hello.engine.startswith("api-server"):
+                continue
+            if conn.verdicts_sent == verdicts.version:
+                continue
+            transport = conn.transport
+            if not isinstance(transport, asyncio.WriteTransport) or transport.is_closing():
+                continue
+            if transport.get_write_buffer_size() > MAX_VERDICT_BACKLOG:
+                continue
+            line = line or verdicts.line(now)
+            transport.write(line)
+            conn.verdicts_sent = verdicts.version
 
     async def _review_again(self, conn: Connection, auth: TcpAuth) -> None:
         """Asks the API server about a connection's token again: a token it no longer vouches for (the

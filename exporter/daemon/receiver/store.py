@@ -45,6 +45,7 @@ from exporter.daemon.receiver.series import (
     delta,
     subtract,
 )
+from exporter.daemon.receiver.verdicts import NodeVerdicts
 from exporter.engines.grammars import backends
 from exporter.schema import identity
 
@@ -219,6 +220,7 @@ class ProbeStore:
         self.series: dict[SeriesKey, SeriesAccumulator] = {}
         self.retired: dict[SeriesKey, SeriesAccumulator] = {}  # demoted series, resumed on return
         self.ranking = Ranking(self.max_schemas, linger)
+        self.verdicts = NodeVerdicts()  # what killed or froze an API server of the node (verdicts.py)
         self.families = FamilyRollup(max_families, self.analysis.window, linger)
         self.info: dict[str, SchemaInfo] = {}
         self.seen: OrderedDict[str, None] = OrderedDict()
@@ -366,6 +368,7 @@ class ProbeStore:
             if dropped:
                 self.tally.refuse("backends_per_engine", f"{who(*engine.key)}: {dropped} entries", dropped)
             engine.snapshot = msg
+            self._observe_verdicts(engine, msg, now)
             if msg.full:  # a new connection's first: it names every tracked spec, missing ones vanished
                 self._attribute_engine(engine)
                 self._end_lingering(now)
@@ -390,6 +393,17 @@ class ProbeStore:
             engine.pending_at = now
             if len(pending) + len(engine.pending_evicted) > MAX_PENDING:
                 self._attribute_engine(engine)
+
+    def _observe_verdicts(self, engine: EngineState, msg: wire.Snapshot, now: float) -> None:
+        """A death or a long validation (the spec's cumulative counts) is a node verdict as the snapshot
+        arrives (verdicts.py), not when a scrape attributes the rows: the guards need it before."""
+        if msg.deaths is None:  # not an API server
+            return
+        for row in msg.schemas:
+            if row.deaths or row.stalls:
+                info = engine.specs.get(row.id)
+                if info is not None:
+                    self.verdicts.observe(info.schema_hash, row.deaths, row.stalls, row.stall_seconds, now)
 
     def _attribute_pending(self) -> None:
         """Every engine's pending rows into the series, families and ranking, oldest first."""

@@ -1,0 +1,64 @@
+"""The node's verdicts (exporter/daemon/receiver/verdicts.py) over real sockets from a real daemon:
+an API server of one pod dies validating a schema; the daemon sends the verdict to the probe of an
+API server of another pod on the node, whose guard then refuses that schema (exporter/probe's
+`_daemon_message`, as install() wires it when the guard is on). A probe that is not an API server gets
+nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import exporter.probe as probe
+from exporter.probe.guard import Guard, GuardSettings
+from exporter.probe.recorder import Recorder
+from exporter.probe.shipper import Shipper
+from exporter.probe.targets.vllm_api import GUARD
+from exporter.schema.identity import schema_hash
+from tests.support.server_killers import nested
+from tools.harness.scraping import wait_for
+
+
+DAEMON: list[Any] = []
+
+
+def shipper(sock: Path, pod: str, engine: str, recorder: Recorder) -> Shipper:
+    hello = {"pod": pod, "engine": engine, "engine_kind": "vllm", "engine_version": "0.32.0",
+             "backends": {}, "probe_version": "0"}  # fmt: skip
+    return Shipper(recorder, str(sock), hello)
+
+
+def test_a_death_on_one_pod_is_refused_by_the_guard_of_another(tmp_path: Path, daemon_factory: Any) -> None:
+    sock = tmp_path / "probe.sock"
+    DAEMON.append(daemon_factory("--probe.socket", str(sock), "--no-collector.nvml", "--no-collector.vllm"))
+    wait_for(sock.exists, 30)
+    killer = json.dumps(nested(20, 3))
+    dying, guarded, compiling = Recorder(), Recorder(), Recorder()
+    dying.validates()
+    guarded.validates()
+    ships = [shipper(sock, "vllm-a", "api-server", dying), shipper(sock, "vllm-b", "api-server", guarded),
+             shipper(sock, "vllm-c", "0", compiling)]  # fmt: skip
+    got: list[dict[str, Any]] = []
+    ships[1].on_message = probe._daemon_message
+    ships[2].on_message = got.append  # an EngineCore: the daemon sends it no verdicts
+    guard = GUARD.guard = Guard(GuardSettings("enforce"))
+    try:
+        for ship in ships:
+            ship.tick()
+        dying.died("outlines", "json", killer)  # what vllm-a's successor reports from the marker
+        wanted = schema_hash(killer)
+        deadline = time.monotonic() + 60
+        while guard.verdict(wanted) is None and time.monotonic() < deadline:
+            for ship in ships:
+                ship.tick()
+            time.sleep(0.5)
+        verdict = guard.verdict(wanted)
+        assert verdict is not None and (verdict.reason, verdict.source) == ("server_crash", "daemon"), DAEMON[0].log[-3000:]
+        assert "an API server of this node stalled or died on it" in verdict.message(wanted)
+        assert got == []
+    finally:
+        GUARD.guard = None
+        for ship in ships:
+            ship.stop()
