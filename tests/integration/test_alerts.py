@@ -70,6 +70,7 @@ def test_every_alert_is_complete_and_tested() -> None:
         "CompileP95High", "SchemaCompileSlow", "CacheHitRatioLow", "DynamicSchema", "CPUStarvation",
         "GrammarWaitHigh", "CompileStuck", "UnenforcedKeywords", "ProbeMissing", "ExporterDown", "EngineCPUThrottled", "GrammarFailures", "NVMLUnavailable",
         "BackendRejections", "BackendRejectionsHigh", "BackendNotEnforced", "APIServerKilled", "APIServerStalls",
+        "GuardRefusing",
     }  # fmt: skip
     assert {a["alert"] for a in alerts} == {f"GuidedDecoding{n}" for n in expected}
     for a in alerts:

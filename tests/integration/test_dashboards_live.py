@@ -92,6 +92,10 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
             # and vLLM's API server, as its validation wrapper records it: one validated for xgrammar
             recorder.validated("xgrammar", 0.002)
             recorder.server_deaths = 0  # armed with markers: none of its predecessors died
+            # its guard's counts, at zero as an enforcing guard and an observing one arm them (this one
+            # process stands for both)
+            for action in ("refused", "would_refuse"):
+                recorder.guarded[("server_crash", action)] = 0
             time.sleep(0.2)
         empty = []
         for title, expr in queries(load()):

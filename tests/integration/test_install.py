@@ -193,7 +193,7 @@ def test_step_1_routes_each_alert(rendered: Path) -> None:
     assert receiver(alertname="InfoInhibitor", severity="none", namespace="default") == "null"
     ours = {"critical": "pagerduty", "warning": "ticket", "info": "blackhole"}
     alerts = _alerts()
-    assert len(alerts) == 18 and {s for s in alerts.values()} == set(ours)
+    assert len(alerts) == 19 and {s for s in alerts.values()} == set(ours)
     for name, severity in alerts.items():
         got = receiver(alertname=name, severity=severity, instance="node-a", pod="vllm-0")
         assert got == ours[severity], name
