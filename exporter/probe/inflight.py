@@ -38,25 +38,26 @@ class Death:
     spec: str
 
 
+def _stat(pid: int, field: int) -> str:
+    """Field `field` (counted from 3, the state) of /proc/PID/stat, after the command's parentheses;
+    "" when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+        return stat[stat.rindex(")") + 2 :].split()[field - 3]
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
 def start_time(pid: int) -> str:
     """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat): with the pid,
     it names one process even after the pid is reused (PID 1 in each new container). "" when unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-        return stat[stat.rindex(")") + 2 :].split()[19]
-    except (OSError, ValueError, IndexError):
-        return ""
+    return _stat(pid, 22)
 
 
 def _state(pid: int) -> str:
-    """The process's state letter (field 3 of /proc/PID/stat: R, S, Z...); "" when unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("ascii", "replace")
-        return stat[stat.rindex(")") + 2 :].split()[0]
-    except (OSError, ValueError, IndexError):
-        return ""
+    """The process's state letter (field 3: R, S, Z...); "" when unknown."""
+    return _stat(pid, 3)
 
 
 def alive(pid: int, started: str) -> bool:

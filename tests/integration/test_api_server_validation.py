@@ -20,6 +20,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,12 +91,18 @@ def gdx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(["gdx", "lint", *args], code, out.getvalue(), err.getvalue())
 
 
-def test_gdx_lint_predicts_the_stall_and_the_crash_the_real_server_suffered(tmp_path: Path) -> None:
+def killer_files(folder: Path) -> tuple[dict[str, Any], list[str]]:
+    """The two public schemas measured on the real server, a synthetic stall and a plain one, each
+    written to `folder` as NAME.json: the schemas and the file names."""
     specs = {"clang-format": jsonschemastore("clang-format"), "theme": jsonschemastore("theme"),
              "nested": nested(7, 3), "plain": nested(3, 1)}  # fmt: skip
     for name, schema in specs.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(schema))
-    files = [f"{name}.json" for name in specs]
+        (folder / f"{name}.json").write_text(json.dumps(schema))
+    return specs, [f"{name}.json" for name in specs]
+
+
+def test_gdx_lint_predicts_the_stall_and_the_crash_the_real_server_suffered(tmp_path: Path) -> None:
+    specs, files = killer_files(tmp_path)
     out = gdx("--engine", "vllm==0.33.0", "--format", "json", *files, cwd=tmp_path)
     assert out.returncode == 1, out.stderr[-3000:]  # errors found; gdx lint itself survived the crash
     doc = json.loads(out.stdout)
@@ -179,11 +186,7 @@ def test_the_guard_file_lint_writes_refuses_exactly_what_it_predicted(tmp_path: 
     and nothing else."""
     from exporter.probe.guard import Guard, GuardSettings, read_file
 
-    specs = {"clang-format": jsonschemastore("clang-format"), "theme": jsonschemastore("theme"),
-             "nested": nested(7, 3), "plain": nested(3, 1)}  # fmt: skip
-    for name, schema in specs.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(schema))
-    files = [f"{name}.json" for name in specs]
+    specs, files = killer_files(tmp_path)
     out = gdx("--engine", "vllm==0.33.0", "--write-guard", "guard.json", *files, cwd=tmp_path)
     assert out.returncode == 1 and "3 verdicts written to guard.json" in out.stderr, out.stderr[-3000:]
     doc = json.loads((tmp_path / "guard.json").read_text())
