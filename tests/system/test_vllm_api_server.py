@@ -66,6 +66,26 @@ def models_latency(url: str, stop: threading.Event, out: list[float]) -> None:
         time.sleep(0.2)
 
 
+def chat_beside(url: str, out: list[float], delay: float = 0.5) -> threading.Thread:
+    """An unstructured chat sent `delay` s from now, in a thread: its seconds go to `out` (what a user
+    with no schema waits while the API server validates someone else's)."""
+
+    def send() -> None:
+        time.sleep(delay)
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 4}
+        req = urllib.request.Request(
+            url + "/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        started = time.monotonic()
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            resp.read()
+        out.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    return thread
+
+
 def post(url: str, schema: dict[str, object]) -> int | str:
     return answered(url, schema)[0]
 
@@ -129,7 +149,10 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
         poller = threading.Thread(target=models_latency, args=(first.url, stop, waits), daemon=True)
         poller.start()
         time.sleep(1)
+        chats: list[float] = []
+        beside = chat_beside(first.url, chats)
         answer = post(first.url, stall)
+        beside.join(120)
         stop.set()
         poller.join()
         assert max(waits) > 1.0, waits  # a request that needs no grammar waited for the validation
@@ -242,12 +265,14 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
         poller = threading.Thread(target=models_latency, args=(second.url, stop, guarded_waits), daemon=True)
         poller.start()
         time.sleep(1)
-        refused = {}
+        refused, guarded_chats = {}, []
         for name, schema, reason in (("theme", kill, "server_crash"), ("clang-format", stall, "server_stall"),
                                      ("nested 8x4", nested(8, 4), "server_stall")):  # fmt: skip
             started = time.monotonic()
+            beside = chat_beside(second.url, guarded_chats, 0.2)
             code, body = answered(second.url, schema)
             refused[name] = time.monotonic() - started
+            beside.join(120)
             assert code == 400, (name, code, body[:500])
             assert f"schema {schema_hash(json.dumps(schema))} refused ({reason}" in body, body[:500]
         time.sleep(1)
@@ -255,6 +280,7 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
         poller.join()
         assert second.proc.poll() is None, second.tail()  # up
         assert max(guarded_waits) < max(waits) / 2, (guarded_waits, waits)
+        assert len(guarded_chats) == 3 and max(guarded_chats) < max(chats) / 2, (guarded_chats, chats)
         assert post(second.url, nested(3, 1)) == 200  # what validates within the bound is served
         guard = dict(pod=POD, engine="api-server", action="refused")
         name = "guided_decoding_guard_requests_total"
@@ -267,7 +293,9 @@ def test_a_schema_that_freezes_the_api_server_and_one_that_kills_it_are_named(
         print(
             "guard enforcing: "
             + ", ".join(f"{n} refused in {t:.2f} s" for n, t in refused.items())
-            + f"; /v1/models waited up to {max(guarded_waits):.2f} s (unguarded: {max(waits):.1f} s)"
+            + f"; /v1/models waited up to {max(guarded_waits):.2f} s (unguarded: {max(waits):.1f} s);"
+            + f" an unstructured chat beside each took up to {max(guarded_chats):.2f} s"
+            + f" (unguarded: {max(chats):.1f} s)"
         )
     finally:
         for server in servers:
