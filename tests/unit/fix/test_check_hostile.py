@@ -146,6 +146,6 @@ REQUEST = {"tools": [{"type": "function", "function": {"name": "a", "parameters"
     ],
 )  # fmt: skip
 def test_the_tool_check_rejects_hostile_calls(calls: Any, request_body: Any, expected: list[str]) -> None:
-    start = time.perf_counter()
+    start = time.process_time()  # its own work: a loaded machine's wait for a core is not the check's
     assert tool_check(calls, request_body) == expected
-    assert time.perf_counter() - start < 1
+    assert time.process_time() - start < 1
