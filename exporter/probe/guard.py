@@ -38,10 +38,11 @@ from dataclasses import dataclass
 
 from exporter.engines.vllm import outlines_validation
 from exporter.schema.identity import identify
+from exporter.wire import GUARD_REASONS
 
 log = logging.getLogger("gdx.probe")
 MODES = ("off", "observe", "enforce")
-REASONS = ("server_crash", "server_stall")
+REASONS = GUARD_REASONS  # the wire protocol's: what the daemon accepts from the probe and sends back
 SOURCES = ("death", "bounded", "lint", "daemon")
 MAX_FILE_BYTES = 4 << 20  # a verdict list is hashes and reasons: a larger file is not one
 PIN = '--structured-outputs-config \'{"backend": "xgrammar"}\''
