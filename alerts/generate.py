@@ -90,6 +90,15 @@ POD_LEVEL = "instance, namespace, pod"
 ROUTE_LEVEL = "instance, namespace, pod, engine"
 
 
+GUARD_REFUSED = P + 'guard_requests_total{action="refused"}'
+
+
+def new_or_increase(selector: str, window: str) -> str:
+    """Each series' increase over the window, and a series born within it counted whole: a counter's
+    first sample (a new label set, e.g. the guard's first refusal of a family) is no increase()."""
+    return f"(({selector} unless {selector} offset {window}) * 1) or increase({selector}[{window}])"
+
+
 def routed(outcome: str, p: Params, rate: bool = False) -> str:
     """An engine's structured requests (of one outcome, or all) in the window: increase, or rate."""
     where = f'{{outcome="{outcome}"}}' if outcome else ""
@@ -535,13 +544,17 @@ def alerts(p: Params) -> list[dict[str, Any]]:
         ),
         alert(
             "GuardRefusing",
-            f'sum by ({ROUTE_LEVEL}, reason) (increase({P}guard_requests_total{{action="refused"}}[{p.failures_window}])) > 0',
+            f"sum by ({ROUTE_LEVEL}, reason) ({new_or_increase(GUARD_REFUSED, p.failures_window)}) > 0",
             "", "warning",
-            "vLLM's API server's guard is refusing a schema that would stall or kill the server: its clients get HTTP 400.",
+            "vLLM's API server's guard is refusing a schema that would stall or kill the server, or hold an engine on one"
+            " compile: its clients get HTTP 400.",
             "Engine {{ $labels.engine }} of pod {{ with $labels.namespace }}{{ . }}/{{ end }}{{ $labels.pod }} (node {{ $labels.instance }})"
             f' refused about {{{{ printf "%.0f" $value }}}} structured request(s) in the last {p.failures_window} ({{{{ $labels.reason }}}}):'
-            " the server stayed up, and the clients that sent the schema got HTTP 400 with its hash (also in the API server's"
-            f" log). Find the service sending it and fix the schema; then there is nothing left to refuse. Fix: {SERVER_FIX}.",
+            " the server stayed up, and the clients that sent the schema got HTTP 400 naming the reason, its hash and the fix"
+            " (also in the API server's log; the dashboard's guard row names its family). Find the service sending it and fix"
+            f" the schema; then there is nothing left to refuse. Fix (server_crash, server_stall): {SERVER_FIX}. Fix"
+            " (compile_budget): simplify what `gdx lint` flags as slow to compile (union depth and width, enum size,"
+            " quantifiers), or raise the daemon's --guard.compile-budget.",
             p,
         ),
         alert(

@@ -74,9 +74,12 @@ REQUEST_KINDS = ("json", "json_object", "regex", "grammar", "choice", "structura
 # "only supports one backend per engine", HTTP 400); other_backend (vLLM 0.32: compiled by the engine's
 # backend anyway, so the keyword that made it fall back is not enforced, or the compile fails).
 ROUTE_OUTCOMES = ("compiled", "rejected", "other_backend")
-# vLLM's API server's guard (exporter/probe/guard.py): why it refuses, and what it did
-GUARD_REASONS = ("server_crash", "server_stall")
+# vLLM's API server's guard (exporter/probe/guard.py): why it refuses, and what it did; the modes a
+# probe's hello announces (a guarded probe reads the node's verdicts); the schemas a snapshot names.
+GUARD_REASONS = ("server_crash", "server_stall", "compile_budget")
 GUARD_ACTIONS = ("refused", "would_refuse")
+GUARD_MODES = ("observe", "enforce")
+MAX_GUARD_SCHEMAS = 32
 MAX_ROUTES = 64
 # vLLM's API server validates each structured request on its event loop before anything else runs:
 # a validation this slow is a stall of every request it serves, and its spec is named.
@@ -124,6 +127,7 @@ class Hello:
     backends: Mapping[str, str]  # grammar backend name -> its version
     probe_version: str
     namespace: str = ""  # the pod's namespace (GDX_POD_NAMESPACE); empty from older probes
+    guard: str = ""  # GUARD_MODES: this process's guard reads the node's verdicts; "": none
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +220,7 @@ class GuardCount:
     reason: str
     action: str
     requests: int
+    schema_hash: str = ""  # the schema refused; "" for the process's zeros and beyond MAX_GUARD_SCHEMAS
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +321,11 @@ def _text(value: Any, what: str, limit: int = 256) -> str:
     return str(value)
 
 
+def _choice(value: Any, allowed: tuple[str, ...], what: str) -> str:
+    _require(value in allowed, what, f"not one of {', '.join(allowed)}")
+    return str(value)
+
+
 def _hash(value: Any, what: str) -> str:
     _require(isinstance(value, str) and bool(_HASH.match(value)), what)
     return str(value)
@@ -381,14 +391,21 @@ def _spec_totals(doc: Any, what: str, row: bool = False) -> SpecTotals:
     )
 
 
+_MAX_GUARD_COUNTS = (MAX_GUARD_SCHEMAS + 1) * len(GUARD_REASONS) * len(GUARD_ACTIONS)
+
+
 def _guard(doc: Any) -> tuple[GuardCount, ...]:
-    _require(isinstance(doc, list) and len(doc) <= len(GUARD_REASONS) * len(GUARD_ACTIONS), "snapshot.guard")
+    _require(isinstance(doc, list) and len(doc) <= _MAX_GUARD_COUNTS, "snapshot.guard")
     counts = []
     for item in doc:
         _require(isinstance(item, dict), "snapshot.guard item")
         reason, action = item.get("reason"), item.get("action")
         _require(reason in GUARD_REASONS and action in GUARD_ACTIONS, "snapshot.guard reason or action")
-        counts.append(GuardCount(str(reason), str(action), _count(item.get("requests"), "snapshot.guard")))
+        schema = _hash(item["schema_hash"], "snapshot.guard.schema_hash") if item.get("schema_hash") else ""
+        counts.append(
+            GuardCount(str(reason), str(action), _count(item.get("requests"), "snapshot.guard"), schema)
+        )
+    _require(len({c.schema_hash for c in counts} - {""}) <= MAX_GUARD_SCHEMAS, "snapshot.guard: schemas")
     return tuple(counts)
 
 
@@ -479,6 +496,7 @@ def _hello(doc: dict[str, Any]) -> Hello:
         backends={_name(k, "hello.backends"): _text(v, "hello.backends", 64) for k, v in backends.items()},
         probe_version=_text(doc.get("probe_version", ""), "hello.probe_version", 64),
         namespace=_name(doc["namespace"], "hello.namespace") if doc.get("namespace") else "",
+        guard=_choice(doc["guard"], GUARD_MODES, "hello.guard") if doc.get("guard") else "",
     )
 
 

@@ -327,10 +327,12 @@ PROBE: tuple[MetricSpec, ...] = (
         "guard_requests",
         "counter",
         "Structured requests vLLM's API server's guard (GDX_GUARD) refused with HTTP 400 (action refused,"
-        " under enforce) or would have (would_refuse, under observe), by reason: server_crash (an API"
-        " server died validating the schema, or its bounded first validation did), server_stall (that"
-        " validation ran past the guard's bound, or gdx lint --write-guard predicted it).",
-        ("pod", "engine", "reason", "action"),
+        ' under enforce) or would have (would_refuse, under observe), by the family of the schema (""'
+        " before the daemon has analysed it) and reason: server_crash (an API server died validating the"
+        " schema, or its bounded first validation did), server_stall (that validation ran past the guard's"
+        " bound, or gdx lint --write-guard predicted it), compile_budget (its grammar compiled past the"
+        " daemon's --guard.compile-budget on an engine of the node).",
+        ("pod", "engine", "family", "reason", "action"),
     ),
     # per exposed schema hash (and `other`), what each hash is, the daemon's ranking
     MetricSpec("schema_compile_seconds", "histogram", "Compile call wall time per schema hash.", SCHEMA),

@@ -14,12 +14,19 @@ from exporter.kernel.options import parse_duration, parse_positive_int
 MAX_APPLY_INTERVAL = 1.5
 
 
+def parse_off_or_duration(raw: Any) -> float:
+    """A duration, or 0 (off)."""
+    if not isinstance(raw, bool) and str(raw).strip() in ("0", "0s", "0ms", "0.0"):
+        return 0.0
+    return parse_duration(raw)
+
+
 def parse_apply_interval(raw: Any) -> float:
     """A duration up to MAX_APPLY_INTERVAL, or 0 (off). Longer, a probe whose round fills the socket
     buffer of its parked connection would give up sending and reconnect (older probes: after 2 s)."""
-    if not isinstance(raw, bool) and str(raw).strip() in ("0", "0s", "0ms", "0.0"):
+    seconds = parse_off_or_duration(raw)
+    if seconds == 0:
         return 0.0
-    seconds = parse_duration(raw)
     if seconds > MAX_APPLY_INTERVAL:
         raise ValueError(f"{raw!r} is over {MAX_APPLY_INTERVAL:g}s (a probe gives up a send after 2s)")
     return seconds

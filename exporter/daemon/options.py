@@ -17,6 +17,7 @@ from exporter.daemon.option_parsers import (
     parse_apply_interval,
     parse_listen_address,
     parse_namespaces,
+    parse_off_or_duration,
     parse_port,
     parse_profile,
     parse_text,
@@ -282,6 +283,15 @@ class Config:
         "Put what the titles of a schema's family share (sanitised top-level titles, [A-Za-z0-9_.-], 64"
         " chars; a model named per tenant shows its shared part) in schema_info's title label, and a"
         " family's name (that title, else one built from its structure) in family_info's name label.",
+    )
+    guard_compile_budget: float = option(
+        0.0,
+        "guard.compile-budget",
+        parse_off_or_duration,
+        "A schema whose grammar compiled this long or longer on average on an engine of this node is"
+        " refused (HTTP 400, compile_budget) on its next request by every vLLM API server on the node"
+        " whose guard is on (GDX_GUARD): the daemon sends them the verdict. 0: off.",
+        metavar="DURATION",
     )
     shape_window: float = option(
         600.0,

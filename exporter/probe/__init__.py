@@ -144,6 +144,8 @@ def install(
             if markers and settings.guard.mode != "off":
                 _arm_guard(recorder, settings.guard, deaths)
             hello = hello_fields(engine_kind, settings.pod, settings.engine, settings.namespace)
+            if GUARD.guard is not None:
+                hello["guard"] = settings.guard.mode  # the daemon sends this process the node's verdicts
             _shipper = Shipper(
                 recorder,
                 settings.socket_path,
@@ -175,7 +177,7 @@ def _arm_guard(recorder: Recorder, settings: guard_module.GuardSettings, deaths:
     refusal moves increase() (the alert)."""
     action = "refused" if settings.mode == "enforce" else "would_refuse"
     for reason in guard_module.REASONS:
-        recorder.guarded.setdefault((reason, action), 0)
+        recorder.guarded.setdefault((reason, action, ""), 0)
     found = guard_module.Guard(settings)
     for entry in deaths:
         if entry.kind == "json":

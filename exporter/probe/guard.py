@@ -21,7 +21,12 @@ after GDX_GUARD_VERDICT_SECONDS (a day), so a fixed engine is not refused foreve
 cleared hashes are bounded (GDX_GUARD_MAX_VERDICTS, least recently used first out). The guard never
 refuses what it cannot justify: any internal error lets the request through (`guard_errors`).
 
-Only the outlines path pays: vLLM calls it for the rare schemas `auto` sends there, never for xgrammar's.
+A third reason reaches every structured request, not only the outlines path: compile_budget, a schema
+whose grammar compiled longer than the node's budget on an engine of the node (the daemon's
+--guard.compile-budget, off by default). Only while such a verdict lives does the guard look at every
+request's schema, and first by its `screen` (identity.screen_key: an object's key counts, a string's
+length), which the daemon sends with the verdict: only a request that matches one is hashed. With none,
+a structured request pays one attribute read; the outlines path pays the lookup and the bounded run.
 """
 
 from __future__ import annotations
@@ -37,15 +42,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from exporter.engines.vllm import outlines_validation
-from exporter.schema.identity import identify
+from exporter.schema.identity import Screen, identify, schema_hash, screen_key
 from exporter.wire import GUARD_REASONS
 
 log = logging.getLogger("gdx.probe")
 MODES = ("off", "observe", "enforce")
 REASONS = GUARD_REASONS  # the wire protocol's: what the daemon accepts from the probe and sends back
+EVERYWHERE = frozenset({"compile_budget"})  # reasons refused on every path, not only outlines'
+UNSCREENED: Screen = (-3, 0)  # a verdict that came without screens: every request is hashed
 SOURCES = ("death", "bounded", "lint", "daemon")
 MAX_FILE_BYTES = 4 << 20  # a verdict list is hashes and reasons: a larger file is not one
 PIN = '--structured-outputs-config \'{"backend": "xgrammar"}\''
+MAX_SCREENS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +80,10 @@ class Verdict:
 
     def message(self, schema_hash: str) -> str:
         """The 400's text: what happened, the schema, and the fix."""
+        if self.reason in EVERYWHERE:
+            return (f"guided-decoding guard: schema {schema_hash} refused ({self.reason}: {self.detail}); its"
+                    " grammar compile holds the engine's batch for that long. Send the schema `gdx fix`"
+                    " writes, or a simpler one")  # fmt: skip
         what = {
             "death": "an API server of this pod died validating it",
             "bounded": f"its validation, run bounded first, {self.detail}",
@@ -98,20 +110,36 @@ class Guard:
         self._lock = threading.Lock()
         self._verdicts: OrderedDict[str, Verdict] = OrderedDict()
         self._cleared: OrderedDict[str, float] = OrderedDict()  # hash -> when the clearance expires
+        self._screened: dict[str, tuple[Screen, ...]] = {}  # hash -> screens, of the EVERYWHERE verdicts
+        # every request's first test: the screens of the live EVERYWHERE verdicts (empty: none, and a
+        # structured request pays nothing more); rebuilt when they change
+        self.screens: frozenset[Screen] = frozenset()
+        self._screens_until = float("inf")  # when the first of them expires
         self.runs = 0  # bounded validations made
 
     @property
     def enforcing(self) -> bool:
         return self.settings.mode == "enforce"
 
-    def add(self, schema_hash: str, reason: str, source: str, detail: str = "") -> None:
+    def add(
+        self, schema_hash: str, reason: str, source: str, detail: str = "", screens: tuple[Screen, ...] = ()
+    ) -> None:
+        """A verdict; `screens` (an EVERYWHERE reason's): the request forms it can come in (none known:
+        every request is hashed while it lives)."""
         expires = self._clock() + self.settings.verdict_seconds
         with self._lock:
             self._verdicts[schema_hash] = Verdict(reason, source, detail[:300], expires)
             self._verdicts.move_to_end(schema_hash)
             self._cleared.pop(schema_hash, None)
+            changed = self._screened.pop(schema_hash, None) is not None
+            if reason in EVERYWHERE:
+                self._screened[schema_hash] = screens[:MAX_SCREENS] or (UNSCREENED,)
+                changed = True
             while len(self._verdicts) > self.settings.max_verdicts:
-                self._verdicts.popitem(last=False)
+                gone, _ = self._verdicts.popitem(last=False)
+                changed = self._screened.pop(gone, None) is not None or changed
+            if changed:
+                self._rescreen()
 
     def verdict(self, schema_hash: str) -> Verdict | None:
         """The schema's live verdict; an expired one is dropped."""
@@ -119,8 +147,30 @@ class Guard:
             found = self._verdicts.get(schema_hash)
             if found is not None and found.expires <= self._clock():
                 del self._verdicts[schema_hash]
+                if self._screened.pop(schema_hash, None) is not None:
+                    self._rescreen()
                 return None
             return found
+
+    def _rescreen(self) -> None:
+        self.screens = frozenset(s for screens in self._screened.values() for s in screens)
+        self._screens_until = min((self._verdicts[h].expires for h in self._screened), default=float("inf"))
+
+    def screen(self, spec: object) -> tuple[str, Verdict] | None:
+        """(schema hash, verdict) when a request's JSON Schema (`spec`: the object or string vLLM holds)
+        has an EVERYWHERE verdict, else None. The caller tests `screens` first: empty, nothing to do."""
+        if self._clock() >= self._screens_until:  # a verdict no request asks for again expires too
+            with self._lock:
+                now = self._clock()
+                for gone in [h for h in self._screened if self._verdicts[h].expires <= now]:
+                    del self._verdicts[gone], self._screened[gone]
+                self._rescreen()
+        screens = self.screens
+        if screen_key(spec) not in screens and UNSCREENED not in screens:
+            return None
+        found_hash = schema_hash(spec) if isinstance(spec, str) else schema_hash("", spec)
+        found = self.verdict(found_hash)
+        return (found_hash, found) if found is not None and found.reason in EVERYWHERE else None
 
     def __len__(self) -> int:
         return len(self._verdicts)
@@ -161,7 +211,8 @@ class Guard:
             schema_hash, reason = entry.get("schema_hash"), entry.get("reason")
             if (isinstance(schema_hash, str) and len(schema_hash) == 12 and schema_hash.isalnum()
                     and reason in REASONS):  # fmt: skip
-                self.add(schema_hash, str(reason), source, str(entry.get("detail", ""))[:300])
+                self.add(schema_hash, str(reason), source, str(entry.get("detail", ""))[:300],
+                         _screens(entry.get("screens")))  # fmt: skip
                 taken += 1
         return taken
 
@@ -173,6 +224,16 @@ class Guard:
             spec, self.settings.memory_bytes, timeout=max(10 * limit, limit + 5), python=sys.executable,
             step_timeout=limit,
         )  # fmt: skip
+
+
+def _screens(value: object) -> tuple[Screen, ...]:
+    """A verdict entry's `screens` ([[a, b], ...], identity.screen_key's pairs); others are left out."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        (item[0], item[1]) for item in value[:MAX_SCREENS]
+        if isinstance(item, list) and len(item) == 2 and all(type(n) is int for n in item)
+    )  # fmt: skip
 
 
 def _ran(run: outlines_validation.BoundedRun, settings: GuardSettings) -> str:

@@ -23,7 +23,14 @@ from typing import Any
 from exporter.probe.aggregates import BackendStats, LiveHistogram, SpecCounts, SpecMetadata, TrackedSpec
 from exporter.probe.facts import EngineFacts
 from exporter.probe.spec_identity import identify
-from exporter.wire import COMPILE_BUCKETS, MAX_BACKENDS, MAX_ROUTES, MAX_TEXT_CHARS, STALL_SECONDS
+from exporter.wire import (
+    COMPILE_BUCKETS,
+    MAX_BACKENDS,
+    MAX_GUARD_SCHEMAS,
+    MAX_ROUTES,
+    MAX_TEXT_CHARS,
+    STALL_SECONDS,
+)
 
 _perf = time.perf_counter
 DEFAULT_TRACKED_SPECS = 500
@@ -73,7 +80,7 @@ def spec_key(kind: str, backend: str, spec: str) -> str:
 
 
 # vLLM's API server's guard (guard.py): bounded validations run, internal errors (each let the request
-# through); what it refused, by reason and action, is `guarded`
+# through); what it refused, by reason, action and schema, is `guarded` (count_guarded)
 GUARD_COUNTERS = ("guard_validations", "guard_errors")
 
 
@@ -115,7 +122,9 @@ class Recorder:
         # own, and its container's CPU cgroup is the engine's, counted there already.
         self.sizing = True
         self._routes: dict[tuple[str, str, str, str], int] = {}
-        self.guarded: dict[tuple[str, str], int] = {}  # (reason, action) -> requests (guard.py)
+        # (reason, action, schema hash) -> requests (guard.py); the hash "" holds the zeros set at
+        # arming and what is refused beyond wire.MAX_GUARD_SCHEMAS schemas
+        self.guarded: dict[tuple[str, str, str], int] = {}
         self.backend_name: Callable[[Any], str] = lambda obj: type(obj).__name__
         self.facts = EngineFacts(locate=locate_cgroup)
 
@@ -175,6 +184,14 @@ class Recorder:
             self.counters["dropped"] += 1
             return
         self.validations.append((backend, seconds, kind, spec))
+
+    def count_guarded(self, reason: str, action: str, schema_hash: str) -> None:
+        """One request the guard refused (or would have); at most MAX_GUARD_SCHEMAS schemas named."""
+        key = (reason, action, schema_hash)
+        guarded = self.guarded
+        if key not in guarded and len({k[2] for k in guarded if k[2]} | {schema_hash}) > MAX_GUARD_SCHEMAS:
+            key = (reason, action, "")
+        guarded[key] = guarded.get(key, 0) + 1
 
     def validates(self) -> None:
         """This process validates requests (vLLM's API server): its histograms and its death count are
@@ -441,7 +458,13 @@ class Recorder:
                 {"guard": guard}
                 if (
                     guard := [
-                        {"reason": k[0], "action": k[1], "requests": n} for k, n in list(self.guarded.items())
+                        {
+                            "reason": k[0],
+                            "action": k[1],
+                            "requests": n,
+                            **({"schema_hash": k[2]} if k[2] else {}),
+                        }
+                        for k, n in list(self.guarded.items())
                     ]
                 )
                 else {}

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 HASH_DIGITS = 12
@@ -131,11 +131,28 @@ def mask_title(title: str) -> str:
     return masked if any(c.isalpha() for c in masked) else ""
 
 
+Screen = tuple[int, int]
+
+
+def screen_key(value: Any) -> Screen:
+    """What the guard can tell of a request's JSON Schema without serialising or hashing it: an exact
+    string's (-1, length); a decoded object's (its keys, its `properties`' keys, -1 without). A cheap
+    first test before the hash (probe/guard.py): many schemas share one, and equal schemas never differ."""
+    if isinstance(value, str):
+        return -1, len(value)
+    if isinstance(value, dict):
+        properties = value.get("properties")
+        return len(value), len(properties) if isinstance(properties, dict) else -1
+    return -2, 0
+
+
 @dataclass(frozen=True, slots=True)
 class SpecIdentity:
     schema_hash: str
     shape_hash: str
     title: str
+    # screen_key of the exact string and of its decoded object: how it came, not who it is
+    screens: tuple[Screen, ...] = field(default=(), compare=False)
 
 
 def identify(kind: str, text: str) -> SpecIdentity:
@@ -146,8 +163,8 @@ def identify(kind: str, text: str) -> SpecIdentity:
         parsed = parse_spec(text) if kind in JSON_KINDS else None
         if parsed is not None:
             schema, shape = spec_hashes(kind, text, parsed)
-            return SpecIdentity(schema, shape, title_of(parsed))
+            return SpecIdentity(schema, shape, title_of(parsed), (screen_key(text), screen_key(parsed)))
     except Exception:
         pass
     exact = digest(text)
-    return SpecIdentity(exact, exact, "")
+    return SpecIdentity(exact, exact, "", (screen_key(text),))

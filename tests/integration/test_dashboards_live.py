@@ -95,7 +95,7 @@ def test_every_panel_query_returns_data(tmp_path: Path, tokenizer_json: Path, vl
             # its guard's counts, at zero as an enforcing guard and an observing one arm them (this one
             # process stands for both)
             for action in ("refused", "would_refuse"):
-                recorder.guarded[("server_crash", action)] = 0
+                recorder.guarded[("server_crash", action, "")] = 0
             time.sleep(0.2)
         empty = []
         for title, expr in queries(load()):

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from exporter.schema.identity import schema_hash
+from exporter.schema.identity import identify, schema_hash
 from tests.support import forkserver
 from tests.support.server_killers import nested
 from tools.harness import ROOT, TOKENIZER_JSON
@@ -87,3 +87,34 @@ def test_a_death_under_observe_is_refused_by_the_successor_under_enforce(tmp_pat
     assert killer["guard_validations"] == 0  # refused from the death alone, nothing run
     assert plain["outcome"] == "validated" and plain["server_crash/refused"] == 1
     assert "1 from deaths here" in said
+
+
+def test_a_compile_budget_verdict_from_the_node_is_refused_on_the_xgrammar_path(tmp_path: Path) -> None:
+    """The daemon's compile_budget verdict (verdicts.py, with the screens of the text the engine
+    compiled) holds on every path: vLLM's router sends the schema to xgrammar, and the guard refuses it
+    before vLLM's validation; a schema of the same screen that is not it, and the rest, pass."""
+    text = json.dumps(XGRAMMAR)
+    found = identify("json", text)
+    line = {"kind": "verdicts", "verdicts": [{
+        "schema_hash": found.schema_hash, "reason": "compile_budget",
+        "detail": "its grammar compiled in 7.5 s on an engine of this node",
+        "screens": [list(s) for s in found.screens],
+    }]}  # fmt: skip
+    verdicts = tmp_path / "verdicts.json"
+    verdicts.write_text(json.dumps(line))
+    lookalike = {"type": "object", "properties": {"b": {"type": "integer"}}, "required": ["b"]}
+    code, rows, said = drive(
+        [XGRAMMAR, lookalike, PLAIN, XGRAMMAR], tmp_path, "enforce", "--verdicts", str(verdicts)
+    )
+    assert code == 0 and len(rows) == 4, said[-3000:]
+    refused, other, plain, again = rows
+    assert refused["outcome"] == "refused" and refused["detail"].startswith("VLLMValidationError: ")
+    assert (
+        f"schema {found.schema_hash} refused (compile_budget: its grammar compiled in 7.5 s"
+        in refused["detail"]
+    )
+    assert (other["outcome"], other["detail"]) == ("validated", "xgrammar")
+    assert (plain["outcome"], plain["detail"]) == ("validated", "outlines")
+    assert (
+        again["outcome"] == "refused" and again["compile_budget/refused"] == 2 and again["guard_errors"] == 0
+    )

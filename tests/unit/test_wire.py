@@ -36,7 +36,8 @@ def _messages() -> list[dict[str, Any]]:
     rec.observe_mask("xgrammar", 0.00002)
     rec.route("auto", "xgrammar", "xgrammar", "compiled")
     rec.route("auto", "llguidance", "xgrammar", "rejected", "json", '{"type":"object"}')
-    rec.guarded[("server_stall", "refused")] = 2  # as the API server's guard counts (vllm_api.guarded)
+    rec.guarded[("server_stall", "refused", "")] = 2  # as the API server's guard counts (vllm_api.guarded)
+    rec.count_guarded("compile_budget", "would_refuse", "0123456789ab")
     rec.facts.backend = "xgrammar"
     lines = [encode(HELLO), *schema_messages(rec.take_unsent(True))]
     lines.append(encode({"kind": "snapshot", "seq": 1, **rec.snapshot(True), "probe": dict(rec.counters)}))
@@ -56,7 +57,10 @@ def test_what_the_probe_sends_validates() -> None:
     ]  # fmt: skip
     assert snapshot.engine is not None and snapshot.engine.backend == "xgrammar"
     assert [(r.requests, r.refused, r.misrouted) for r in snapshot.schemas] == [(2, 1, 0), (1, 0, 0)]
-    assert snapshot.guard == (wire.GuardCount("server_stall", "refused", 2),)
+    assert snapshot.guard == (
+        wire.GuardCount("server_stall", "refused", 2),
+        wire.GuardCount("compile_budget", "would_refuse", 1, "0123456789ab"),
+    )
 
 
 @pytest.mark.parametrize(
@@ -90,7 +94,17 @@ def test_what_the_probe_sends_validates() -> None:
         (2, ("guard", 0, "reason"), "too_slow"),  # not a reason the guard refuses for
         (2, ("guard", 0, "action"), "maybe"),
         (2, ("guard", 0, "requests"), -1),
-        (2, ("guard",), [{}] * 5),
+        (2, ("guard",), [{}] * 200),
+        (2, ("guard", 1, "schema_hash"), "../etc/passwd"),  # a hash or nothing
+        (
+            2,
+            ("guard",),
+            [
+                {"reason": "compile_budget", "action": "refused", "requests": 1, "schema_hash": f"{i:012x}"}
+                for i in range(33)
+            ],
+        ),  # over MAX_GUARD_SCHEMAS
+        (0, ("guard",), "always"),  # not a guard mode
     ],
 )
 def test_invalid_fields_are_rejected(index: int, path: tuple[Any, ...], value: Any) -> None:
@@ -138,3 +152,22 @@ def test_a_version_that_only_equals_1_is_refused(version: object) -> None:
     """The protocol version is the integer 1: JSON's `true` and `1.0` equal 1 in Python, but are not it."""
     with pytest.raises(wire.Invalid, match="unsupported protocol version"):
         wire.validate({"v": version, **HELLO})
+
+
+def test_the_recorder_names_at_most_max_guard_schemas_and_counts_the_rest_unnamed() -> None:
+    rec = Recorder()
+    for i in range(wire.MAX_GUARD_SCHEMAS + 5):
+        rec.count_guarded("compile_budget", "refused", f"{i:012x}")
+    rec.count_guarded("compile_budget", "refused", f"{0:012x}")  # one already named is counted under it
+    named = {k[2]: n for k, n in rec.guarded.items()}
+    assert len(named) == wire.MAX_GUARD_SCHEMAS + 1 and named[""] == 5 and named[f"{0:012x}"] == 2
+    doc = encode({"kind": "snapshot", "seq": 1, **rec.snapshot(True), "probe": dict(rec.counters)})
+    snapshot = validate(json.loads(doc))
+    assert isinstance(snapshot, wire.Snapshot) and sum(c.requests for c in snapshot.guard) == 38
+
+
+def test_a_guarded_probe_says_its_mode_in_its_hello() -> None:
+    hello = validate(json.loads(encode({**HELLO, "guard": "enforce"})))
+    assert isinstance(hello, wire.Hello) and hello.guard == "enforce"
+    plain = validate(json.loads(encode(HELLO)))
+    assert isinstance(plain, wire.Hello) and plain.guard == ""

@@ -4,6 +4,7 @@ Wrapped against unwrapped on the same objects, interleaved, medians of many roun
 - `GrammarCompiler.compile_json_schema` on a cache hit, a fresh string object per call as an engine
   passes it, for a 500 B and a 5 KB schema (real xgrammar, real Llama 3 vocabulary);
 - `GrammarMatcher.fill_next_token_bitmask` (real) and the wrapper vLLM's `grammar_bitmask` gets;
+- the API server wrapper with the guard on (GDX_GUARD) against without, per structured request;
 - probe memory after 100,000 distinct schemas went through the recorder (tracemalloc).
 Needs xgrammar and the tokenizer (`make tokenizer`); prints a table, targets beside the figures.
 """
@@ -172,9 +173,59 @@ def wrapper_rows(info: Any, rounds: int, calls: int) -> list[tuple[str, float, f
             calls,
         )
         rows.append(("vLLM API server validation wrapper (per request)", p, w, "added < 2 us"))
+        rows.extend(guard_rows(wrapped_validate, rounds, calls))
     finally:
         probe.uninstall()
 
+    return rows
+
+
+def guard_rows(wrapped_validate: Any, rounds: int, calls: int) -> list[tuple[str, float, float, str]]:
+    """The guard's cost per structured request in the API server's wrapper, against the same wrapper
+    with no guard: with no compile_budget verdict (every request's case but the outlines path's), with
+    eight (a request of another screen: the lookup), and a request whose screen matches (hashed)."""
+    from types import SimpleNamespace
+
+    from exporter.probe.guard import Guard, GuardSettings
+    from exporter.probe.targets.vllm_api import GUARD
+    from exporter.schema.identity import identify
+
+    request = json.loads(schema_of_size(70))  # the 5 KB schema as the API server holds it: an object
+    lookalike = json.loads(schema_of_size(70).replace("field_069", "other_69"))  # its screen, not it
+
+    def params_of(spec: Any) -> Any:
+        class Params:
+            structured_outputs = SimpleNamespace(_backend="xgrammar", json=spec)
+
+        return Params()
+
+    quiet = Guard(GuardSettings("enforce"))
+    quiet.add("0123456789ab", "server_crash", "death")
+    busy = Guard(GuardSettings("enforce"))
+    for fields in range(1, 9):
+        found = identify("json", schema_of_size(fields * 3))
+        busy.add(found.schema_hash, "compile_budget", "daemon", "slow", found.screens)
+    busy.add(identify("json", schema_of_size(70)).schema_hash[::-1], "compile_budget", "daemon", "", (
+        identify("json", schema_of_size(70)).screens))  # fmt: skip
+    rows = []
+    for label, guard, spec, target in (
+        ("no compile_budget verdict", quiet, request, "added < 1 us"),
+        ("9 budget verdicts, other screen", busy, request | {"x": 1}, "added < 1 us"),
+        ("9 budget verdicts, same screen", busy, lookalike, "hashed: no target"),
+    ):
+        params = params_of(spec)
+
+        def plain(params: Any = params) -> Any:
+            GUARD.guard = None
+            return wrapped_validate(params, None, None, None)
+
+        def guarded(params: Any = params, guard: Guard = guard) -> Any:
+            GUARD.guard = guard
+            return wrapped_validate(params, None, None, None)
+
+        p, w = side_by_side(plain, guarded, rounds, calls if "same screen" not in label else calls // 20)
+        rows.append((f"guard, 5 KB request: {label}", p, w, target))
+    GUARD.guard = None
     return rows
 
 

@@ -57,6 +57,7 @@ class ProbeSettings:
     thresholds: Thresholds = field(default_factory=Thresholds)
     timeout: float = 5.0
     schema_les: frozenset[str] | None = None  # the series profile's per-schema buckets (None: all)
+    compile_budget: float = 0.0  # --guard.compile-budget: compiles this long make a node verdict (0: off)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +137,7 @@ class ProbeCollector(Collector):
             self.analysis,
             max_families=settings.max_families,
             limits=Limits(settings.max_engines, settings.max_engines_per_pod),
+            compile_budget=settings.compile_budget,
         )
         self.listener = ProbeListener(
             settings.socket,
@@ -255,6 +257,7 @@ def probe_settings(config: Config) -> ProbeSettings:
         thresholds=config.lint_thresholds(),
         timeout=config.collector_timeout,
         schema_les=PROFILES[config.metrics_profile].schema_les,
+        compile_budget=config.guard_compile_budget,
     )
 
 

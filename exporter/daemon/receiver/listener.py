@@ -281,14 +281,14 @@ class ProbeListener(MessageHandling):
                 task.add_done_callback(self._reviews.discard)
 
     def send_verdicts(self, now: float) -> None:
-        """The node's verdicts (verdicts.py), one line, to every connected vLLM API server probe whose
+        """The node's verdicts (verdicts.py), one line, to every connected probe with a guard whose
         last copy is older; never to a connection whose writes already wait (a probe that does not
         read gets nothing more)."""
         verdicts = self.store.verdicts
         line = b""
         for conn in list(self._served):
             engine = conn.engine
-            if engine is None or not engine.hello.engine.startswith("api-server"):
+            if engine is None or not engine.hello.guard:
                 continue
             if conn.verdicts_sent == verdicts.version:
                 continue

@@ -136,7 +136,7 @@ def absent_family(pods: Iterable[NodePod], view: StoreView) -> Metric:
 def store_families(view: StoreView, schema_les: frozenset[str] | None = None) -> Iterable[Metric]:
     """The probe families of the metric contract (docs/metrics.md) from one consistent view of the store;
     `schema_les`: the per-schema histogram's buckets the series profile keeps (None: all)."""
-    yield from engine_families(view.engines)
+    yield from engine_families(view.engines, view.analysis.families)
     yield from schema_families(view, schema_les)
     yield from analysis_families(view.analysis, view.serialisations)
     yield from family_families(view.families, view.family_analysis)
@@ -158,10 +158,13 @@ def admission_families(view: StoreView) -> Iterable[Metric]:
     yield sanitised
 
 
-def engine_families(engines: Iterable[EngineView]) -> Iterable[Metric]:
-    """Engine-level totals, as each engine's probe last reported them."""
+def engine_families(
+    engines: Iterable[EngineView], families: Mapping[str, str] | None = None
+) -> Iterable[Metric]:
+    """Engine-level totals, as each engine's probe last reported them; `families`: schema hash -> its
+    family (the guard's counts name the family refused)."""
     backends, processes, sizing = BackendFamilies(), ProcessFamilies(), SizingFamilies()
-    routes, validation, guard = RouteFamilies(), ValidationFamilies(), GuardFamilies()
+    routes, validation, guard = RouteFamilies(), ValidationFamilies(), GuardFamilies(families or {})
     for engine in engines:
         if engine.snapshot is None:
             continue
@@ -342,15 +345,26 @@ class RouteFamilies:
 
 
 class GuardFamilies:
-    """Per vLLM API server process with the guard on: requests refused (or, observing, that would be)."""
+    """Per vLLM API server process with the guard on: requests refused (or, observing, that would be),
+    by the family of the schema refused (the daemon's analysis; "" before it, and for the zeros the
+    probe sets at arming). A pod's made-up hashes are no label: unknown to the analysis, they are ""."""
 
-    def __init__(self) -> None:
+    def __init__(self, families: Mapping[str, str]) -> None:
         self.guarded = declared("guard_requests").counter()
+        self.family_of = families
 
     def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
         process = engine_identity(hello.namespace, hello.pod, hello.engine)
+        totals: dict[tuple[str, str, str], int] = {}
         for count in snapshot.guard:
-            counter(self.guarded, {**process, "reason": count.reason, "action": count.action}, count.requests)
+            key = (
+                self.family_of.get(count.schema_hash, "") if count.schema_hash else "",
+                count.reason,
+                count.action,
+            )
+            totals[key] = totals.get(key, 0) + count.requests
+        for (family, reason, action), n in sorted(totals.items()):
+            counter(self.guarded, {**process, "family": family, "reason": reason, "action": action}, n)
 
     def families(self) -> tuple[Metric, ...]:
         return (self.guarded,)

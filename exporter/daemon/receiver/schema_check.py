@@ -34,12 +34,15 @@ class TextIdentity:
     shape_hash: str
     title: str
     label: str = ""  # the title as schema_info's label shows it (admission.title_label)
+    screens: tuple[identity.Screen, ...] = ()  # the guard's first test (identity.screen_key)
 
 
 def identify(kind: str, text: str) -> TextIdentity:
     """The identity the probe gives one exact spec string (`identity.identify`), with its title's label."""
     found = identity.identify(kind, text)
-    return TextIdentity(found.schema_hash, found.shape_hash, found.title, title_label(found.title))
+    return TextIdentity(
+        found.schema_hash, found.shape_hash, found.title, title_label(found.title), found.screens
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,7 @@ class CheckedSpec:
     title: str  # from the text (sanitised as the probe does), never the probe's word; "" unverified
     verified: bool  # the daemon hashed the text itself
     label: str = ""  # the title in schema_info's form
+    screens: tuple[identity.Screen, ...] = ()  # from the text; () unverified
 
 
 Identities = tuple[TextIdentity | None, ...]  # one per spec of a message, None where no text came
@@ -91,4 +95,4 @@ class SpecChecker:
             found = self.identity(item.kind, item.text)
         if (found.schema_hash, found.shape_hash) != (item.hash, item.shape):
             return None
-        return CheckedSpec(found.schema_hash, found.shape_hash, found.title, True, found.label)
+        return CheckedSpec(found.schema_hash, found.shape_hash, found.title, True, found.label, found.screens)

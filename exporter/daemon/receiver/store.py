@@ -84,6 +84,7 @@ class SchemaInfo:
     backend: str
     title: str  # read by the daemon from the text it hashed, volatile words masked; empty when off
     verified: bool = True  # the daemon recomputed the hashes from the text (False: not sent, too long)
+    screens: tuple[identity.Screen, ...] = ()  # the guard's first test, from the text (node verdicts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +208,7 @@ class ProbeStore:
         linger: float = LINGER,
         max_families: int = DEFAULT_MAX_FAMILIES,
         limits: Limits | None = None,
+        compile_budget: float = 0.0,
     ) -> None:
         self.analysis = analysis or SchemaAnalysis()
         self.limits = limits or Limits()
@@ -220,7 +222,8 @@ class ProbeStore:
         self.series: dict[SeriesKey, SeriesAccumulator] = {}
         self.retired: dict[SeriesKey, SeriesAccumulator] = {}  # demoted series, resumed on return
         self.ranking = Ranking(self.max_schemas, linger)
-        self.verdicts = NodeVerdicts()  # what killed or froze an API server of the node (verdicts.py)
+        # what killed or froze an API server of the node, or compiled over the budget (verdicts.py)
+        self.verdicts = NodeVerdicts(compile_budget=compile_budget)
         self.families = FamilyRollup(max_families, self.analysis.window, linger)
         self.info: dict[str, SchemaInfo] = {}
         self.seen: OrderedDict[str, None] = OrderedDict()
@@ -337,8 +340,9 @@ class ProbeStore:
                     self.tally.changed("title", who(*engine.key))  # our probe sends the documented form
                 title = checked.label if self.titles else ""
                 info = SchemaInfo(
-                    checked.schema_hash, checked.shape_hash, item.kind, item.backend, title, checked.verified
-                )
+                    checked.schema_hash, checked.shape_hash, item.kind, item.backend, title, checked.verified,
+                    checked.screens,
+                )  # fmt: skip
                 engine.add_spec(item.id, info)
                 if len(engine.specs) > MAX_SPECS_PER_ENGINE:  # a probe tracks at most a few hundred
                     engine.drop_spec(next(iter(engine.specs)))
@@ -395,15 +399,25 @@ class ProbeStore:
                 self._attribute_engine(engine)
 
     def _observe_verdicts(self, engine: EngineState, msg: wire.Snapshot, now: float) -> None:
-        """A death or a long validation (the spec's cumulative counts) is a node verdict as the snapshot
-        arrives (verdicts.py), not when a scrape attributes the rows: the guards need it before."""
-        if msg.deaths is None:  # not an API server
+        """A death, a long validation or (with a compile budget) a long compile, from the spec's
+        cumulative counts, is a node verdict as the snapshot arrives (verdicts.py), not when a scrape
+        attributes the rows: the guards need it before."""
+        verdicts = self.verdicts
+        if msg.deaths is None:  # not an API server: its compiles
+            budget = verdicts.compile_budget
+            if budget > 0:
+                for row in msg.schemas:
+                    compiles = row.requests - row.hits
+                    if compiles > 0 and row.sum >= budget * compiles:
+                        info = engine.specs.get(row.id)
+                        if info is not None:
+                            verdicts.observe_compiles(info.schema_hash, compiles, row.sum, info.screens, now)
             return
         for row in msg.schemas:
             if row.deaths or row.stalls:
                 info = engine.specs.get(row.id)
                 if info is not None:
-                    self.verdicts.observe(info.schema_hash, row.deaths, row.stalls, row.stall_seconds, now)
+                    verdicts.observe(info.schema_hash, row.deaths, row.stalls, row.stall_seconds, now)
 
     def _attribute_pending(self) -> None:
         """Every engine's pending rows into the series, families and ranking, oldest first."""

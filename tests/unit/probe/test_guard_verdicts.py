@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from exporter.probe import guard as guard_module
 from exporter.probe.guard import Guard, GuardSettings, read_file
 from exporter.probe.settings import guard_settings
+from exporter.schema.identity import identify, schema_hash
 
 
 class Clock:
@@ -88,3 +90,71 @@ def test_the_settings_default_to_off_and_a_bad_value_keeps_its_default(
         found = guard_settings()
     assert found.mode == "off" and found.timeout == 1.0
     assert "GDX_GUARD='refuse' is not one of" in caplog.text and "GDX_GUARD_TIMEOUT" in caplog.text
+
+
+# ---- compile_budget: a verdict that holds on every path, screened before it is hashed ----------------
+
+SLOW = {"type": "object", "properties": {"a": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}
+
+
+def budget_guard(clock: Clock | None = None, **settings: float) -> tuple[Guard, str]:
+    """A guard holding the node's compile_budget verdict for SLOW, as the daemon sends it."""
+    guard = Guard(GuardSettings("enforce", **settings), clock=clock or Clock())  # type: ignore[arg-type]
+    text = json.dumps(SLOW)  # what the engine compiled: vLLM's key for the request's object
+    found = identify("json", text)
+    line = {"schema_hash": found.schema_hash, "reason": "compile_budget", "detail": "compiled in 9.0 s",
+            "screens": [list(s) for s in found.screens]}  # fmt: skip
+    assert guard.load([line], "daemon") == 1
+    return guard, found.schema_hash
+
+
+def test_a_compile_budget_verdict_is_found_on_any_request_form_and_only_its_screens_are_hashed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hashed: list[object] = []
+    real = guard_module.schema_hash
+    monkeypatch.setattr(guard_module, "schema_hash", lambda *a: hashed.append(a) or real(*a))
+    guard, wanted = budget_guard()
+    assert guard.screens  # the API server's wrapper screens every structured request now
+    as_object = json.loads(json.dumps(SLOW))
+    as_string = json.dumps(SLOW)
+    for spec in (as_object, as_string):
+        found = guard.screen(spec)
+        assert found is not None and found[0] == wanted and found[1].reason == "compile_budget"
+    assert len(hashed) == 2
+    other = {"type": "object", "properties": {"b": {"type": "string"}, "c": {"type": "string"}}}
+    assert guard.screen(other) is None and guard.screen(json.dumps(other)) is None
+    assert len(hashed) == 2  # other key counts, another length: not hashed
+    same_keys = {"type": "object", "properties": {"z": {"type": "boolean"}}}
+    assert guard.screen(same_keys) is None and len(hashed) == 3  # a screen is no proof: hashed, not refused
+    verdict = guard.screen(as_object)
+    assert verdict is not None
+    message = verdict[1].message(wanted)
+    assert f"schema {wanted} refused (compile_budget: compiled in 9.0 s)" in message and "gdx fix" in message
+
+
+def test_crash_and_stall_verdicts_hold_on_the_outlines_path_only() -> None:
+    guard = Guard(GuardSettings("enforce"))
+    guard.add(schema_hash(json.dumps(SLOW)), "server_crash", "death")
+    assert not guard.screens and guard.screen(SLOW) is None
+
+
+def test_a_verdict_without_screens_has_every_request_hashed() -> None:
+    guard = Guard(GuardSettings("enforce"))
+    wanted = schema_hash(json.dumps(SLOW))
+    guard.load([{"schema_hash": wanted, "reason": "compile_budget", "screens": "not a list"}], "daemon")
+    assert guard.screen({"type": "string"}) is None
+    found = guard.screen({"properties": SLOW["properties"], "type": "object"})
+    assert found is not None and found[0] == wanted
+
+
+def test_screens_go_with_their_verdicts_expired_or_pushed_out() -> None:
+    clock = Clock()
+    guard, _ = budget_guard(clock, verdict_seconds=60, max_verdicts=2)
+    clock.now += 61
+    assert guard.screen({"type": "string"}) is None  # not the expired schema: its screens go all the same
+    assert not guard.screens
+    guard, _ = budget_guard(clock, verdict_seconds=60, max_verdicts=2)
+    guard.add("b" * 12, "server_crash", "death")
+    guard.add("c" * 12, "server_crash", "death")
+    assert not guard.screens and guard.screen(SLOW) is None
