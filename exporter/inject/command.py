@@ -47,7 +47,6 @@ def add_parsers(commands: Any) -> None:
             " Exit 0: written; 1: an error (nothing written); 2: an invalid flag, or input that is no"
             " manifest: not YAML, aliases repeating more than 100,000 nodes, a field of the wrong type"
             " (nothing written)."
-            " Example: kubectl get deploy vllm -o yaml | gdx inject - | kubectl apply -f -"
         ),
     )
     parser.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="default: stdin")
