@@ -106,7 +106,7 @@ def add_parsers(commands: Any) -> None:
         help="vLLM's API server's guard (GDX_GUARD; default: not set, which is off): observe counts, enforce"
         " refuses with HTTP 400, the schemas whose outlines validation killed a server of the pod, ran"
         " past the guard's bound (GDX_GUARD_MEMORY 1GiB, GDX_GUARD_TIMEOUT 1s) or that --guard-configmap's"
-        " verdicts name (docs/probe.md#the-guard)",
+        " verdicts name (docs/vllm-api-server.md#the-guard)",
     )
     parser.add_argument(
         "--guard-configmap",
