@@ -52,14 +52,14 @@ SARIF_MULTITOOL_VERSION ?= 5.7.0
 SARIF_MULTITOOL := .cache/sarif/node_modules/@microsoft/sarif-multitool-linux/Sarif.Multitool
 export GDX_SARIF_MULTITOOL ?= $(abspath $(SARIF_MULTITOOL))
 
-.PHONY: help demo demo-deps test test-deps precompile check lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm-releases sglang instructor alerts dashboards deploy helm
+.PHONY: help demo demo-deps test test-deps precompile check generated lint typecheck unit suite sysdeps bench run clean tokenizer engines vllm vllm-releases sglang instructor alerts dashboards deploy helm
 
 help:
 	@echo "make demo     the per-tenant enum incident on a real vLLM, caught and fixed (installs what it needs; DEMO_DURATION=240)"
 	@echo "make run      run the daemon on :9479 (installs into $(VENV) first)"
-	@echo "make check    the inner loop: ruff, mypy and the unit tier (under 3 minutes)"
+	@echo "make check    the inner loop: ruff, mypy, generated pages current, the unit tier (under 3 minutes)"
 	@echo "make test     static checks + every test, all tiers (installs what it needs; the CI command)"
-	@echo "make bench    performance figures (docs/performance.md)"
+	@echo "make bench    performance figures (docs/measurements/performance.md)"
 	@echo "make clean    remove the virtualenv and caches"
 
 # The product and its own dependencies: all that `make demo` and `make run` need in $(VENV) (no torch,
@@ -200,7 +200,14 @@ else
 	@$(call PYTEST,$(PYTEST_ARGS))
 endif
 
-check: lint typecheck unit
+# The pages and files generated from the code are what their generators write now: the docs' reference
+# pages and compatibility matrix (docs/generate.py), the alert rules and the dashboard.
+generated: $(STAMP)
+	$(BIN)/python docs/generate.py --check
+	$(BIN)/python alerts/generate.py --check
+	$(BIN)/python dashboards/generate.py --check
+
+check: lint typecheck generated unit
 
 # Bytecode for this tree, written while the installs finish: where PYTHONDONTWRITEBYTECODE is set
 # (CI images set it) no process writes any, so every pytest worker rewrote and compiled every test

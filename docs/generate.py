@@ -1,7 +1,10 @@
 # ruff: noqa: E501  (the page's Markdown reads better on one line per row)
-"""The compatibility matrix, generated from the engine folders (exporter/engines/): docs/compatibility.md
-and the README's short table between its `compatibility` markers. Nothing in it is written by hand:
-a release added to a table shows here, and `--check` (make check) fails until the pages are regenerated.
+"""The pages generated from the code. Here: the compatibility matrix, from the engine folders
+(exporter/engines/): docs/compatibility.md and the README's short table between its `compatibility`
+markers. Beside it, one module per reference page under docs/reference/: gen_metrics.py (the metric
+table), gen_flags.py (the option table), gen_helm.py (the chart's values.yaml) and gen_rules.py (the
+lint rules). Nothing in them is written by hand: a release, a family, an option, a value or a rule added
+in the code shows here, and `--check` (make check) fails until the pages are regenerated.
 
     python docs/generate.py [--check]
 """
@@ -14,10 +17,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs"))
+
+import gen_flags  # noqa: E402
+import gen_helm  # noqa: E402
+import gen_metrics  # noqa: E402
+import gen_rules  # noqa: E402
 
 from exporter.engines.grammars import backends  # noqa: E402
 from exporter.engines.sglang import versions as sglang_versions  # noqa: E402
 from exporter.engines.vllm import versions as vllm_versions  # noqa: E402
+
+REFERENCE_PAGES = (gen_metrics, gen_flags, gen_helm, gen_rules)
 
 PAGE = ROOT / "docs" / "compatibility.md"
 README = ROOT / "README.md"
@@ -129,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if a committed page differs")
     args = parser.parse_args(argv)
     wanted = {PAGE: page(), README: with_readme_table(README.read_text(encoding="utf-8"))}
+    for module in REFERENCE_PAGES:
+        wanted.update(module.pages())
     stale = [
         path for path, text in wanted.items() if not path.exists() or path.read_text(encoding="utf-8") != text
     ]

@@ -13,11 +13,76 @@ from collections.abc import Sequence
 from exporter import __version__
 from exporter.daemon import config
 
+# Each subcommand's `--help` ends with examples, one command a line, as node_exporter's does. Every line
+# that starts with `gdx ` parses (tests/unit/test_cli_help.py).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "serve": (
+        "gdx serve                      # :9479; probes on the default socket; engine pods discovered",
+        "gdx serve --vllm.target http://127.0.0.1:8000/metrics --no-collector.nvml",
+        "gdx serve --config.file /etc/gdx/config.yaml --log.level debug",
+        "GDX_METRICS_PROFILE=minimal gdx serve     # every flag is also a GDX_* variable",
+    ),
+    "hash": (
+        "gdx hash schema.json           # the schema_hash and shape_hash the dashboards show",
+        "gdx hash --client openai app.models:Invoice",
+        "gdx hash --tool-call-parser hermes requests.jsonl",
+    ),
+    "lint": (
+        "gdx lint schemas/*.json requests.jsonl    # exit 1 on an error finding",
+        "gdx lint --engine vllm==0.33.0 requests.jsonl",
+        "gdx lint --client openai app.models:Invoice",
+        "gdx lint --format github schemas/*.json   # annotations in a GitHub Actions job",
+        "gdx lint --format sarif schemas/*.json > gdx.sarif",
+        "gdx lint --write-baseline gdx-baseline.json schemas/*.json",
+        "gdx lint --baseline gdx-baseline.json schemas/*.json",
+        "gdx lint --engine vllm --write-guard guard.json requests.jsonl",
+    ),
+    "fix": (
+        "gdx fix --tokenizer tokenizer.json --out fix/ requests.jsonl",
+        "gdx fix --tokenizer tokenizer.json --out fix/ --format json app.models:Invoice",
+    ),
+    "warm": (
+        "gdx warm --url http://127.0.0.1:8000 fix/registry/",
+        "gdx warm --url http://127.0.0.1:8000 --exit-zero http://NODE:9479/schemas/registry",
+    ),
+    "inject": (
+        "kubectl get deploy vllm -o yaml | gdx inject - | kubectl apply -f -",
+        "gdx inject vllm.yaml > vllm-injected.yaml",
+        "gdx inject --image registry.example/guided-decoding-exporter:0.1.0 manifests/",
+        "gdx inject --guard enforce --guard-configmap gdx-guard --warm-configmap gdx-warm vllm.yaml",
+        "helm template vllm ./chart | gdx inject - | kubectl apply -f -",
+    ),
+    "probe-files": (
+        "gdx probe-files /opt/gdx-probe # then PYTHONPATH=/opt/gdx-probe in the engine's environment",
+    ),
+}
+
+
+class ExamplesFormatter(argparse.HelpFormatter):
+    """Wraps the description as argparse does and keeps the examples as written, one command a line."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _with_examples(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for name, sub in commands.choices.items():
+        if name not in EXAMPLES:
+            continue  # tests/unit/test_cli_help.py fails on it
+        sub.formatter_class = ExamplesFormatter
+        sub.epilog = "examples:\n" + "\n".join("  " + line for line in EXAMPLES[name])
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gdx",
         description="guided-decoding-exporter: grammar-compile metrics for structured-output LLM serving.",
+        epilog="examples:\n"
+        + "\n".join(f"  {lines[0]}" for lines in EXAMPLES.values())
+        + "\n\n'gdx COMMAND --help' explains a command, with more examples.",
+        formatter_class=ExamplesFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gdx {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -45,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     from exporter.inject import command as inject_command
 
     inject_command.add_parsers(commands)
+    _with_examples(commands)
     return parser
 
 

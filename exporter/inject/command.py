@@ -47,7 +47,6 @@ def add_parsers(commands: Any) -> None:
             " Exit 0: written; 1: an error (nothing written); 2: an invalid flag, or input that is no"
             " manifest: not YAML, aliases repeating more than 100,000 nodes, a field of the wrong type"
             " (nothing written)."
-            " Example: kubectl get deploy vllm -o yaml | gdx inject - | kubectl apply -f -"
         ),
     )
     parser.add_argument("files", nargs="*", default=["-"], metavar="FILE", help="default: stdin")
@@ -107,7 +106,7 @@ def add_parsers(commands: Any) -> None:
         help="vLLM's API server's guard (GDX_GUARD; default: not set, which is off): observe counts, enforce"
         " refuses with HTTP 400, the schemas whose outlines validation killed a server of the pod, ran"
         " past the guard's bound (GDX_GUARD_MEMORY 1GiB, GDX_GUARD_TIMEOUT 1s) or that --guard-configmap's"
-        " verdicts name (docs/probe.md#the-guard)",
+        " verdicts name (docs/vllm-api-server.md#the-guard)",
     )
     parser.add_argument(
         "--guard-configmap",

@@ -1,16 +1,14 @@
 """What each lint rule means, for the formats that describe their rules (SARIF's `tool.driver.rules`):
-a short and a full description, the fix, and where the documentation is. The table of
-docs/schema-analysis.md ("The rules") says the same at length; tests/unit/lint/test_sarif.py checks
-that every rule is in both."""
+a short and a full description, the fix, and where the documentation is. docs/reference/lint-rules.md
+is generated from this table (docs/gen_rules.py); docs/schema-analysis.md ("The rules") says when each
+fires at length; tests/unit/lint/test_sarif.py checks that every rule is in both."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-DOCS = (
-    "https://github.com/guided-decoding-exporter/guided-decoding-exporter/blob/main/docs/schema-analysis.md"
-)
-RULES_ANCHOR = "#the-rules"
+DOCS = "https://github.com/guided-decoding-exporter/guided-decoding-exporter/blob/main/docs/reference/lint-rules.md"
+RULES_ANCHOR = "#rules"
 
 
 @dataclass(frozen=True)
@@ -152,7 +150,7 @@ HELP: dict[str, RuleHelp] = {
 }
 
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}  # severity -> SARIF level
-# Each rule's usual severity (docs/schema-analysis.md's table), for SARIF's defaultConfiguration; a
+# Each rule's usual severity (docs/reference/lint-rules.md), for SARIF's defaultConfiguration; a
 # finding's own level says what it is (dynamic_schema and server_stall grow with what they measure).
 DEFAULT_SEVERITY = {
     **{rule: "warning" for rule in HELP},

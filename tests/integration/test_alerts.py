@@ -91,9 +91,10 @@ def test_every_alert_is_complete_and_tested() -> None:
 
 
 def test_rules_use_only_metrics_that_exist() -> None:
-    """Every metric a rule reads is in the family table of docs/metrics.md or is a recording rule."""
+    """Every metric a rule reads is in the family tables of docs/reference/metrics.md or is a recording
+    rule."""
     rules = yaml.safe_load((ALERTS / "guided-decoding.rules.yml").read_text())
-    lines = (ROOT / "docs" / "metrics.md").read_text().splitlines()
+    lines = (ROOT / "docs" / "reference" / "metrics.md").read_text().splitlines()
     table = [r for r in lines if r.startswith("| `guided_decoding_")]
     every = [r for g in rules["groups"] for r in g["rules"]]
     # the expressions and the queries in the descriptions (the top families, what varies)

@@ -243,8 +243,8 @@ def test_counters_are_rated_and_sums_never_averaged_over_all_time() -> None:
 
 
 def test_every_metric_is_in_the_contract_or_vllms_list(vllm_page: str) -> None:
-    # the first column of the family table in docs/metrics.md (the metric contract)
-    lines = (ROOT / "docs" / "metrics.md").read_text().splitlines()
+    # the first column of the family tables in docs/reference/metrics.md (the metric contract)
+    lines = (ROOT / "docs" / "reference" / "metrics.md").read_text().splitlines()
     rows = [r for r in lines if r.startswith("| `guided_decoding_")]
     contract = {n for r in rows for n in re.findall(r"`(guided_decoding_[a-z_]+)`", r.split("|")[1])}
     vllm = set(re.findall(r"^# TYPE (vllm:[a-z_:]+)", vllm_page, re.M))

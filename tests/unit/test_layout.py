@@ -4,6 +4,7 @@ or two `Histogram`s make a reader open the wrong one), at module level or nested
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 
 from tools.harness import ROOT
@@ -45,3 +46,39 @@ def test_engine_facts_live_in_their_engine_package() -> None:
             if owner and path.parent != ROOT / "exporter" / "engines" / owner:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert found == []
+
+
+def _layout() -> str:
+    """The code block of docs/architecture.md's "Layout" section."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    return text.split("\n## Layout\n", 1)[1].split("```", 2)[1]
+
+
+def test_the_layout_in_architecture_md_is_the_tree() -> None:
+    """docs/architecture.md describes the layout once: every package and top-level module of `exporter/`
+    is named there (a path at the start of its line), and every name there exists. A package moved or
+    added without the page fails here."""
+    block = _layout()
+    product = block.split("\nexporter/", 1)[1].split("\ntools/", 1)[0]
+    named = set(re.findall(r"^  (\S+)", product, re.M))
+    here = ROOT / "exporter"
+    packages = {
+        f"{path.relative_to(here)}/"
+        for path in here.rglob("*")
+        if path.is_dir() and path.name != "__pycache__" and any(path.glob("*.py"))
+    }
+    modules = {p.name for p in here.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    assert len(packages) > 10
+    assert sorted((packages | modules) - named) == [], "in exporter/, not in docs/architecture.md's layout"
+    assert sorted(named - packages - modules) == [], "in docs/architecture.md's layout, not in exporter/"
+
+
+def test_the_layout_names_only_folders_that_exist() -> None:
+    block = _layout()
+    top = set(re.findall(r"^([a-z]\S*/)", block, re.M))
+    assert {"exporter/", "tools/", "tests/", "docs/", "deploy/"} <= top
+    assert sorted(t for t in top if not (ROOT / t).is_dir()) == []
+    beside = set(re.findall(r"^  (\S+/)", block.split("\ntools/", 1)[1].split("\ntests/", 1)[0], re.M))
+    assert beside == {
+        f"{p.name}/" for p in (ROOT / "tools").iterdir() if p.is_dir() and p.name != "__pycache__"
+    }

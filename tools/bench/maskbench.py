@@ -1,5 +1,5 @@
 """Does `xgrammar_unenforced` predict what real xgrammar lets through? (`python -m tools.bench.schemas
-maskbench`, docs/schema-analysis.md holds a run.)
+maskbench`, docs/measurements/schema-analysis.md holds a run.)
 
 For every maskbench schema with must-reject instances, real xgrammar compiles the schema as vLLM does
 by default (any whitespace, the compiler cache on; compact separators would make xgrammar 0.2.7/0.2.8

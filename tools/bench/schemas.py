@@ -7,7 +7,7 @@
                jsonschema validator says of each acceptance no finding explains (tools/bench/maskbench.py:
                needs xgrammar and --tokenizer, verdicts cached per xgrammar version in .cache/maskbench/)
 
-Prints Markdown tables (docs/schema-analysis.md holds a run).
+Prints Markdown tables (docs/measurements/schema-analysis.md holds a run).
 """
 
 from __future__ import annotations

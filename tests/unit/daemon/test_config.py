@@ -331,8 +331,8 @@ def test_config_is_frozen() -> None:
 
 
 def test_configuration_doc_documents_every_option() -> None:
-    """docs/configuration.md has a table row per option naming its flag, env variable and YAML key."""
-    text = (ROOT / "docs" / "configuration.md").read_text()
+    """docs/reference/flags.md has a table row per option naming its flag, env variable and YAML key."""
+    text = (ROOT / "docs" / "reference" / "flags.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("| `--")]
     for f in options.OPTIONS:
         m = f.metadata

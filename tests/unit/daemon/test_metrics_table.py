@@ -47,9 +47,10 @@ def test_every_family_is_declared_once() -> None:
 
 
 def test_the_contract_table_names_exactly_the_declared_families() -> None:
-    """docs/metrics.md's family table (the first column) and the declarations name the same families,
-    as exposed: a counter with `_total`, an info with `_info`."""
-    rows = [r for r in (ROOT / "docs" / "metrics.md").read_text().splitlines() if r.startswith("| `guided_")]
+    """docs/reference/metrics.md's family tables (the first column) and the declarations name the same
+    families, as exposed: a counter with `_total`, an info with `_info`."""
+    page = (ROOT / "docs" / "reference" / "metrics.md").read_text()
+    rows = [r for r in page.splitlines() if r.startswith("| `guided_")]
     documented = {n for r in rows for n in re.findall(r"`(guided_decoding_[a-z_]+)`", r.split("|")[1])}
     suffix = {"counter": "_total", "info": "_info"}
     specs = [spec for specs in metrics_table.FAMILIES.values() for spec in specs]

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 def test_every_rule_has_help_here_and_a_row_in_the_documentation() -> None:
     rules = {*RULES, "request_rejected"}
     assert set(HELP) == rules
-    table = (ROOT / "docs" / "schema-analysis.md").read_text(encoding="utf-8")
+    table = (ROOT / "docs" / "reference" / "lint-rules.md").read_text(encoding="utf-8")
     rows = set(re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE))
     assert set(RULES) <= rows, set(RULES) - rows
     assert all(h.short and h.full and h.fix for h in HELP.values())
