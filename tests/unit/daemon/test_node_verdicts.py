@@ -53,8 +53,9 @@ def test_compiles_past_the_budget_are_verdicts_only_with_a_budget() -> None:
     assert sent(node, 1) == {"a" * 12: "compile_budget", "c" * 12: "server_crash"}
     line = {v["schema_hash"]: v for v in json.loads(node.line(1))["verdicts"]}
     assert line["a" * 12]["screens"] == [[-1, 80], [2, 1]]
-    assert "compiled in 2.5 s on an engine of this node, over the node's --guard.compile-budget of 2 s" in (
-        line["a" * 12]["detail"]
+    assert (
+        "compiled in 2.5 s on an engine of this node, over the node's --guard.compile-budget of 2 s"
+        in (line["a" * 12]["detail"])
     )
     node.observe("a" * 12, deaths=0, stalls=1, stall_seconds=3.0, now=2)  # a stall outranks a slow compile
     assert sent(node, 3)["a" * 12] == "server_stall"
