@@ -453,7 +453,8 @@ def guard() -> list[Any]:
         series(f"Guard refusals by reason (last {w})", "none",
                "Structured requests vLLM's API server's guard (GDX_GUARD=enforce) refused with HTTP 400 before "
                "vLLM's unbounded outlines validation of their schema: a schema that killed a server of the pod, "
-               "ran past the guard's bounded first validation, or that gdx lint --write-guard predicted. "
+               "ran past the guard's bounded first validation, or that gdx lint --write-guard predicted; and, "
+               "on every path, a schema whose compiles ran past the daemon's --guard.compile-budget (compile_budget). "
                "GuidedDecodingGuardRefusing opens a ticket while they continue; the server stays up.",
                q(f'sum by (pod, reason) (increase(guided_decoding_guard_requests_total{{{NP}, action="refused"}}[{w}]))',
                  "{{pod}} {{reason}}")),
@@ -462,6 +463,12 @@ def guard() -> list[Any]:
                "Zero here for a day is the evidence to turn enforce on.",
                q(f'sum by (pod, reason) (increase(guided_decoding_guard_requests_total{{{NP}, action="would_refuse"}}[{w}]))',
                  "{{pod}} {{reason}}")),
+        series(f"Guard: refused families (last {w})", "none",
+               "The same requests, refused or that observe would refuse, by the family of the schema (family_info "
+               "says what it is; empty: not analysed yet, or the zeros the guard sets when it arms): the service to "
+               "find and the schema to fix.",
+               q(f"sum by (family, reason, action) (increase(guided_decoding_guard_requests_total{{{NP}}}[{w}]))",
+                 "{{family}} {{reason}} {{action}}")),
     ]  # fmt: skip
 
 
