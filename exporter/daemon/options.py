@@ -293,6 +293,15 @@ class Config:
         " whose guard is on (GDX_GUARD): the daemon sends them the verdict. 0: off.",
         metavar="DURATION",
     )
+    guard_verdict_ttl: float = option(
+        86400.0,
+        "guard.verdict-ttl",
+        parse_duration,
+        "How long the daemon keeps a node verdict it has not seen again (a death, a stall, a compile past the"
+        " budget) and sends it to the guards that connect: a fixed engine is not refused forever. Each probe"
+        " also ages its own copy (GDX_GUARD_VERDICT_SECONDS).",
+        metavar="DURATION",
+    )
     shape_window: float = option(
         600.0,
         "shape.window",

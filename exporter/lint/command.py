@@ -146,6 +146,8 @@ def lint_main(args: argparse.Namespace) -> int:
         tools = tool_server(args.tool_call_parser, args.tool_strict_level, router, sglang)
         if args.write_guard and not (router and args.api_server_validate):
             raise FlagError("--write-guard needs --engine vllm[==VERSION] and the API server's validation")
+        if args.write_guard_unions and not args.write_guard:
+            raise FlagError("--write-guard-unions adds to --write-guard FILE: give that too")
         server = None
         if router and args.api_server_validate:
             try:
@@ -198,7 +200,7 @@ def lint_main(args: argparse.Namespace) -> int:
     held = {name: getattr(versions, name) for name in engines} | ({"vllm": router} if router else {})
     locator = Locator()
     if args.write_guard:
-        doc = guardfile.verdicts(report, router)
+        doc = guardfile.verdicts(report, router, inputs.requests, args.write_guard_unions)
         Path(args.write_guard).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         print(f"gdx lint: {len(doc['verdicts'])} verdicts written to {args.write_guard}", file=sys.stderr)
     if args.write_baseline:
@@ -535,6 +537,12 @@ def add_parsers(commands: Any) -> None:
         help="write the schemas whose validation crashed or stalled a second or more (server_crash, "
         "server_stall at error) to FILE as the probe's guard loads it (GDX_GUARD_FILE): their next request "
         "is refused with HTTP 400 instead of freezing or killing the API server. Needs --engine vllm",
+    )  # fmt: skip
+    server.add_argument(
+        "--write-guard-unions", action="store_true",
+        help="with --write-guard, also write each schema with a union_depth finding (anyOf/oneOf nested"
+        " --lint.union-depth deep) as a compile_budget verdict: the guard refuses it on every path, not only"
+        " the outlines one (an operator's choice: a deep union is slow to compile, not always too slow)",
     )  # fmt: skip
     server.add_argument(
         "--no-api-server.validate", dest="api_server_validate", action="store_false",

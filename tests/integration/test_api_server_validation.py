@@ -202,3 +202,35 @@ def test_the_guard_file_lint_writes_refuses_exactly_what_it_predicted(tmp_path: 
     assert refused == {"clang-format", "theme", "nested"}
     bad = gdx("--write-guard", "guard.json", "plain.json", cwd=tmp_path)
     assert bad.returncode == 2 and "--write-guard needs --engine vllm" in bad.stderr
+
+
+def test_the_guard_file_takes_deep_unions_as_compile_budget_only_when_asked(tmp_path: Path) -> None:
+    """`--write-guard-unions`: a schema with a union_depth finding is written as compile_budget, with
+    the screens the guard tests every request by; the guard finds it from the request's object on any
+    path. Without the flag, and for a shallow union, nothing."""
+    from exporter.probe.guard import Guard, GuardSettings, read_file
+
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(5):
+        deep = {"anyOf": [deep, {"type": "integer"}]}
+    deep = {"type": "object", "properties": {"v": deep}, "required": ["v"]}
+    shallow = {"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "integer"}]}}}
+    (tmp_path / "deep.json").write_text(
+        json.dumps(deep, indent=1)
+    )  # another serialisation than the request's
+    (tmp_path / "shallow.json").write_text(json.dumps(shallow))
+    plain = gdx("--engine", "vllm==0.33.0", "--write-guard", "plain-guard.json", "deep.json", "shallow.json",
+                cwd=tmp_path)  # fmt: skip
+    assert "0 verdicts written" in plain.stderr, plain.stderr[-3000:]
+    out = gdx("--engine", "vllm==0.33.0", "--write-guard", "guard.json", "--write-guard-unions", "deep.json",
+              "shallow.json", cwd=tmp_path)  # fmt: skip
+    assert "1 verdicts written to guard.json" in out.stderr, out.stderr[-3000:]
+    (entry,) = json.loads((tmp_path / "guard.json").read_text())["verdicts"]
+    assert entry["reason"] == "compile_budget" and "anyOf/oneOf nested" in entry["detail"]
+    guard = Guard(GuardSettings("enforce"))
+    assert guard.load(read_file(str(tmp_path / "guard.json")), "lint") == 1
+    found = guard.screen(json.loads(json.dumps(deep)))  # the request's object, as vLLM's API server holds it
+    assert found is not None and found[0] == schema_hash(json.dumps(deep)) == entry["schema_hash"]
+    assert guard.screen(shallow) is None
+    lone = gdx("--write-guard-unions", "deep.json", cwd=tmp_path)
+    assert lone.returncode == 2 and "--write-guard-unions adds to --write-guard FILE" in lone.stderr

@@ -58,6 +58,7 @@ class ProbeSettings:
     timeout: float = 5.0
     schema_les: frozenset[str] | None = None  # the series profile's per-schema buckets (None: all)
     compile_budget: float = 0.0  # --guard.compile-budget: compiles this long make a node verdict (0: off)
+    verdict_ttl: float = 86400.0  # --guard.verdict-ttl: a node verdict not seen again this long is dropped
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,7 @@ class ProbeCollector(Collector):
             max_families=settings.max_families,
             limits=Limits(settings.max_engines, settings.max_engines_per_pod),
             compile_budget=settings.compile_budget,
+            verdict_ttl=settings.verdict_ttl,
         )
         self.listener = ProbeListener(
             settings.socket,
@@ -258,6 +260,7 @@ def probe_settings(config: Config) -> ProbeSettings:
         timeout=config.collector_timeout,
         schema_les=PROFILES[config.metrics_profile].schema_les,
         compile_budget=config.guard_compile_budget,
+        verdict_ttl=config.guard_verdict_ttl,
     )
 
 

@@ -209,6 +209,7 @@ class ProbeStore:
         max_families: int = DEFAULT_MAX_FAMILIES,
         limits: Limits | None = None,
         compile_budget: float = 0.0,
+        verdict_ttl: float = 86400.0,
     ) -> None:
         self.analysis = analysis or SchemaAnalysis()
         self.limits = limits or Limits()
@@ -223,7 +224,7 @@ class ProbeStore:
         self.retired: dict[SeriesKey, SeriesAccumulator] = {}  # demoted series, resumed on return
         self.ranking = Ranking(self.max_schemas, linger)
         # what killed or froze an API server of the node, or compiled over the budget (verdicts.py)
-        self.verdicts = NodeVerdicts(compile_budget=compile_budget)
+        self.verdicts = NodeVerdicts(max_age=verdict_ttl, compile_budget=compile_budget)
         self.families = FamilyRollup(max_families, self.analysis.window, linger)
         self.info: dict[str, SchemaInfo] = {}
         self.seen: OrderedDict[str, None] = OrderedDict()

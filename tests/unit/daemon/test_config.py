@@ -65,6 +65,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "probe_titles": ("off", False),
     "shape_window": ("5m", 300.0),
     "guard_compile_budget": ("2s", 2.0),
+    "guard_verdict_ttl": ("1h", 3600.0),
     "lint_depth": ("4", 4),
     "lint_max_items": ("50", 50),
     "lint_union_depth": ("2", 2),
@@ -112,6 +113,7 @@ INVALID: dict[str, str] = {
     "probe_engine_ttl": "never",
     "probe_apply_interval": "3s",  # over the probe's send timeout
     "guard_compile_budget": "-1s",
+    "guard_verdict_ttl": "0",
     "metrics_profile": "tiny",
     "lint_depth": "0",
     "lint_budget": "-1s",
