@@ -14,7 +14,7 @@ import dataclasses
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -48,8 +48,11 @@ from exporter.lint.requests import (
     Request,
     Skipped,
     ToolServer,
+    binary,
+    json_lines,
     parse_file,
     read_inputs,
+    record,
     spec_text,
     target_request,
 )
@@ -83,24 +86,33 @@ def hash_main(args: argparse.Namespace) -> int:
             if path != "-" and targets.is_target(path):
                 _print_hash(target_request(path, args.client).text, path)
                 continue
-            text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
             name = "<stdin>" if path == "-" else path
+            with binary(path, sys.stdin) as stream:
+                lines = json_lines(name, stream)  # a request log: hashed as it is read
+                if not isinstance(lines, str):
+                    _print_records(record(line, "auto", tools) for line, _, _ in lines)
+                    continue
+            text = lines
             records = _request_records(name, text, tools)
             if records is None:  # one spec: the file is the string, as the engine gets it
                 spec_string = spec_text(text)
                 _print_hash(spec_string, path, spec.kind_of_value(identity.parse_spec(spec_string)))
                 continue
-            for found in records:
-                if isinstance(found, Request):
-                    _print_hash(found.text, found.name, found.kind)
-                elif isinstance(found, Skipped):
-                    print(f"no grammar: {SKIP_REASONS.get(found.reason, found.reason)}  {found.name}")
-                else:
-                    print(f"rejected: {found.server} answers {found.error}: {found.message}  {found.name}")
+            _print_records(records)
     except (FlagError, OSError, UnicodeDecodeError, InputError) as err:
         print(f"gdx hash: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _print_records(records: Iterable[Record]) -> None:
+    for found in records:
+        if isinstance(found, Request):
+            _print_hash(found.text, found.name, found.kind)
+        elif isinstance(found, Skipped):
+            print(f"no grammar: {SKIP_REASONS.get(found.reason, found.reason)}  {found.name}")
+        else:
+            print(f"rejected: {found.server} answers {found.error}: {found.message}  {found.name}")
 
 
 def _request_records(name: str, text: str, tools: ToolServer) -> list[Record] | None:
@@ -198,7 +210,7 @@ def lint_main(args: argparse.Namespace) -> int:
                 f"gdx lint: {said} {router} pins) to find {finds} on what it sends to {step}", file=sys.stderr
             )
     held = {name: getattr(versions, name) for name in engines} | ({"vllm": router} if router else {})
-    locator = Locator()
+    locator = Locator(inputs.where)
     if args.write_guard:
         doc = guardfile.verdicts(report, router, inputs.requests, args.write_guard_unions)
         Path(args.write_guard).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

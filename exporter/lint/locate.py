@@ -7,8 +7,9 @@ line of a request log is its line, the column where the pointer's node starts in
 line carries (found as the subtree of the line's JSON equal to the spec:
 `response_format.json_schema.schema`, a batch line's body...), or the line's start where the spec was
 derived (a tool call's grammar) rather than sent. A Python target points at the line that defines the
-model. Files are read once each; nothing here raises on hostile input: an unreadable file gives the
-name with no line.
+model. A request log's line is read at the byte offset the reader kept (`Where`), whatever the log's
+size; other files are read once each. Nothing here raises on hostile input: an unreadable file gives
+the name with no line.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from exporter.lint import yamlspec
 from exporter.lint.positions import Position, node_positions, position_of
+from exporter.lint.requests import Where
 
 MAX_FILE_CHARS = 64 * 2**20  # past it a file is located by name only
 MAX_SEARCH_NODES = 200_000  # subtrees compared to find a spec inside a request line
@@ -40,7 +42,9 @@ class Location:
 class Locator:
     """Resolves request names and pointers to locations, caching each file's text and positions."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: Mapping[str, Where] | None = None) -> None:
+        self._where = where or {}
+        self._at: dict[tuple[str, int], str | None] = {}
         self._texts: dict[str, str | None] = {}
         self._lines: dict[str, list[str]] = {}
         self._ids: dict[str, dict[str, int]] = {}
@@ -48,6 +52,10 @@ class Locator:
         self._prefixes: dict[tuple[str, int], tuple[Any, str | None]] = {}
 
     def locate(self, name: str, pointer: str = "", spec: Any = None) -> Location:
+        at = self._where.get(name)
+        line_text = self._line_at(at) if at is not None else None
+        if at is not None and line_text is not None:
+            return self._in_line(at.path, at.line, line_text, pointer, spec)
         path, line = self._split(name)
         if path is None:
             return Location(name)
@@ -59,12 +67,27 @@ class Locator:
         if line == 0:
             found = position_of(self._positions_of(path, 0, text, yamlspec.is_yaml(path)), pointer)
             return Location(path, found.line, found.column) if found else Location(path, 1, 1)
-        line_text = self._line(path, text, line)
+        return self._in_line(path, line, self._line(path, text, line), pointer, spec)
+
+    def _in_line(self, path: str, line: int, line_text: str, pointer: str, spec: Any) -> Location:
         prefix = self._prefix(path, line, line_text, spec)
         if prefix is None:
             return Location(path, line, 1)
         found = position_of(self._positions_of(path, line, line_text), prefix + pointer)
         return Location(path, line, found.column if found else 1)
+
+    def _line_at(self, at: Where) -> str | None:
+        """The line a record started at, read at its byte offset (None: not a line, or unreadable)."""
+        key = (at.path, at.line)
+        if at.line and key not in self._at:
+            try:
+                with open(at.path, "rb") as handle:
+                    handle.seek(at.offset)
+                    text = handle.readline().decode("utf-8").rstrip("\n")
+                self._at[key] = text[:-1] if text.endswith("\r") else text
+            except (OSError, UnicodeDecodeError, ValueError):
+                self._at[key] = None
+        return self._at.get(key)
 
     def _split(self, name: str) -> tuple[str | None, int]:
         """(the file, its line or 0 for the whole file); None when the name is no file here."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -237,7 +237,7 @@ def analyse(
     schemas in (server_crash, server_stall); None: not run."""
     members = [
         _schema(item, thresholds, engines, checker, prover, versions)
-        for item in distinct_specs(inputs.requests)
+        for item in distinct_specs(inputs.requests, inputs.counts)
     ]
     steps = ServerSteps()
     if router:
@@ -249,11 +249,12 @@ def analyse(
     return Report(tuple(reports), inputs.skipped, steps, rejected)
 
 
-def distinct_specs(requests: Iterable[Request]) -> list[_Distinct]:
-    """By schema hash, in order of first appearance; a repeated exact string is hashed once."""
+def distinct_specs(requests: Sequence[Request], counts: Sequence[int] = ()) -> list[_Distinct]:
+    """By schema hash, in order of first appearance; a repeated exact string is hashed once. `counts`:
+    the requests that sent each (read_inputs keeps one per exact string); none given, one each."""
     by_hash: dict[str, _Distinct] = {}
     hash_of: dict[str, str] = {}
-    for request in requests:
+    for index, request in enumerate(requests):
         schema_hash = hash_of.get(request.text)
         if schema_hash is None:
             schema_hash = hash_of[request.text] = identity.spec_hashes(
@@ -263,7 +264,7 @@ def distinct_specs(requests: Iterable[Request]) -> list[_Distinct]:
         if found is None:
             found = by_hash[schema_hash] = _Distinct(request, schema_hash)
         found.texts.add(request.text)
-        found.lines += 1
+        found.lines += counts[index] if counts else 1
     return list(by_hash.values())
 
 

@@ -10,14 +10,19 @@ A request body with `tools` gets the grammar the server derives from them (expor
 when `ToolServer` says how the server is configured (`--tool-call-parser`, `--tool-strict-level`);
 a request that gets no grammar is a `Skipped` with its reason, one vLLM would answer with a 400 a
 `Rejected`: neither is dropped silently.
+
+A request log is read as a stream (`read_inputs`): one line at a time, each request kept only when its
+exact string is new (the first that sent it, with its line and byte offset, `Where`), a repeat only
+counted. Memory follows the distinct specs, not the lines: a day's log lints on a laptop.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, TextIO
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any, TextIO
 
 from exporter.analysis import spec
 from exporter.engines.sglang import toolcalls as sglang_toolcalls
@@ -138,10 +143,56 @@ Record = Request | Skipped | Rejected
 
 
 @dataclass(frozen=True)
+class Where:
+    """Where a record starts: its file, its line (0: the whole file is the record) and that line's byte
+    offset, so that a finding is located without reading the file again."""
+
+    path: str
+    line: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True)
 class Inputs:
-    requests: tuple[Request, ...]
+    requests: tuple[Request, ...]  # one per distinct (kind, exact string): the first that sent it
     skipped: tuple[Skipped, ...] = ()
     rejected: tuple[Rejected, ...] = ()
+    counts: tuple[int, ...] = ()  # the requests that sent each of `requests` (empty: one each)
+    where: dict[str, Where] = field(default_factory=dict)  # a kept record's name -> where it starts
+
+
+class Gathered:
+    """Records as they are read, repeats of an exact string counted, not kept."""
+
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+        self.counts: list[int] = []
+        self.skipped: list[Skipped] = []
+        self.rejected: list[Rejected] = []
+        self.where: dict[str, Where] = {}
+        self._index: dict[tuple[str, str], int] = {}
+
+    def add(self, found: Record, where: Where | None = None) -> None:
+        if isinstance(found, Request):
+            key = (found.kind, found.text)
+            index = self._index.get(key)
+            if index is not None:
+                self.counts[index] += 1
+                return
+            self._index[key] = len(self.requests)
+            self.requests.append(found)
+            self.counts.append(1)
+        elif isinstance(found, Skipped):
+            self.skipped.append(found)
+            return
+        else:
+            self.rejected.append(found)
+        if where is not None and where.line:
+            self.where.setdefault(found.name, where)  # a repeated id: the first line keeps it
+
+    def inputs(self) -> Inputs:
+        return Inputs(tuple(self.requests), tuple(self.skipped), tuple(self.rejected), tuple(self.counts),
+                      self.where)  # fmt: skip
 
 
 def read_inputs(
@@ -151,31 +202,98 @@ def read_inputs(
     tools: ToolServer = NO_TOOL_SERVER,
     client: str = "pydantic",
 ) -> Inputs:
-    """Every path's records; a Python target (`module:Name`, `file.py:Name`) is the schema `client`
-    sends for it (exporter/lint/targets.py)."""
-    requests: list[Request] = []
-    skipped: list[Skipped] = []
-    rejected: list[Rejected] = []
+    """Every path's records, read as a stream (the distinct requests kept, repeats counted); a Python
+    target (`module:Name`, `file.py:Name`) is the schema `client` sends for it (exporter/lint/targets.py)."""
+    gathered = Gathered()
     for path in paths:
         if path != "-" and targets.is_target(path):
-            requests.append(target_request(path, client))
+            gathered.add(target_request(path, client))
             continue
+        name = "<stdin>" if path == "-" else path
         try:
-            if path == "-":
-                text, name = stdin.read(), "<stdin>"
-            else:
-                with open(path, encoding="utf-8") as handle:
-                    text, name = handle.read(), path
+            with binary(path, stdin) as stream:
+                for found, where in records_of(name, stream, kind, tools):
+                    gathered.add(found, where)
         except (OSError, UnicodeDecodeError) as err:
             raise InputError(f"{path}: {getattr(err, 'strerror', None) or err}") from err
-        for found in parse_file(name, text, kind, tools):
-            if isinstance(found, Request):
-                requests.append(found)
-            elif isinstance(found, Skipped):
-                skipped.append(found)
-            else:
-                rejected.append(found)
-    return Inputs(tuple(requests), tuple(skipped), tuple(rejected))
+    return gathered.inputs()
+
+
+def binary(path: str, stdin: TextIO) -> IO[bytes]:
+    """The file (or standard input) as bytes: the reader keeps byte offsets."""
+    if path != "-":
+        return open(path, "rb")  # the caller's `with` closes it
+    buffer = getattr(stdin, "buffer", None)
+    return buffer if buffer is not None else io.BytesIO(stdin.read().encode("utf-8", "surrogatepass"))
+
+
+def records_of(name: str, binary: IO[bytes], kind: str = "auto", tools: ToolServer = NO_TOOL_SERVER
+               ) -> Iterator[tuple[Record, Where]]:  # fmt: skip
+    """The records of one file as `parse_file` reads them, a request log one line at a time, each with
+    where it starts."""
+    if kind not in TEXT_KINDS and not yamlspec.is_yaml(name):
+        lines = json_lines(name, binary)
+        if not isinstance(lines, str):
+            for line, number, offset in lines:
+                yield record(line, kind, tools), Where(name, number, offset)
+            return
+        text = lines
+    else:
+        text = binary.read().decode("utf-8")
+    for found in parse_file(name, text, kind, tools):
+        yield found, Where(name)
+
+
+def json_lines(name: str, binary: IO[bytes]) -> Iterator[tuple[Line, int, int]] | str:
+    """A request log's records, one decoded line at a time (with its number and byte offset), read as
+    they are asked for; or, when the stream is no request log (its first non-empty line is not JSON, or
+    it holds one record), its whole text for `parse_file`. A later line that is not JSON is InputError."""
+    consumed: list[bytes] = []
+    first: list[tuple[Line, int, int]] = []
+    offset = 0
+    for number, raw in enumerate(binary, 1):
+        consumed.append(raw)
+        try:
+            found = _json_line(name, raw, number, offset, strict=bool(first))
+        except _NotJson:
+            return (b"".join(consumed) + binary.read()).decode("utf-8")
+        offset += len(raw)
+        if found is not None:
+            first.append(found)
+            if len(first) == 2:
+                return _more(name, binary, first, number, offset)
+    return b"".join(consumed).decode("utf-8")
+
+
+def _more(
+    name: str, binary: IO[bytes], first: list[tuple[Line, int, int]], number: int, offset: int
+) -> Iterator[tuple[Line, int, int]]:
+    yield from first
+    for raw in binary:
+        number += 1
+        found = _json_line(name, raw, number, offset, strict=True)
+        offset += len(raw)
+        if found:
+            yield found
+
+
+class _NotJson(Exception):
+    """The first record of a stream is not JSON: the file is no request log."""
+
+
+def _json_line(name: str, raw: bytes, number: int, offset: int, strict: bool) -> tuple[Line, int, int] | None:
+    """One line: (Line, number, offset); None when blank. Not JSON: _NotJson while `strict` is off
+    (the first record), else InputError."""
+    text = raw.decode("utf-8").rstrip("\n")
+    text = text[:-1] if text.endswith("\r") else text
+    if not text.strip():
+        return None
+    try:
+        return Line(name, f"{name}:{number}", text, json.loads(text)), number, offset
+    except (json.JSONDecodeError, RecursionError) as err:
+        if not strict:
+            raise _NotJson from err
+        raise InputError(f"{name}:{number}: not JSON: {err}") from err
 
 
 def target_request(target: str, client: str) -> Request:
