@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -73,6 +74,24 @@ OLD_SPELLINGS = {
 }
 SHOWN_HASHES = 3  # schema hashes listed on a "same for the other variants" line
 SHOWN_CHARS = 300  # of a counterexample in the text output (--format json has it whole)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity, a container's cpuset), at most 8."""
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except (AttributeError, OSError):
+        return max(1, min(8, os.cpu_count() or 1))
+
+
+def _jobs(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number of processes") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{raw!r}: 0 (one per CPU) or more")
+    return value
 
 
 def hash_main(args: argparse.Namespace) -> int:
@@ -192,7 +211,10 @@ def lint_main(args: argparse.Namespace) -> int:
             hint = " (install the `prove` extra)" if isinstance(err, ImportError) else ""
             print(f"gdx lint: cannot load the engines with {args.tokenizer}: {err}{hint}", file=sys.stderr)
             return 2
-    report = analyse(inputs, thresholds, engines, checker, prover, versions, router=router, server=server)
+    jobs = args.jobs or available_cpus()
+    report = analyse(
+        inputs, thresholds, engines, checker, prover, versions, router=router, server=server, jobs=jobs
+    )
     release = vllm_releases.RELEASES.get(router)
     for step, why, library, finds in (
         (
@@ -485,6 +507,11 @@ def add_parsers(commands: Any) -> None:
         "finding at the file, line and column of the node its pointer names (a request log: its line), "
         "with fingerprints that survive reindenting. github: GitHub Actions workflow commands "
         "(::error file=F,line=L,col=C,title=RULE::message), one per finding",
+    )  # fmt: skip
+    lint_parser.add_argument(
+        "--jobs", type=_jobs, default=0, metavar="N",
+        help="processes that analyse the distinct specs side by side (default 0: one per CPU this process"
+        " may use, at most 8); 1: one. With --tokenizer or --prove the analysis runs in one process",
     )  # fmt: skip
     ci = lint_parser.add_argument_group(
         "configuration, exceptions and baselines (for CI)",

@@ -12,6 +12,8 @@ lines send it. Printing and exit codes are exporter/lint/command.py's.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -229,16 +231,19 @@ def analyse(
     versions: backends.Versions | None = None,
     router: str = "",
     server: ServerBounds | None = None,
+    jobs: int = 1,
 ) -> Report:
     """Distinct specs (each analysed by the core, compiled and fingerprinted once), grouped into
     families in log order; each family ranked by compile seconds (when measured), variants, requests.
     `router`: a vLLM version whose `auto` routing to resolve each JSON Schema with (backend_mismatch);
     `server`: with it, the bounds to run that version's API-server validation of outlines-routed
-    schemas in (server_crash, server_stall); None: not run."""
-    members = [
-        _schema(item, thresholds, engines, checker, prover, versions)
-        for item in distinct_specs(inputs.requests, inputs.counts)
-    ]
+    schemas in (server_crash, server_stall); None: not run. `jobs`: processes that analyse the
+    distinct specs side by side (without engines or a prover: those hold one tokenizer's state)."""
+    items = distinct_specs(inputs.requests, inputs.counts)
+    if checker is None and prover is None and jobs > 1 and len(items) >= PARALLEL_MIN and forkable():
+        members = in_parallel(items, thresholds, engines, versions, jobs)
+    else:
+        members = [_schema(item, thresholds, engines, checker, prover, versions) for item in items]
     steps = ServerSteps()
     if router:
         members, steps = routed(members, router, server)
@@ -249,6 +254,43 @@ def analyse(
     return Report(tuple(reports), inputs.skipped, steps, rejected)
 
 
+PARALLEL_MIN = 64  # distinct specs below which one process is quicker than starting others
+_WORK: list[tuple[list[_Distinct], Thresholds, tuple[str, ...], backends.Versions | None]] = []
+
+
+def forkable() -> bool:
+    """Whether this process can fork workers safely: only its main thread runs (a fork copies a lock
+    another thread holds, held forever in the child) and the platform forks."""
+    return threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+
+
+def in_parallel(
+    items: list[_Distinct],
+    thresholds: Thresholds,
+    engines: Sequence[str],
+    versions: backends.Versions | None,
+    jobs: int,
+) -> list[_Member]:
+    """`_schema` of each item in `jobs` forked processes, in order. The children inherit the items
+    (nothing is sent to them but an index) and send back each spec's report and fingerprint."""
+    context = multiprocessing.get_context("fork")
+    _WORK[:] = [(items, thresholds, tuple(engines), versions)]
+    try:
+        with context.Pool(jobs) as pool:
+            done = pool.map(_analysed, range(len(items)), chunksize=max(1, min(32, len(items) // (jobs * 8))))
+    finally:
+        _WORK.clear()
+    return [
+        _Member(item, report, fingerprint) for item, (report, fingerprint) in zip(items, done, strict=True)
+    ]
+
+
+def _analysed(index: int) -> tuple[SchemaReport, Fingerprint]:
+    items, thresholds, engines, versions = _WORK[0]
+    member = _schema(items[index], thresholds, engines, None, None, versions)
+    return member.report, member.fingerprint
+
+
 def distinct_specs(requests: Sequence[Request], counts: Sequence[int] = ()) -> list[_Distinct]:
     """By schema hash, in order of first appearance; a repeated exact string is hashed once. `counts`:
     the requests that sent each (read_inputs keeps one per exact string); none given, one each."""
@@ -257,9 +299,9 @@ def distinct_specs(requests: Sequence[Request], counts: Sequence[int] = ()) -> l
     for index, request in enumerate(requests):
         schema_hash = hash_of.get(request.text)
         if schema_hash is None:
-            schema_hash = hash_of[request.text] = identity.spec_hashes(
+            schema_hash = hash_of[request.text] = identity.spec_schema_hash(
                 request.kind, request.text, request.parsed
-            )[0]
+            )
         found = by_hash.get(schema_hash)
         if found is None:
             found = by_hash[schema_hash] = _Distinct(request, schema_hash)

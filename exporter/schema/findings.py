@@ -62,9 +62,14 @@ class Finding:
     proof: Proof | None = field(default=None, compare=False)
 
     def doc(self) -> dict[str, Any]:
-        out = asdict(self)
-        if self.proof is None:
-            del out["proof"]
+        """As `asdict` gives it, without `proof` when there is none (built directly: a run over a
+        benchmark has tens of thousands of findings, and asdict copies each field deeply)."""
+        out: dict[str, Any] = {
+            "rule": self.rule, "severity": self.severity, "pointer": self.pointer, "message": self.message,
+            "fix": self.fix, "keyword": self.keyword,
+        }  # fmt: skip
+        if self.proof is not None:
+            out["proof"] = asdict(self.proof)
         return out
 
 

@@ -6,6 +6,8 @@ lints it in a child process (`python -m exporter lint LOG --format json`, no tok
 not the compiles), measured with wait4's rusage: its peak RSS and its wall time. With `--before REV`,
 the same log is linted by REV's tree too (a git worktree of it), side by side in this run.
 Targets (issue 53): under 500 MB for 100,000 lines; a 1,000,000-line log completes in the same bound.
+`--dev-half`: instead, the 4,828 schemas of the JSONSchemaBench development half as one JSONL file, linted
+with `--jobs 1` and with the default (one process per CPU), each tree; target 10 s on 2 CPUs.
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ def write_log(path: Path, lines: int, distinct: int, seed: int = 7) -> int:
     return path.stat().st_size
 
 
-def lint_in_child(log: Path, tree: Path) -> tuple[float, int, int]:
+def lint_in_child(log: Path, tree: Path, *flags: str) -> tuple[float, int, int]:
     """(wall seconds, peak RSS bytes, exit status) of `gdx lint LOG --format json` run from `tree`."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     started = time.perf_counter()
     child = subprocess.Popen(
-        [sys.executable, "-m", "exporter", "lint", str(log), "--format", "json"],
+        [sys.executable, "-m", "exporter", "lint", str(log), "--format", "json", *flags],
         cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )  # fmt: skip
     _, status, usage = os.wait4(child.pid, 0)
@@ -61,6 +63,23 @@ def lint_in_child(log: Path, tree: Path) -> tuple[float, int, int]:
     return wall, usage.ru_maxrss * 1024, child.returncode
 
 
+def dev_half(folder: Path, trees: list[tuple[str, Path]]) -> int:
+    log = folder / "dev-half.jsonl"
+    with log.open("w", encoding="utf-8") as out:
+        for doc in read(DATA / "schemas"):
+            out.write(json.dumps({"id": doc["id"], "schema": doc["schema"]}) + "\n")
+    print(f"{'input':<34} {'tree':<22} {'jobs':>7} {'wall':>8} {'peak RSS':>10}  target")
+    for name, tree in trees:
+        for jobs in ("1", "0") if name == "this tree" else ("",):  # the tree before has no --jobs
+            wall, peak, code = lint_in_child(log, tree, *(("--jobs", jobs) if jobs else ()))
+            label = {"0": "default", "": "1"}.get(jobs, jobs)
+            verdict = "ok" if wall <= 10 and code in (0, 1) else "missed"
+            what = "development half, 4,828 schemas"
+            row = f"{what:<34} {name:<22} {label:>7} {wall:>7.1f}s {peak / 2**20:>7,.0f} MB"
+            print(f"{row}  <= 10 s: {verdict}", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -69,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--distinct", type=int, default=347, help="distinct schemas in the log (default 347)")
     parser.add_argument(
         "--before", metavar="REV", help="also lint with this git revision's tree, side by side"
+    )
+    parser.add_argument(
+        "--dev-half", action="store_true", help="time the development half instead (see above)"
     )
     args = parser.parse_args(argv)
     print(header("tools.bench.lint_memory", argv), flush=True)
@@ -80,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
                            check=True, capture_output=True)  # fmt: skip
             trees.insert(0, (f"before ({args.before})", old))
         try:
+            if args.dev_half:
+                return dev_half(Path(folder), trees)
             print(f"{'log':<34} {'tree':<22} {'wall':>8} {'peak RSS':>10}  target")
             for lines in args.lines or [100_000]:
                 log = Path(folder) / f"requests-{lines}.jsonl"

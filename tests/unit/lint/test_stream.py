@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from exporter.lint import locate
 from exporter.lint.locate import Locator
 from exporter.lint.report import distinct_specs
 from exporter.lint.requests import Request, json_lines, parse_file, read_inputs
+from tools.harness import ROOT
 
 SCHEMA = {"type": "object", "properties": {"tenant": {"enum": ["a", "b"]}}}
 
@@ -99,3 +102,27 @@ def test_the_locator_reads_a_logs_line_at_its_offset_past_its_whole_file_limit(
     assert Locator().locate(schema.name, "/title", schema.parsed).line == 0  # without offsets: by name only
     q7 = Locator(inputs.where).locate(f"{log}:q7", "/pattern", {"type": "string", "pattern": "[a-z]+"})
     assert q7.line == 5 and lines[4][q7.column - 1 :].startswith('"pattern"')
+
+
+def test_the_analysis_side_by_side_is_the_analysis_in_one_process(tmp_path: Path) -> None:
+    """`gdx lint --jobs N`: the distinct specs analysed in N forked processes give the same members, in
+    the same order, as one process; and the command's output is the same byte for byte (run as a
+    program: `analyse` forks only a process whose one thread runs, which a test worker is not)."""
+    from exporter.lint.report import PARALLEL_MIN, _schema, distinct_specs, in_parallel
+    from exporter.schema.findings import Thresholds
+    from tools.bench.schemas import DATA, read
+
+    log = tmp_path / "bench.jsonl"
+    docs = [doc for _, doc in zip(range(PARALLEL_MIN * 2), read(DATA / "schemas"), strict=False)]
+    log.write_text("".join(json.dumps({"id": d["id"], "schema": d["schema"]}) + "\n" for d in docs))
+    inputs = read_inputs([str(log)], io.StringIO())
+    items, engines = distinct_specs(inputs.requests, inputs.counts), ("xgrammar", "llguidance")
+    alone = [_schema(item, Thresholds(), engines, None) for item in items]
+    together = in_parallel(items, Thresholds(), engines, None, 2)
+    assert [(m.report, m.fingerprint) for m in together] == [(m.report, m.fingerprint) for m in alone]
+    command = [sys.executable, "-m", "exporter", "lint", str(log), "--format", "json", "--jobs"]
+    outputs = [
+        subprocess.run([*command, jobs], capture_output=True, text=True, cwd=ROOT, check=False).stdout
+        for jobs in ("1", "2")
+    ]
+    assert json.loads(outputs[0])["summary"]["families"] > PARALLEL_MIN and outputs[0] == outputs[1]
