@@ -98,9 +98,11 @@ def wrapper_rows(info: Any, rounds: int, calls: int) -> list[tuple[str, float, f
                 return wrapped_compile(compiler, fresh(s))
 
             p, w = side_by_side(plain, wrapped, rounds, calls)
-            rows.append(
-                (f"compile_json_schema hit, {label} ({len(spec)} B)", p, w, f"added < {target * 1e6:g} us")
-            )
+            ratio = (w - p) / p
+            goal = f"added < {target * 1e6:g} us"
+            if label == "5 KB":  # issue 53: the probe's cost per hit against xgrammar's own, side by side
+                goal = f"{ratio:.2f}x of the hit, target <= 0.5x: {'ok' if ratio <= 0.5 else 'missed'}"
+            rows.append((f"compile_json_schema hit, {label} ({len(spec)} B)", p, w, goal))
 
         matcher = xgr.GrammarMatcher(compiler.compile_json_schema(schema_of_size(6)))
         bitmask = xgr.allocate_token_bitmask(1, info.vocab_size)
