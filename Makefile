@@ -234,6 +234,8 @@ bench: $(STAMP) $(TOKENIZER) $(VLLM_STAMP)
 	$(BIN)/python -m tools.bench.analysis
 	$(BIN)/python -m tools.bench.scenarios
 	$(BIN)/python -m tools.bench.probecost
+	$(BIN)/python -m tools.bench.lint_memory --lines 100000 --lines 1000000
+	$(BIN)/python -m tools.bench.lint_memory --dev-half
 
 run: $(RUNTIME)
 	$(BIN)/gdx serve $(ARGS)
