@@ -4,7 +4,6 @@ behind a release table fails `--check`."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -14,21 +13,18 @@ import pytest
 
 from exporter.engines.sglang import versions as sglang_versions
 from exporter.engines.vllm import versions as vllm_versions
+from tests.support import docs_generator
 from tools.harness import ROOT
-
-SCRIPT = ROOT / "docs" / "generate.py"
 
 
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_generate", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_generator.load("docs_generate")
 
 
 def test_the_committed_pages_are_generated() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(docs_generator.SCRIPT), "--check"], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
 
 

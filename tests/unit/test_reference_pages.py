@@ -5,7 +5,6 @@ what, and a metric, option, chart value or lint rule added without regenerating 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -13,17 +12,11 @@ import pytest
 
 from exporter.daemon import metrics_table
 from exporter.lint.rules import RuleHelp
-from tools.harness import ROOT
-
-SCRIPT = ROOT / "docs" / "generate.py"
+from tests.support import docs_generator
 
 
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docs_generate_reference", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return docs_generator.load("docs_generate_reference")
 
 
 def test_each_page_is_current_and_says_it_is_generated() -> None:
