@@ -35,12 +35,6 @@ from exporter.wire import (
 _perf = time.perf_counter
 DEFAULT_TRACKED_SPECS = 500
 MAX_PENDING = 200_000  # observations queued between drains (about 1 s); beyond, dropped and counted
-# A call's spec string is queued as it is, its lookup left to the shipper thread, while the queue holds
-# fewer than FAST_PENDING calls and the spec is at most FAST_CHARS long: at most 16 MB of strings kept
-# alive until the next drain. Past either, the calling thread looks the spec up itself and queues the
-# tracked spec (one hash of the string, the cost the fast path saves), so nothing grows with the rate.
-FAST_PENDING = 2048
-FAST_CHARS = 8192
 WAIT, MASK = 0, 1  # which histogram a queued timing goes to
 # What vLLM's API server validation of a request can resolve to (the product's backend names), or
 # `rejected` (it raised: HTTP 400).
@@ -153,16 +147,11 @@ class Recorder:
         error: str | None = None,
         warnings: tuple[str, ...] = (),
     ) -> None:
-        """Records one finished compile call: a few atomic operations, no lock, never raises. The spec
-        is looked up by the shipper thread (FAST_PENDING, FAST_CHARS); past those bounds, here, and a
-        spec already tracked is passed on as its TrackedSpec, so the string is not kept alive."""
+        """Records one finished compile call: a few atomic operations, no lock, never raises.
+        A spec already tracked is passed on as its TrackedSpec, so the string is not kept alive."""
         self.inflight.pop(token, None)
         pending = self.pending
-        queued = len(pending)
-        if queued < FAST_PENDING and len(spec) <= FAST_CHARS:
-            pending.append((None, backend, kind, spec, elapsed, hit, error, warnings))
-            return
-        if queued >= MAX_PENDING:  # the shipper thread is stuck: drop rather than block or grow
+        if len(pending) >= MAX_PENDING:  # the shipper thread is stuck: drop rather than block or grow
             self.counters["dropped"] += 1
             return
         tracked = self._specs.get(spec) if kind == "json" and backend == "xgrammar" else None
