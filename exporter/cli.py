@@ -137,7 +137,9 @@ def _tool(args: argparse.Namespace) -> int:
     from exporter.lint import command as lint_command
 
     if args.command == "hash":
-        return lint_command.hash_main(args)
+        from exporter.lint import hashing
+
+        return hashing.hash_main(args)
     if args.command == "lint":
         return lint_command.lint_main(args)
     if args.command == "fix":

@@ -15,12 +15,11 @@ import json
 import os
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from exporter.analysis import spec
 from exporter.analysis.lint import RULES
 from exporter.engines.grammars import backends
 from exporter.engines.sglang import toolcalls as sglang_toolcalls
@@ -45,19 +44,8 @@ from exporter.lint.requests import (
     KINDS,
     SKIP_REASONS,
     InputError,
-    Record,
-    Request,
-    Skipped,
-    ToolServer,
-    binary,
-    json_lines,
-    parse_file,
     read_inputs,
-    record,
-    spec_text,
-    target_request,
 )
-from exporter.schema import identity
 from exporter.schema.findings import SEVERITIES, Finding
 
 # The spellings `gdx lint` took before it shared the `lint.*` flags with `gdx serve`: hidden aliases,
@@ -92,73 +80,6 @@ def _jobs(raw: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{raw!r}: 0 (one per CPU) or more")
     return value
-
-
-def hash_main(args: argparse.Namespace) -> int:
-    try:
-        sglang, rest = sglang_engine(args.engine or [])
-        router, rest = vllm_router(rest)
-        if rest:
-            raise FlagError(f"--engine {rest[0]}: gdx hash takes vllm[==VERSION] or sglang[==VERSION]")
-        tools = tool_server(args.tool_call_parser, args.tool_strict_level, router, sglang)
-        for path in args.files:
-            if path != "-" and targets.is_target(path):
-                _print_hash(target_request(path, args.client).text, path)
-                continue
-            name = "<stdin>" if path == "-" else path
-            with binary(path, sys.stdin) as stream:
-                lines = json_lines(name, stream)  # a request log: hashed as it is read
-                if not isinstance(lines, str):
-                    _print_records(record(line, "auto", tools) for line, _, _ in lines)
-                    continue
-            text = lines
-            records = _request_records(name, text, tools)
-            if records is None:  # one spec: the file is the string, as the engine gets it
-                spec_string = spec_text(text)
-                _print_hash(spec_string, path, spec.kind_of_value(identity.parse_spec(spec_string)))
-                continue
-            _print_records(records)
-    except (FlagError, OSError, UnicodeDecodeError, InputError) as err:
-        print(f"gdx hash: {err}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def _print_records(records: Iterable[Record]) -> None:
-    for found in records:
-        if isinstance(found, Request):
-            _print_hash(found.text, found.name, found.kind)
-        elif isinstance(found, Skipped):
-            print(f"no grammar: {SKIP_REASONS.get(found.reason, found.reason)}  {found.name}")
-        else:
-            print(f"rejected: {found.server} answers {found.error}: {found.message}  {found.name}")
-
-
-def _request_records(name: str, text: str, tools: ToolServer) -> list[Record] | None:
-    """A request log's records (each request's spec, as the server derives it), or None when the file
-    is one spec of its own (a schema, a structural tag, a regex, a grammar)."""
-    try:
-        records = parse_file(name, text, "auto", tools)
-    except InputError:
-        return None  # not JSON: one regex or grammar, hashed as its text
-    if len(records) == 1 and isinstance(records[0], Request) and records[0].name == name:
-        only = records[0]
-        if only.body is None and only.text == text.strip():
-            return None
-    return records
-
-
-def _print_hash(spec_string: str, name: str, kind: str = "json") -> None:
-    """schema_hash and shape_hash as the probe labels the spec: a JSON Schema's canonical hashes, a
-    structural tag's (or any other kind's) exact string."""
-    parsed = identity.parse_spec(spec_string)
-    if kind == "structural_tag":
-        schema_hash, shape_hash = identity.spec_hashes(kind, spec_string, parsed)
-    else:
-        schema_hash = identity.schema_hash(spec_string, parsed)
-        shape_hash = identity.shape_hash(spec_string, parsed)
-    suffix = "" if kind == "json" else f" kind={kind}"
-    print(f"schema_hash={schema_hash} shape_hash={shape_hash}{suffix} {name}")
 
 
 def lint_main(args: argparse.Namespace) -> int:
