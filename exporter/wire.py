@@ -74,11 +74,12 @@ REQUEST_KINDS = ("json", "json_object", "regex", "grammar", "choice", "structura
 # "only supports one backend per engine", HTTP 400); other_backend (vLLM 0.32: compiled by the engine's
 # backend anyway, so the keyword that made it fall back is not enforced, or the compile fails).
 ROUTE_OUTCOMES = ("compiled", "rejected", "other_backend")
-# vLLM's API server's guard (exporter/probe/guard.py): why it refuses, and what it did; the modes a
-# probe's hello announces (a guarded probe reads the node's verdicts); the schemas a snapshot names.
+# vLLM's API server's guard (exporter/probe/guard.py): why it refuses, worst first (a schema keeps its
+# worst: GUARD_RANK), what it did, the modes a hello announces, the schemas a snapshot names.
 GUARD_REASONS = ("server_crash", "server_stall", "compile_budget")
 GUARD_ACTIONS = ("refused", "would_refuse")
 GUARD_MODES = ("observe", "enforce")
+GUARD_RANK = {reason: len(GUARD_REASONS) - i for i, reason in enumerate(GUARD_REASONS)}  # higher: worse
 MAX_GUARD_SCHEMAS = 32
 MAX_ROUTES = 64
 # vLLM's API server validates each structured request on its event loop before anything else runs:

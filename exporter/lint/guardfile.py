@@ -14,9 +14,9 @@ from typing import Any
 from exporter.lint.report import Report
 from exporter.lint.requests import Request
 from exporter.schema.identity import screen_key
+from exporter.wire import GUARD_RANK
 
 GUARDED = {"server_crash": "error", "server_stall": "error"}  # rule -> the severity that refuses
-RANK = {"compile_budget": 0, "server_stall": 1, "server_crash": 2}  # one verdict per schema: the worst
 
 
 def verdicts(
@@ -37,7 +37,7 @@ def verdicts(
                 else:
                     continue
                 known = found.get(schema.schema_hash)
-                if known is not None and RANK[known["reason"]] >= RANK[reason]:
+                if known is not None and GUARD_RANK[known["reason"]] >= GUARD_RANK[reason]:  # the worst
                     continue
                 entry: dict[str, Any] = {
                     "schema_hash": schema.schema_hash,

@@ -15,6 +15,7 @@ sends the list when its version is behind.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections import OrderedDict
@@ -26,7 +27,6 @@ from exporter.schema.identity import Screen
 MAX_VERDICTS = 256
 STALL_SECONDS = 1.0  # the guard's default bound (GDX_GUARD_TIMEOUT)
 MAX_AGE = 86400.0
-RANK = {"compile_budget": 0, "server_stall": 1, "server_crash": 2}  # a verdict is not demoted
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +75,8 @@ class NodeVerdicts:
     ) -> None:
         with self._lock:
             known = self._seen.get(schema_hash)
-            if known is not None and RANK[known.reason] > RANK[reason]:
-                found = NodeVerdict(known.reason, known.detail, known.screens, now)
+            if known is not None and wire.GUARD_RANK[known.reason] > wire.GUARD_RANK[reason]:  # not demoted
+                found = dataclasses.replace(known, seen=now)
             else:
                 found = NodeVerdict(reason, detail, screens, now)
             self._seen[schema_hash] = found
