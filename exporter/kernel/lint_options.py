@@ -70,7 +70,8 @@ class LintOptions:
         _DEFAULTS.budget.max_seconds,
         "lint.budget",
         parse_duration,
-        "Analysis time per schema; past it the schema gets a too_complex finding.",
+        "Analysis CPU time per schema (the analysing thread's, so a busy machine reaches the same verdict as"
+        " an idle one); past it the schema gets a too_complex finding.",
         metavar="DURATION",
     )
     lint_budget_nodes: int = option(
@@ -78,7 +79,7 @@ class LintOptions:
         "lint.budget-nodes",
         parse_positive_int,
         "Subschemas visited per schema; past it the schema gets a too_complex finding. Unlike the time"
-        " budget, it stops at the same place on a busy node as on an idle one.",
+        " budget, it stops at exactly the same place on every machine.",
         metavar="N",
     )
     lint_dynamic_reuse: float = option(

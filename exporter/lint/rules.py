@@ -134,7 +134,7 @@ HELP: dict[str, RuleHelp] = {
     ),
     "too_complex": RuleHelp(
         "A spec over the analysis budget",
-        "The analysis ran out of its budget (1 s, 100,000 subschemas) or the text is over 16 MiB.",
+        "The analysis ran out of its budget (1 s of CPU, 100,000 subschemas) or the text is over 16 MiB.",
         "Split the schema.",
     ),
     "invalid_spec": RuleHelp(

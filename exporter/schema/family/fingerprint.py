@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from dataclasses import dataclass
 from enum import Enum
 from json.encoder import encode_basestring, encode_basestring_ascii
@@ -33,6 +32,7 @@ from exporter.schema.walk import (
     TAG_UNIONS,
     Budget,
     TooComplex,
+    cpu_clock,
     escape,
     is_format,
 )
@@ -88,15 +88,15 @@ class _Clock:
 
     def __init__(self, budget: Budget) -> None:
         self.budget = budget
-        self.started = time.monotonic()
+        self.started = cpu_clock()
         self.visited = 0
 
     def tick(self) -> None:
         self.visited += 1
         if self.visited > self.budget.max_nodes or (
-            self.visited % 256 == 0 and time.monotonic() - self.started > self.budget.max_seconds
+            self.visited % 256 == 0 and cpu_clock() - self.started > self.budget.max_seconds
         ):
-            raise TooComplex(f"more than {self.visited - 1} values or {self.budget.max_seconds:g}s")
+            raise TooComplex(f"more than {self.visited - 1} values or {self.budget.max_seconds:g}s of CPU")
 
 
 class Role(Enum):

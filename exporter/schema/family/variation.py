@@ -4,7 +4,6 @@ pointers), then the literals, union branch sets and optional properties that dif
 from __future__ import annotations
 
 import hashlib
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -26,7 +25,7 @@ from exporter.schema.family.model import (
 )
 from exporter.schema.identity import LITERAL_KEYS, canonical_json
 from exporter.schema.variants import literals
-from exporter.schema.walk import TAG_UNIONS, Budget, children, escape, is_format, walk
+from exporter.schema.walk import TAG_UNIONS, Budget, children, cpu_clock, escape, is_format, walk
 
 
 @dataclass(frozen=True)
@@ -193,11 +192,11 @@ def what_varies(
     `budget.max_seconds`; a variant over it is skipped and the result marked degraded."""
     if len(variants) < 2:  # nothing to differ from: most families of a schema set or a log are one spec
         return Variation(len(variants), (), (), ())
-    deadline = time.monotonic() + budget.max_seconds
+    deadline = cpu_clock() + budget.max_seconds
     per: list[Positions] = []
     degraded = len(variants) > MAX_VARIANTS
     for v in variants[:MAX_VARIANTS]:
-        left = deadline - time.monotonic()
+        left = deadline - cpu_clock()
         if left <= 0:
             degraded = True
             break
