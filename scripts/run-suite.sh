@@ -6,8 +6,8 @@
 #    the files with the most tests first). More workers than cores: the real servers, fault loops, live
 #    alerts and the fleet wait on starts and windows much of their time, and the CPU-bound sweeps
 #    fill those waits.
-# 2. what is marked `alone` (the demo end to end, two timing comparisons), one after another
-#    with nothing beside them: they compare timings or rates across their own run.
+# 2. what is marked `alone` (two timing comparisons), one after another with nothing beside them:
+#    they compare timings across their own run.
 # pytest's exit 5 (nothing collected) is a failure here. GDX_TEST_TIMELINE=FILE records each test's span,
 # the machine's busy cores and the test's own CPU seconds (tests/support/timeline.py); the summary is
 # printed at the end.
