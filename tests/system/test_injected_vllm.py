@@ -69,6 +69,55 @@ LOADER = (
     "import sys; from vllm.plugins import load_general_plugins; load_general_plugins();"
     " print('exporter.probe' in sys.modules)"
 )
+# The cases that differ only in VLLM_PLUGINS, which vLLM reads when its loader runs: one interpreter
+# imports vLLM once, and a child forked per case sets the variable and runs the loader (importing vLLM
+# is 5 CPU s; four fresh interpreters repeated it). Each child's stderr goes to a file of its own.
+FORKED_LOADER = """
+import json, os, sys
+import vllm.plugins
+cases = json.loads(sys.argv[1])
+out = {}
+for name, plugins in cases.items():
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        err = os.open(os.path.join(sys.argv[2], name + ".stderr"), os.O_WRONLY | os.O_CREAT, 0o600)
+        os.dup2(err, 2)
+        if plugins is not None:
+            os.environ["VLLM_PLUGINS"] = plugins
+        try:
+            vllm.plugins.load_general_plugins()
+            os.write(write, json.dumps("exporter.probe" in sys.modules).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as got:
+        out[name] = json.loads(got.read() or "null")
+    os.waitpid(pid, 0)
+print(json.dumps(out))
+"""
+ENV_CASES = {
+    "default": None, "allowlist-without": "lora_filesystem_resolver", "empty-allowlist": "",
+    "allowlist-with": "lora_filesystem_resolver,guided_decoding_probe",
+}  # fmt: skip
+
+
+def loader_env(tmp_path: Path) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "VLLM_TARGET_DEVICE": "cpu", "GDX_PROBE": "1",
+            **engine_env(tmp_path, tmp_path / "no.sock", "p")}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def forked_loads(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, bool], Path]:
+    """What vLLM's loader did in each of ENV_CASES, and the folder of each case's stderr."""
+    work = tmp_path_factory.mktemp("loader")
+    out = subprocess.run(
+        [str(VLLM_PYTHON), "-c", FORKED_LOADER, json.dumps(ENV_CASES), str(work)],
+        env=loader_env(work), capture_output=True, text=True, cwd=work, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), work
 
 
 @pytest.mark.parametrize(
@@ -78,16 +127,19 @@ LOADER = (
     ids=["default", "allowlist-without", "empty-allowlist", "allowlist-with", "isolated", "ignore-environment"],
 )  # fmt: skip
 def test_vllms_own_plugin_loader_takes_the_injected_probe_or_leaves_it(
-    tmp_path: Path, flags: tuple[str, ...], plugins: str | None, loaded: bool
+    request: pytest.FixtureRequest, tmp_path: Path, flags: tuple[str, ...], plugins: str | None, loaded: bool
 ) -> None:
-    """vLLM's loader (its code, this venv) decides; where it does not load the probe, vLLM runs untouched."""
-    env = {"PATH": "/usr/bin:/bin", "VLLM_TARGET_DEVICE": "cpu", "GDX_PROBE": "1",
-           **engine_env(tmp_path, tmp_path / "no.sock", "p")}  # fmt: skip
-    if plugins is not None:
-        env["VLLM_PLUGINS"] = plugins
+    """vLLM's loader (its code, this venv) decides; where it does not load the probe, vLLM runs untouched.
+    The interpreter flags need an interpreter of their own; the allowlists share one import."""
+    if not flags:
+        (name,) = [n for n, v in ENV_CASES.items() if v == plugins]
+        loads, work = request.getfixturevalue("forked_loads")
+        assert loads[name] is loaded, loads
+        assert "Traceback" not in (work / f"{name}.stderr").read_text()
+        return
     out = subprocess.run(
         [str(VLLM_PYTHON), *flags, "-c", LOADER],
-        env=env,
+        env=loader_env(tmp_path),
         capture_output=True,
         text=True,
         cwd=tmp_path,
