@@ -90,7 +90,8 @@ class TrackedSpec(SpecCounts):
     one over MAX_TEXT_CHARS is kept only until its identity is computed, then dropped."""
 
     __slots__ = (
-        "backend", "evicted", "id", "identity", "key", "kind", "length", "text", "truncated", "warnings",
+        "backend", "evicted", "id", "identity", "key", "kind", "length", "shipped", "text", "truncated",
+        "warnings",
     )  # fmt: skip
 
     def __init__(self, spec_id: int, kind: str, backend: str, text: str, key: str = "") -> None:
@@ -98,6 +99,7 @@ class TrackedSpec(SpecCounts):
         self.id = spec_id
         self.key = key
         self.evicted = False
+        self.shipped = False  # its metadata or a row of it went to the daemon: its eviction is news there
         self.kind = kind
         self.backend = backend
         self.text: str | None = text

@@ -35,6 +35,12 @@ from exporter.wire import (
 _perf = time.perf_counter
 DEFAULT_TRACKED_SPECS = 500
 MAX_PENDING = 200_000  # observations queued between drains (about 1 s); beyond, dropped and counted
+# A call's spec string is queued as it is, its lookup left to the shipper thread, while the queue holds
+# fewer than FAST_PENDING calls and the spec is at most FAST_CHARS long: at most 16 MB of strings kept
+# alive until the next drain. Past either, the calling thread looks the spec up itself and queues the
+# tracked spec (one hash of the string, the cost the fast path saves), so nothing grows with the rate.
+FAST_PENDING = 2048
+FAST_CHARS = 8192
 WAIT, MASK = 0, 1  # which histogram a queued timing goes to
 # What vLLM's API server validation of a request can resolve to (the product's backend names), or
 # `rejected` (it raised: HTTP 400).
@@ -147,11 +153,16 @@ class Recorder:
         error: str | None = None,
         warnings: tuple[str, ...] = (),
     ) -> None:
-        """Records one finished compile call: a few atomic operations, no lock, never raises.
-        A spec already tracked is passed on as its TrackedSpec, so the string is not kept alive."""
+        """Records one finished compile call: a few atomic operations, no lock, never raises. The spec
+        is looked up by the shipper thread (FAST_PENDING, FAST_CHARS); past those bounds, here, and a
+        spec already tracked is passed on as its TrackedSpec, so the string is not kept alive."""
         self.inflight.pop(token, None)
         pending = self.pending
-        if len(pending) >= MAX_PENDING:  # the shipper thread is stuck: drop rather than block or grow
+        queued = len(pending)
+        if queued < FAST_PENDING and len(spec) <= FAST_CHARS:
+            pending.append((None, backend, kind, spec, elapsed, hit, error, warnings))
+            return
+        if queued >= MAX_PENDING:  # the shipper thread is stuck: drop rather than block or grow
             self.counters["dropped"] += 1
             return
         tracked = self._specs.get(spec) if kind == "json" and backend == "xgrammar" else None
@@ -377,14 +388,17 @@ class Recorder:
             self._other_of(old.backend).merge(old)
             self._changed.discard(old)
             old.evicted = True
-            self._evicted.append(old.id)
+            if old.shipped:  # a spec the daemon never heard of needs no word of its eviction
+                self._evicted.append(old.id)
             self.counters["evicted"] += 1
-        if len(self._evicted) > 4 * self.max_schemas:
-            # Nobody is shipping (no daemon): the list is only useful to a live connection.
-            del self._evicted[: -self.max_schemas]
+        # No cap on `_evicted`: it holds only shipped specs, at most max_schemas of them between two
+        # snapshots (the ones tracked at the last); a cap dropped notices in a burst of new specs
+        # between two ships, and the daemon counted the evicted specs' last rows twice.
         if len(self._unsent) > 2 * self.max_schemas:
-            # No daemon is taking them; every tracked spec is re-sent on the next connection anyway.
-            del self._unsent[: -self.max_schemas]
+            # An evicted spec's counts are in `other`: its metadata is of no use, and dropping it bounds
+            # the list (by max_schemas: the rest are tracked) whether or not a daemon is taking it. A
+            # tracked one is kept: dropped, its rows waited on the daemon for metadata that never came.
+            self._unsent = [spec for spec in self._unsent if not spec.evicted]
         return tracked
 
     # ---- shipper thread: what to send -----------------------------------------------------------
@@ -403,6 +417,7 @@ class Recorder:
     def _metadata(self, spec: TrackedSpec) -> SpecMetadata:
         """Computes a spec's identity on its first shipping, once (a text over the limit, kept only
         for this, is dropped then)."""
+        spec.shipped = True
         identity = spec.identity
         if identity is None:
             identity = spec.identity = identify(spec.kind, spec.text or "")
@@ -421,6 +436,8 @@ class Recorder:
         with self._lock:
             specs = list(self._specs.values()) if full else list(self._changed)
             self._changed.clear()
+            for spec in specs:
+                spec.shipped = True
             evicted = [] if full else list(self._evicted)
             self._evicted.clear()
             schemas = [{"id": spec.id, **spec.to_wire()} for spec in specs]

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from exporter.probe import patching
-from exporter.probe.recorder import MASK, MAX_PENDING
+from exporter.probe.recorder import FAST_CHARS, FAST_PENDING, MASK, MAX_PENDING
 from exporter.probe.targets.cache_hits import cache_unchanged
 from exporter.probe.targets.common import ARMED, error_reason, log, spec_text
 
@@ -56,7 +56,12 @@ def wrap_compile(original: Any, kind: str) -> Any:
         elapsed = _perf() - started
         hit = elapsed < recorder.hit_max_seconds or cache_unchanged(self, generation)
         spec = args[0] if args and type(args[0]) is str else spec_argument(args, kwargs)
-        recorder.finish(token, "xgrammar", kind, spec, elapsed, hit)
+        pending = recorder.pending
+        if len(pending) < FAST_PENDING and len(spec) <= FAST_CHARS:  # Recorder.finish's first branch, inlined
+            recorder.inflight.pop(token, None)
+            pending.append((None, "xgrammar", kind, spec, elapsed, hit, None, ()))
+        else:
+            recorder.finish(token, "xgrammar", kind, spec, elapsed, hit)
         return result
 
     return wrapper

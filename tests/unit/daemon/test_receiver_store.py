@@ -108,6 +108,22 @@ def test_snapshots_between_two_reads_are_one_increment_per_spec_and_exact() -> N
     assert links[0].rec.counters["evicted"] > 0
 
 
+def test_a_burst_of_new_specs_between_two_ships_stays_exact() -> None:
+    """Many more new specs between two ships than the probe tracks: every eviction of a spec the daemon
+    knew reaches it (a cap on the probe's list dropped some, and the daemon counted their last rows
+    again in `other`: 38 requests for the engine's 34), and every tracked spec's metadata does."""
+    store = ProbeStore(max_schemas=50)
+    link = Link(store, max_schemas=4)
+    n = 0
+    for rnd, burst in enumerate((4, 30, 3, 40, 2)):
+        for _ in range(burst):
+            link.compile(f'{{"n":{n}}}', 0.002)
+            n += 1
+        link.ship(fresh=rnd == 0)
+        assert (series_totals(store)[0], series_totals(store)[1]) == engine_totals(link), rnd
+    assert link.rec.counters["evicted"] == n - 4
+
+
 def test_rows_nobody_reads_are_bounded_and_still_exact(monkeypatch: pytest.MonkeyPatch) -> None:
     """With no scrape at all, an engine churning through new schemas holds at most MAX_PENDING rows and
     evictions: beyond that they are attributed at once."""

@@ -311,3 +311,46 @@ def test_a_process_that_only_validates_sends_no_sizing() -> None:
     snap = rec.snapshot(full=True)
     assert snap["engine"] is None
     assert wire.validate({"v": wire.VERSION, "kind": "snapshot", "seq": 1, **snap}).engine is None  # type: ignore[union-attr]
+
+
+def test_the_calling_thread_leaves_the_lookup_to_the_shipper_within_bounds() -> None:
+    """Up to FAST_PENDING queued calls of specs up to FAST_CHARS, the spec string is queued as it is
+    (no hash on the engine's thread); past either bound a tracked spec is queued as its TrackedSpec, so
+    at most FAST_PENDING strings of FAST_CHARS stay alive until the drain; the counts are the same."""
+    from exporter.probe.recorder import FAST_CHARS, FAST_PENDING
+
+    rec = Recorder()
+    spec = '{"type": "object", "title": "' + "x" * 1000 + '"}'
+    big = '{"type": "object", "title": "' + "y" * FAST_CHARS + '"}'
+    for text in (spec, big):
+        rec.finish(rec.begin("xgrammar"), "xgrammar", "json", text, 0.01, False)
+    rec.drain()
+    for _ in range(FAST_PENDING + 10):
+        rec.finish(rec.begin("xgrammar"), "xgrammar", "json", (spec + " ")[:-1], 0.00001, True)
+    rec.finish(rec.begin("xgrammar"), "xgrammar", "json", (big + " ")[:-1], 0.00001, True)
+    queued = list(rec.pending)
+    assert all(entry[0] is None and entry[3] == spec for entry in queued[:FAST_PENDING])
+    assert all(entry[0] is not None and entry[3] is None for entry in queued[FAST_PENDING:])
+    rec.drain()
+    counts = {(c.requests, c.hits) for c in rec._specs.values()}
+    assert counts == {(FAST_PENDING + 11, FAST_PENDING + 10), (2, 1)}
+
+
+def test_what_waits_for_the_next_ship_stays_bounded_by_the_tracked_specs() -> None:
+    """With nobody shipping, a stream of new specs leaves at most max_schemas evictions to report (only
+    shipped specs' evictions are news) and at most twice that many specs awaiting their metadata; every
+    tracked one among them, however long ago it was tracked, still ships its metadata."""
+    rec = Recorder(max_schemas=4)
+    live = '{"n": "live"}'
+    rec.finish(rec.begin("xgrammar"), "xgrammar", "json", live, 0.01, False)
+    rec.take_unsent(everything=True)
+    rec.snapshot(full=True)
+    for i in range(5_000):
+        rec.finish(rec.begin("xgrammar"), "xgrammar", "json", f'{{"n": {i}}}', 0.01, False)
+        rec.finish(rec.begin("xgrammar"), "xgrammar", "json", (live + " ")[:-1], 0.00001, True)  # kept live
+        if i % 500 == 0:
+            rec.drain()
+    rec.drain()
+    assert len(rec._evicted) <= 4 and len(rec._unsent) <= 8
+    shipped = {meta.id for meta in rec.take_unsent(everything=False)}
+    assert {spec.id for spec in rec._specs.values() if spec.text != live} <= shipped
