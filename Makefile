@@ -217,10 +217,12 @@ generated: $(STAMP)
 check: lint typecheck generated unit
 
 # Bytecode written while the installs finish, once, before the suite's workers would each compile the
-# same modules side by side: this tree's and what the suite imports (a collection), and vLLM's server,
-# engine and worker modules. Its errors are the suite's to report, not this warm-up's.
+# same modules side by side: this tree's, what the suite imports (a collection, the grammar engines and
+# transformers) and vLLM's server, engine and worker modules. Its errors are the suite's to report, not
+# this warm-up's.
 precompile: $(STAMP) $(VLLM_STAMP)
 	-@$(BIN)/python -m pytest --collect-only -q -p no:cacheprovider tests >/dev/null 2>&1
+	-@$(BIN)/python -c "import xgrammar, llguidance, transformers, exporter.lint.command" >/dev/null 2>&1
 	-@VLLM_TARGET_DEVICE=cpu $(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server, \
 		vllm.v1.engine.core, vllm.v1.worker.cpu_worker, vllm.v1.structured_output" >/dev/null 2>&1
 
