@@ -37,8 +37,11 @@ from exporter.schema.walk import (
     is_format,
 )
 
+# A token holding a digit starts where its run of token characters starts (the lookbehind): without
+# it a run with no digit was scanned again from each of its characters (0.9 s of the development half's
+# 3 s of masking; the same output on its 96,038 descriptions and titles).
 _VOLATILE = re.compile(
-    r"[\w.:+/-]*\d[\w.:+/-]*"
+    r"(?<![\w.:+/-])[\w.:+/-]*\d[\w.:+/-]*"
     r"|\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
     r"|sep(?:t|tember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|mon(?:day)?|tue(?:s|sday)?"
     r"|wed(?:nesday)?|thu(?:r|rs|rsday)?|fri(?:day)?|sat(?:urday)?|sun(?:day)?|am|pm|utc|gmt)\b",
