@@ -195,6 +195,20 @@ def test_what_keeps_the_probe_from_arming(container: dict[str, Any], found: list
     assert blockers(container, "vllm") == found
 
 
+def test_a_hostile_command_line_is_read_in_linear_time() -> None:
+    """Any pod on the node reaches this: a 200,000-letter option, and 100,000 options that each name a
+    Python, are read in one pass (the regex and the rescan took 1.7 s at 20,000 letters, quadratic)."""
+    import time
+
+    long_option = {
+        "command": ["python3", "-" + "E" * 200_000 + "!", "-m", "vllm.entrypoints.openai.api_server"]
+    }
+    many = {"command": ["python3", *["-x/python"] * 100_000, "-m", "vllm.entrypoints.openai.api_server"]}
+    started = time.process_time()
+    assert blockers(long_option, "vllm") == [] and blockers(many, "vllm") == []
+    assert time.process_time() - started < 1
+
+
 def test_the_report_warns_when_the_probe_will_not_arm() -> None:
     container = vllm(env=[{"name": "VLLM_PLUGINS", "value": "lora_filesystem_resolver"}])
     result = inject(pod(container), {}, OPTIONS)
