@@ -391,9 +391,10 @@ class Recorder:
             if old.shipped:  # a spec the daemon never heard of needs no word of its eviction
                 self._evicted.append(old.id)
             self.counters["evicted"] += 1
-        # No cap on `_evicted`: it holds only shipped specs, at most max_schemas of them between two
-        # snapshots (the ones tracked at the last); a cap dropped notices in a burst of new specs
-        # between two ships, and the daemon counted the evicted specs' last rows twice.
+        # No cap on `_evicted`: it holds only shipped specs, at most twice max_schemas between two
+        # snapshots (those tracked at the last one, and those whose metadata the next cycle took first),
+        # max_schemas with nobody shipping; a cap dropped notices in a burst of new specs between two
+        # ships, and the daemon counted the evicted specs' last rows twice.
         if len(self._unsent) > 2 * self.max_schemas:
             # An evicted spec's counts are in `other`: its metadata is of no use, and dropping it bounds
             # the list (by max_schemas: the rest are tracked) whether or not a daemon is taking it. A
