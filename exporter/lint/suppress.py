@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from exporter.lint.locate import Locator
 from exporter.lint.located import Located, located
 from exporter.lint.report import Report
 from exporter.lint.requests import Request
+from exporter.schema.findings import Finding
 
 BASELINE_VERSION = 1
 
@@ -44,6 +45,14 @@ def apply(
     used: set[int] = set()
     ignored = excepted = baselined = 0
     base = Path(settings.path).resolve().parent if settings.path else None
+    if not (baseline or settings.exceptions or settings.per_path_ignores):
+        # nothing here needs a finding's place: the rules alone decide (locating every finding of a
+        # large input was 13 % of `gdx lint`'s time on the development half)
+        for finding in _findings(report):
+            if not settings.reported(finding.rule, ""):
+                ignored += 1
+                drop.add(id(finding))
+        return Filtered(_without(report, drop), ignored)
     for item in located(report, requests, locator):
         finding, path = item.finding, _relative(item.location.path, base)
         if not settings.reported(finding.rule, path):
@@ -58,6 +67,16 @@ def apply(
         drop.add(id(finding))
     stale = tuple(e for i, e in enumerate(settings.exceptions) if i not in used)
     return Filtered(_without(report, drop), ignored, excepted, baselined, stale)
+
+
+def _findings(report: Report) -> Iterator[Finding]:
+    """Every finding of the report, as `located` walks them, without their places."""
+    for family in report.families:
+        yield from family.findings
+        for schema in family.schemas:
+            yield from schema.findings
+    for rejected in report.rejected:
+        yield rejected.finding
 
 
 def _relative(path: str, base: Path | None) -> str:
