@@ -124,6 +124,6 @@ def _report(
     budget: Budget,
 ) -> SpecReport:
     fingerprint = family.text_fingerprint(text) if value is None else family.fingerprint(text, value, budget)
-    shape = identity.spec_hashes(kind, text, value)[1] if value is not None else identity.digest(text)
+    shape = identity.spec_shape_hash(kind, text, value) if value is not None else identity.digest(text)
     findings = tuple(sorted(found, key=order))
     return SpecReport(kind, findings, digests, fingerprint, shape, identity.title_of(value), failure, value)

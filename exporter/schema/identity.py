@@ -104,6 +104,15 @@ def spec_hashes(kind: str, text: str, parsed: Any | None = None) -> tuple[str, s
     return exact, exact
 
 
+def spec_shape_hash(kind: str, text: str, parsed: Any | None = None) -> str:
+    """`spec_hashes(kind, text, parsed)[1]`, without the schema hash."""
+    if kind in JSON_KINDS:
+        value = parsed if parsed is not None else parse_spec(text)
+        if value is not None:
+            return shape_hash(text, value)
+    return digest(text)
+
+
 def spec_schema_hash(kind: str, text: str, parsed: Any | None = None) -> str:
     """`spec_hashes(kind, text, parsed)[0]`, without the shape hash."""
     if kind in JSON_KINDS:

@@ -130,13 +130,20 @@ def resolve(root: Any, ref: str) -> tuple[str, Any] | None:
     return pointer, node
 
 
+_ORDER = {keyword: i for i, keyword in enumerate(SUBSCHEMAS)}
+_FORMAT_ORDER = {keyword: i for i, keyword in enumerate(FORMAT_CHILDREN)}
+
+
 def children(pointer: str, schema: dict[str, Any], tags: bool = False) -> Iterator[tuple[str, str, Any]]:
     """(keyword, child pointer, child) for every subschema directly under `schema`; with `tags`, a
     structural-tag format node's formats and schemas instead."""
-    table = FORMAT_CHILDREN if tags and is_format(schema) else SUBSCHEMAS
-    for keyword, how in table.items():
-        if keyword not in schema:
-            continue
+    table, order = (FORMAT_CHILDREN, _FORMAT_ORDER) if tags and is_format(schema) else (SUBSCHEMAS, _ORDER)
+    # the table's keywords the schema has, in the table's order: a schema has a few keys, the table 20
+    present = [keyword for keyword in schema if keyword in table]
+    if len(present) > 1:
+        present.sort(key=order.__getitem__)
+    for keyword in present:
+        how = table[keyword]
         value = schema[keyword]
         base = f"{pointer}/{escape(keyword)}"
         if how == "map" and isinstance(value, dict):

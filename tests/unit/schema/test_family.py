@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,6 +27,10 @@ from exporter.schema.family.definitions import canonical
 from exporter.schema.identity import schema_hash
 from exporter.schema.walk import Budget
 from tools.bench.schemas import DATA, read
+
+fingerprint_module = sys.modules[
+    "exporter.schema.family.fingerprint"
+]  # the package exports a function of that name
 
 TYPES = ("string", "integer", "number", "boolean")
 
@@ -138,6 +144,103 @@ def test_timestamps_in_descriptions_and_titles_join() -> None:
     varies = dict(what_varies(variants).literals)
     assert set(varies) == {"/title", "/description", "/properties/summary/description"}
     assert mask_text("Monday, May 4 2026 at 10:15 PM") == mask_text("Tue, June 5 2027 at 9:01 AM")
+
+
+DATE_WORDS = [
+    "jan",
+    "january",
+    "feb",
+    "february",
+    "mar",
+    "march",
+    "apr",
+    "april",
+    "may",
+    "jun",
+    "june",
+    "jul",
+    "july",
+    "aug",
+    "august",
+    "sep",
+    "sept",
+    "september",
+    "oct",
+    "october",
+    "nov",
+    "november",
+    "dec",
+    "december",
+    "mon",
+    "monday",
+    "tue",
+    "tues",
+    "tuesday",
+    "wed",
+    "wednesday",
+    "thu",
+    "thur",
+    "thurs",
+    "thursday",
+    "fri",
+    "friday",
+    "sat",
+    "saturday",
+    "sun",
+    "sunday",
+    "am",
+    "pm",
+    "utc",
+    "gmt",
+]
+PLAIN = re.compile(
+    r"(?<![\w.:+/-])[\w.:+/-]*\d[\w.:+/-]*|\b(?:"
+    + "|".join(sorted(DATE_WORDS, key=len, reverse=True))
+    + r")\b",
+    re.IGNORECASE,
+)
+
+
+def test_the_month_and_day_names_as_a_tree_mask_what_the_plain_list_masks() -> None:
+    """The masking regex spells the names as a tree behind a first-letter check (for speed): it must match
+    exactly the plain alternation's words, in any case, beside digits and punctuation."""
+    rng = random.Random(11)
+    words = [
+        *DATE_WORDS,
+        *(n.upper() for n in DATE_WORDS),
+        *(n + "x" for n in DATE_WORDS),
+        *("x" + n for n in DATE_WORDS),
+    ]
+    words += ["ma", "ju", "se", "thursd", "\u017fept", "june2", "2may", "mid-may", "x.jan", "am/pm", "u.t.c."]
+    glue = ["", " ", ".", "-", "_", "/", ":", "2", "é", ", "]
+    texts = ["".join(rng.choice(words) + rng.choice(glue) for _ in range(12)) for _ in range(3000)]
+    texts += DATE_WORDS
+    masked = fingerprint_module._VOLATILE
+    assert [masked.sub("#", t) for t in texts] == [PLAIN.sub("#", t) for t in texts]
+    assert sum(t != masked.sub("#", t) for t in texts) > 2500  # names were there to mask
+
+
+def test_the_digest_and_mask_caches_stay_bounded_and_change_nothing() -> None:
+    """Short texts' digests and masks are kept between specs; long ones never, and never more than
+    CACHED_TEXTS of them."""
+    specs = [
+        {
+            "type": "object",
+            "description": f"text {i} " + "w" * (i % 3000),
+            "properties": {f"p{i}": {"type": "string"}},
+        }
+        for i in range(3 * fingerprint_module.CACHED_TEXTS)
+    ]
+    warm = [fingerprint(json.dumps(s)) for s in specs]
+    for cache in (fingerprint_module._DIGESTS, fingerprint_module._MASKS):
+        assert 0 < len(cache) <= fingerprint_module.CACHED_TEXTS
+        assert max(map(len, cache)) <= fingerprint_module.CACHED_CHARS
+    cold = []
+    for s in specs:
+        fingerprint_module._DIGESTS.clear()
+        fingerprint_module._MASKS.clear()
+        cold.append(fingerprint(json.dumps(s)))
+    assert warm == cold
 
 
 def test_different_wording_in_descriptions_does_not_join() -> None:

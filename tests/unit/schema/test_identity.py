@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import json
 
-from exporter.schema.identity import sanitize_title, schema_hash, shape_hash, title_of
+from exporter.schema.identity import (
+    sanitize_title,
+    schema_hash,
+    shape_hash,
+    spec_hashes,
+    spec_schema_hash,
+    spec_shape_hash,
+    title_of,
+)
 
 INVOICE = {
     "title": "Invoice",
@@ -48,6 +56,19 @@ def test_shape_hash_is_blind_to_literals_only() -> None:
 def test_non_json_specs_hash_as_strings() -> None:
     assert schema_hash("^[A-Z]{8,64}$") == shape_hash("^[A-Z]{8,64}$")
     assert schema_hash("^[A-Z]{8,64}$") != schema_hash("^[A-Z]{8,65}$")
+
+
+def test_each_spec_hash_alone_is_its_half_of_the_pair() -> None:
+    for kind, text in (
+        ("json", json.dumps(INVOICE)),
+        ("json", '{"type": "object", "properties": {"a": {"const": 1}}}'),
+        ("json", "not json"),
+        ("regex", "^[A-Z]{8,64}$"),
+        ("grammar", 'root ::= "a"'),
+        ("json", "[" * 10_000 + "]" * 10_000),
+    ):
+        assert (spec_schema_hash(kind, text), spec_shape_hash(kind, text)) == spec_hashes(kind, text)
+    assert spec_shape_hash("json", json.dumps(INVOICE)) != spec_schema_hash("json", json.dumps(INVOICE))
 
 
 def test_hostile_specs_do_not_raise() -> None:
