@@ -338,10 +338,10 @@ def profile(pid: int, url: str, folder: Path, idle: float, rounds: int) -> None:
     print("\n".join(stage_table(scraped, rounds, "scrape")))
 
 
-def compare_apply(windows: int, seconds: float) -> None:
-    """Two daemons at the caps in the same windows, no scrape: --probe.apply-interval 0 and 1s."""
+def compare_apply(windows: int, seconds: float, intervals: list[str]) -> None:
+    """Daemons at the caps in the same windows, no scrape, one per --probe.apply-interval (0: on arrival)."""
     print(header("tools.bench.caps", None))
-    modes = (("on arrival (0)", "0"), ("one pass a second (1s)", "1s"))
+    modes = [("on arrival (0)" if i == "0" else f"a pass every {i}", i) for i in intervals]
     with (
         tempfile.TemporaryDirectory(prefix="gdx-capsbench-") as tmp,
         targets(8) as urls,
@@ -354,7 +354,7 @@ def compare_apply(windows: int, seconds: float) -> None:
                 stack.enter_context(daemon(Size(apply_interval=interval), urls, Path(tmp) / str(i)))[0]
             )
         print(f"| window ({seconds:.0f} s, no scrape) | " + " | ".join(name for name, _ in modes) + " |")
-        print("| --- | ---: | ---: |")
+        print("| --- |" + " ---: |" * len(modes))
         shares: list[list[float]] = [[] for _ in modes]
         for w in range(windows):
             before = [cpu_seconds(pid) for pid in pids]
@@ -363,7 +363,7 @@ def compare_apply(windows: int, seconds: float) -> None:
                 shares[i].append((cpu_seconds(pid) - before[i]) / seconds)
             print(f"| {w + 1} | " + " | ".join(f"{s[-1] * 100:.3f} %" for s in shares) + " |")
         means = [statistics.mean(s) for s in shares]
-        print(f"| mean | {means[0] * 100:.3f} % | {means[1] * 100:.3f} % ({means[1] / means[0]:.2f}x) |")
+        print("| mean | " + " | ".join(f"{m * 100:.3f} % ({m / means[0]:.2f}x)" for m in means) + " |")
 
 
 def node_exporter_version() -> str:
@@ -387,13 +387,13 @@ def main(argv: list[str] | None = None) -> int:
         " the .prof files are written to DIR",
     )  # fmt: skip
     parser.add_argument(
-        "--compare-apply", action="store_true",
-        help="only compare, side by side at the caps with no scrape, a daemon that applies each snapshot on"
-        " arrival (--probe.apply-interval 0) with one that reads and applies in one pass a second",
+        "--compare-apply", nargs="?", const="0,1s", metavar="INTERVALS",
+        help="only compare, side by side at the caps with no scrape, daemons at each --probe.apply-interval"
+        " of the comma-separated INTERVALS (default 0,1s: each snapshot applied on arrival; a pass a second)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.compare_apply:
-        compare_apply(windows=3, seconds=60.0)
+        compare_apply(windows=3, seconds=60.0, intervals=args.compare_apply.split(","))
         return 0
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)

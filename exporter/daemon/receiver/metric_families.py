@@ -23,7 +23,7 @@ from prometheus_client.samples import Sample
 from exporter import wire
 from exporter.daemon.collectors.base import pod_labels
 from exporter.daemon.discovery import NodePod
-from exporter.daemon.exposition import SharedLabels
+from exporter.daemon.exposition import Heads, Histograms, SharedLabels
 from exporter.daemon.metrics_table import declared
 from exporter.daemon.receiver.admission import MAX_ENGINE_BACKENDS, REFUSALS, SANITISED
 from exporter.daemon.receiver.analysis import AnalysisView, FamilyView
@@ -57,6 +57,15 @@ def info(family: InfoMetricFamily, labels: Labels, values: Labels) -> None:
     family.samples.append(Sample(family.name + "_info", {**labels, **values}, 1))
 
 
+def histograms(name: str) -> Histograms:
+    """A new, empty histogram family of declaration `name`, whose series `histogram` keeps as values
+    beside their line heads (exposition.Histograms)."""
+    spec = declared(name)
+    if spec.type != "histogram":
+        raise TypeError(f"{spec.full_name} is declared a {spec.type}, not a histogram")
+    return Histograms(spec.full_name, spec.help, labels=list(spec.labels) or None)
+
+
 def histogram(
     family: HistogramMetricFamily,
     labels: Labels,
@@ -70,36 +79,39 @@ def histogram(
     running = list(accumulate(counts))
     if len(running) != len(bounds) + 1:
         raise ValueError(f"{family.name}: {len(running)} buckets for {len(bounds)} bounds")
-    name, append = family.name + "_bucket", family.samples.append
-    series, buckets = _histogram_labels(tuple(labels.items()), bounds, keep)
-    for i, bucket in buckets:
-        append(Sample(name, bucket, running[i]))
-    append(Sample(family.name + "_count", series, running[-1]))
-    append(Sample(family.name + "_sum", series, total))
+    heads, picks = _histogram_heads(family.name, tuple(labels.items()), bounds, keep)
+    values: list[float] = [running[i] for i in picks]
+    values.append(running[-1])
+    values.append(total)
+    if type(family) is Histograms:
+        family.series.append((heads, values))
+    else:
+        family.samples.extend(map(Sample, heads.names, heads.labels, values))
 
 
-# A histogram's label sets, made once per series and handed out at every scrape (bounded: cleared when
-# full). Shared, so the renderer finds their text by identity.
-_HISTOGRAM_LABELS: dict[tuple[object, ...], tuple[SharedLabels, tuple[tuple[int, SharedLabels], ...]]] = {}
-MAX_HISTOGRAM_LABELS = 2_048  # at the caps about 600 series; about 7 KB each
+# A histogram series' heads (names, label sets, line heads) and the buckets it writes, made once per
+# series and handed out at every scrape (bounded: cleared when full). Shared, so the renderer finds
+# their text by identity.
+_HISTOGRAM_LABELS: dict[tuple[object, ...], tuple[Heads, tuple[int, ...]]] = {}
+MAX_HISTOGRAM_LABELS = 2_048  # at the caps about 600 series; about 12 KB each with their text
 
 
-def _histogram_labels(
-    items: tuple[tuple[str, str], ...], bounds: tuple[float, ...], keep: frozenset[str] | None
-) -> tuple[SharedLabels, tuple[tuple[int, SharedLabels], ...]]:
-    """The series' labels and, per bucket written, its index and labels (with `le`)."""
-    key = (items, bounds, keep)
+def _histogram_heads(
+    name: str, items: tuple[tuple[str, str], ...], bounds: tuple[float, ...], keep: frozenset[str] | None
+) -> tuple[Heads, tuple[int, ...]]:
+    """The series' heads: per bucket written its sample (with `le`), then _count and _sum; and the
+    index of each bucket written."""
+    key = (name, items, bounds, keep)
     found = _HISTOGRAM_LABELS.get(key)
     if found is None:
         series = SharedLabels(items)
-        buckets = tuple(
-            (i, SharedLabels({**series, "le": le}))
-            for i, le in enumerate(_les(bounds))
-            if keep is None or le in keep
-        )
+        picks = tuple(i for i, le in enumerate(_les(bounds)) if keep is None or le in keep)
+        les = _les(bounds)
+        labels = (*(SharedLabels({**series, "le": les[i]}) for i in picks), series, series)
+        names = (*[name + "_bucket"] * len(picks), name + "_count", name + "_sum")
         if len(_HISTOGRAM_LABELS) >= MAX_HISTOGRAM_LABELS:
             _HISTOGRAM_LABELS.clear()
-        found = _HISTOGRAM_LABELS[key] = (series, buckets)
+        found = _HISTOGRAM_LABELS[key] = (Heads(names, labels), picks)
     return found
 
 
@@ -195,16 +207,16 @@ class BackendFamilies:
     """Per pod, engine and grammar backend: the compile, wait and mask-fill families and the probe's info."""
 
     def __init__(self) -> None:
-        self.compile_seconds = declared("compile_seconds").histogram()
-        self.miss_seconds = declared("compile_miss_seconds").histogram()
+        self.compile_seconds = histograms("compile_seconds")
+        self.miss_seconds = histograms("compile_miss_seconds")
         self.requests = declared("compile_requests").counter()
         self.hits = declared("compile_cache_hits").counter()
         self.errors = declared("compile_errors").counter()
         self.rejections = declared("grammar_rejections").counter()
         self.running = declared("compile_in_progress").gauge()
         self.oldest = declared("compile_oldest_running_seconds").gauge()
-        self.wait = declared("grammar_wait_seconds").histogram()
-        self.mask = declared("mask_seconds").histogram()
+        self.wait = histograms("grammar_wait_seconds")
+        self.mask = histograms("mask_seconds")
         self.info = declared("probe").info()
 
     def add(self, hello: wire.Hello, backend: str, totals: wire.BackendTotals) -> None:
@@ -376,7 +388,7 @@ class ValidationFamilies:
     loop, so its seconds are seconds in which the server answered nothing."""
 
     def __init__(self) -> None:
-        self.seconds = declared("validation_seconds").histogram()
+        self.seconds = histograms("validation_seconds")
         self.deaths = declared("server_deaths").counter()
 
     def add(self, hello: wire.Hello, snapshot: wire.Snapshot) -> None:
@@ -392,7 +404,7 @@ class ValidationFamilies:
 
 def schema_families(view: StoreView, les: frozenset[str] | None = None) -> Iterable[Metric]:
     """The exposed schemas' series (and `other`), what each hash is, and the daemon's ranking."""
-    compile_seconds = declared("schema_compile_seconds").histogram()
+    compile_seconds = histograms("schema_compile_seconds")
     requests = declared("schema_requests").counter()
     hits = declared("schema_cache_hits").counter()
     failed = declared("schema_compile_errors").counter()

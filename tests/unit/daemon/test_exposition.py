@@ -186,3 +186,40 @@ def test_histogram_label_sets_are_made_once_per_series_and_bounded(monkeypatch: 
         assert len(metric_families._HISTOGRAM_LABELS) <= 10
     with pytest.raises(ValueError, match="buckets"):
         metric_families.histogram(HistogramMetricFamily("h", "h"), {}, (0.5,), [1, 2, 3], 1.0)
+
+
+@pytest.mark.parametrize("openmetrics", [False, True])
+def test_histograms_kept_as_heads_and_values_render_as_their_samples(openmetrics: bool) -> None:
+    """A Histograms family writes each line as its series' head and value, without Samples: the page the
+    library writes from the same family's samples, with hostile label values, no labels, a series
+    profile's buckets, big and fractional values; a label name the renderer does not write falls back."""
+    from exporter.daemon.receiver import metric_families
+
+    def build(labels: list[dict[str, str]], keep: frozenset[str] | None) -> exposition.Histograms:
+        family = exposition.Histograms("gdx_h_seconds", 'help "quoted"\\ and\nnewline')
+        for n, one in enumerate(labels):
+            counts = [n, 2**40, 0, 7]
+            metric_families.histogram(family, one, (0.001, 0.5, 30.0), counts, 1e21 + n / 3, keep)
+        return family
+
+    hostile = {"schema_hash": 'a"b\\c\nd', "pod": "p\u00e9"}
+    cases: list[tuple[list[dict[str, str]], frozenset[str] | None]] = [
+        ([hostile, {"schema_hash": "x"}], None),
+        ([{}], None),
+        ([{"schema_hash": "y"}], frozenset({"0.5", "+Inf"})),
+        ([{"bad-name": "z"}], None),  # not a legal label name: the library's error, from either path
+    ]
+    for labels, keep in cases:
+        family = build(labels, keep)
+        try:
+            want = library([family], openmetrics)
+        except ValueError as err:
+            with pytest.raises(type(err)):
+                exposition.render([family], openmetrics)
+            continue
+        assert exposition.render([family], openmetrics) == want
+        assert len(family.samples) == len(labels) * (len(keep or "1234") + 2)
+    again = build([hostile], None)
+    assert again.series[0][0] is build([hostile], None).series[0][0]  # the heads are made once
+    with pytest.raises(TypeError):
+        again.samples = list(again.samples)
