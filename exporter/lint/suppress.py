@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +20,6 @@ from exporter.lint.locate import Locator
 from exporter.lint.located import Located, located
 from exporter.lint.report import Report
 from exporter.lint.requests import Request
-from exporter.schema.findings import Finding
 
 BASELINE_VERSION = 1
 
@@ -48,7 +47,7 @@ def apply(
     if not (baseline or settings.exceptions or settings.per_path_ignores):
         # nothing here needs a finding's place: the rules alone decide (locating every finding of a
         # large input was 13 % of `gdx lint`'s time on the development half)
-        for finding in _findings(report):
+        for finding in report.findings():
             if not settings.reported(finding.rule, ""):
                 ignored += 1
                 drop.add(id(finding))
@@ -67,16 +66,6 @@ def apply(
         drop.add(id(finding))
     stale = tuple(e for i, e in enumerate(settings.exceptions) if i not in used)
     return Filtered(_without(report, drop), ignored, excepted, baselined, stale)
-
-
-def _findings(report: Report) -> Iterator[Finding]:
-    """Every finding of the report, as `located` walks them, without their places."""
-    for family in report.families:
-        yield from family.findings
-        for schema in family.schemas:
-            yield from schema.findings
-    for rejected in report.rejected:
-        yield rejected.finding
 
 
 def _relative(path: str, base: Path | None) -> str:

@@ -92,34 +92,34 @@ def shape_hash(spec: str, parsed: Any | None = None) -> str:
 JSON_KINDS = frozenset({"json", "json_object"})
 
 
+def _json_value(kind: str, text: str, parsed: Any | None) -> Any | None:
+    """The decoded spec of a JSON Schema kind, or None: another kind, or a text that is not JSON."""
+    if kind not in JSON_KINDS:
+        return None
+    return parsed if parsed is not None else parse_spec(text)
+
+
 def spec_hashes(kind: str, text: str, parsed: Any | None = None) -> tuple[str, str]:
     """(schema_hash, shape_hash) of a spec of a request kind, as the probe labels it and `gdx lint`
     reports it: a JSON Schema's canonical hashes (the string's when it does not parse), any other
     kind's exact string for both."""
-    if kind in JSON_KINDS:
-        value = parsed if parsed is not None else parse_spec(text)
-        if value is not None:
-            return schema_hash(text, value), shape_hash(text, value)
-    exact = digest(text)
-    return exact, exact
+    value = _json_value(kind, text, parsed)
+    if value is None:
+        exact = digest(text)
+        return exact, exact
+    return schema_hash(text, value), shape_hash(text, value)
 
 
 def spec_shape_hash(kind: str, text: str, parsed: Any | None = None) -> str:
     """`spec_hashes(kind, text, parsed)[1]`, without the schema hash."""
-    if kind in JSON_KINDS:
-        value = parsed if parsed is not None else parse_spec(text)
-        if value is not None:
-            return shape_hash(text, value)
-    return digest(text)
+    value = _json_value(kind, text, parsed)
+    return digest(text) if value is None else shape_hash(text, value)
 
 
 def spec_schema_hash(kind: str, text: str, parsed: Any | None = None) -> str:
     """`spec_hashes(kind, text, parsed)[0]`, without the shape hash."""
-    if kind in JSON_KINDS:
-        value = parsed if parsed is not None else parse_spec(text)
-        if value is not None:
-            return schema_hash(text, value)
-    return digest(text)
+    value = _json_value(kind, text, parsed)
+    return digest(text) if value is None else schema_hash(text, value)
 
 
 def title_of(parsed: Any) -> str:

@@ -22,7 +22,7 @@ SCHEMAS = [
 
 
 def rules_of(report: Report) -> list[str]:
-    return [f.rule for f in suppress._findings(report)]
+    return [f.rule for f in report.findings()]
 
 
 def test_rules_alone_leave_out_what_the_located_walk_leaves_out(tmp_path: Path) -> None:
