@@ -88,6 +88,13 @@ class Histograms(HistogramMetricFamily):
         if value:  # Metric.__init__ sets an empty list; series come through `series`
             raise TypeError(f"{self.name}: add series to `series`, not samples")
 
+    # `samples` is made anew at each read, so a sample appended to it would be lost without a word
+    def add_metric(self, *args: object, **kwargs: object) -> None:
+        raise TypeError(f"{self.name}: add series with metric_families.histogram, not add_metric")
+
+    def add_sample(self, *args: object, **kwargs: object) -> None:
+        raise TypeError(f"{self.name}: add series with metric_families.histogram, not add_sample")
+
 
 def _histogram_lines(metric: Histograms) -> list[str] | None:
     lines: list[str] = []

@@ -223,3 +223,7 @@ def test_histograms_kept_as_heads_and_values_render_as_their_samples(openmetrics
     assert again.series[0][0] is build([hostile], None).series[0][0]  # the heads are made once
     with pytest.raises(TypeError):
         again.samples = list(again.samples)
+    with pytest.raises(TypeError):  # what these would append to is made anew at each read: refused, not lost
+        again.add_metric(["x"], [("+Inf", 1)], 1.0)
+    with pytest.raises(TypeError):
+        again.add_sample("gdx_h_seconds_count", {}, 1)
