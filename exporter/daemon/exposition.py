@@ -62,8 +62,11 @@ class Heads:
         written = all(_LEGACY_NAME.match(n) for n in names) and all(
             _LEGACY_LABEL.match(label) for one in labels for label in one
         )
-        pairs = [f"{n}{{{_pairs(one)}}} " if one else f"{n} " for n, one in zip(names, labels, strict=True)]
-        self.text = tuple(pairs) if written else ()
+        self.text = (
+            tuple(f"{n}{{{_pairs(one)}}} " if one else f"{n} " for n, one in zip(names, labels, strict=True))
+            if written
+            else ()
+        )
 
 
 class Histograms(HistogramMetricFamily):

@@ -43,7 +43,6 @@ def apply(
     drop: set[int] = set()
     used: set[int] = set()
     ignored = excepted = baselined = 0
-    base = Path(settings.path).resolve().parent if settings.path else None
     if not (baseline or settings.exceptions or settings.per_path_ignores):
         # nothing here needs a finding's place: the rules alone decide (locating every finding of a
         # large input was 13 % of `gdx lint`'s time on the development half)
@@ -52,6 +51,7 @@ def apply(
                 ignored += 1
                 drop.add(id(finding))
         return Filtered(_without(report, drop), ignored)
+    base = Path(settings.path).resolve().parent if settings.path else None
     for item in located(report, requests, locator):
         finding, path = item.finding, _relative(item.location.path, base)
         if not settings.reported(finding.rule, path):

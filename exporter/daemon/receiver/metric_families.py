@@ -105,8 +105,8 @@ def _histogram_heads(
     found = _HISTOGRAM_LABELS.get(key)
     if found is None:
         series = SharedLabels(items)
-        picks = tuple(i for i, le in enumerate(_les(bounds)) if keep is None or le in keep)
         les = _les(bounds)
+        picks = tuple(i for i, le in enumerate(les) if keep is None or le in keep)
         labels = (*(SharedLabels({**series, "le": les[i]}) for i in picks), series, series)
         names = (*[name + "_bucket"] * len(picks), name + "_count", name + "_sum")
         if len(_HISTOGRAM_LABELS) >= MAX_HISTOGRAM_LABELS:
