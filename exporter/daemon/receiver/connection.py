@@ -5,6 +5,7 @@ between read passes (parked: its transport not reading)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 import time
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 
 from exporter.daemon.receiver.store import EngineState, who
 from exporter.daemon.receiver.tokenreview import PodIdentity, ReviewedToken
+
+READ_CHUNK = 256 * 1024  # one read of a parked socket (asyncio's own reads are at most this)
 
 
 @dataclass(slots=True)
@@ -87,6 +90,34 @@ class Connection:
         ):
             self.transport.pause_reading()
             self.parked = True
+
+    def read_parked(self, limit: int) -> tuple[bytes, Exception | None] | None:
+        """What the probe sent while the connection was parked, read straight from its socket without
+        waking the event loop (non-blocking, about `limit` bytes at most), and how the reading ended:
+        None (nothing more for now), EOFError (the peer closed) or the OSError a read raised. Only a
+        parked plain socket transport (unix or TCP, never TLS) is read this way: nothing else reads it
+        meanwhile, and a selector transport keeps no bytes of its own; None for any other (resume it)."""
+        sock = self.transport.get_extra_info("socket")
+        fd = -1 if sock is None or self.transport.is_closing() else sock.fileno()
+        if not self.parked or fd < 0 or self.transport.get_extra_info("sslcontext") is not None:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        end: Exception | None = None
+        while size < limit:
+            try:
+                chunk = os.read(fd, READ_CHUNK)
+            except BlockingIOError:
+                break
+            except OSError as err:
+                end = err
+                break
+            if not chunk:
+                end = EOFError()
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks), end
 
     def unpark(self) -> None:
         if self.parked:

@@ -9,12 +9,15 @@ and another peer's hello for it is refused.
 
 With `apply_interval` set (`--probe.apply-interval`, 1 s), the probes' connections are read in one
 pass per interval: after a snapshot, a connection at a message boundary is parked (its transport stops
-reading; the kernel keeps what the probe sends), and each pass resumes them all, reads what they
-sent, applies it in order and parks them again. A scrape runs a pass first, so /metrics is never
-behind. Why: on these machines each wake-up of the daemon's event loop costs about 200 us of CPU
-whatever it does, and 8 engines at one snapshot a second woke it 8 times a second for 2 of its 4 ms
-(docs/measurements/performance.md). A connection mid-message (a large `schemas` chunk) is never
-parked, nor one before its first snapshot, so a probe never waits on a parked daemon for long.
+reading; the kernel keeps what the probe sends), and each pass reads the parked sockets directly,
+holds the whole snapshots it finds, applies them in order and leaves the connections parked; what is
+not a snapshot goes to the connection's stream, which is resumed. A scrape runs a pass first, so
+/metrics is never behind. Why: on these machines each wake-up of the daemon's event loop costs about
+200 us of CPU whatever it does, and 8 engines at one snapshot a second woke it 8 times a second for 2
+of its 4 ms (docs/measurements/performance.md); resuming the streams each pass still cost about
+0.5 ms a second more than reading the sockets (docs/measurements/daemon-speedups.md). A connection
+mid-message (a large `schemas` chunk) is never parked, nor one before its first snapshot, so a probe
+never waits on a parked daemon for long.
 
 A message over INLINE_BYTES (a `schemas` chunk with schema texts, up to 4 MiB) is read and its texts'
 hashes recomputed (`schema_check`) in a child process (`message_check`), one message at a time, while
@@ -45,7 +48,7 @@ SNAPSHOT_PREFIX = b'{"v":%d,"kind":"snapshot"' % wire.VERSION
 MAX_HELD_BYTES = 1 << 20  # per connection: beyond this its held snapshots are applied at once
 READ_PASSES = 4  # event-loop turns a pass gives resumed connections to deliver what the kernel holds
 # A message longer than this is parsed and its schema texts checked off the event loop: below it the
-# work on the loop stays under about 20 ms (wire.validate and the hashes of ~500 small schemas).
+# work on the loop stays under about 20 ms (wire_check.validate and the hashes of ~500 small schemas).
 INLINE_BYTES = 64 * 1024
 
 
@@ -123,17 +126,57 @@ class MessageHandling:
             self._apply_conn(conn)
 
     async def read_pass(self) -> None:
-        """One pass: the parked connections resume and deliver what their probes sent meanwhile, every
-        held snapshot is applied, and each connection at a message boundary is parked again. Each
-        refresh runs one, so a scrape sees every snapshot sent before it."""
+        """One pass: what the parked connections' probes sent meanwhile is read, every held snapshot is
+        applied, and each connection at a message boundary is parked again. Each refresh runs one, so
+        a scrape sees every snapshot sent before it. Whole snapshots are read straight from the parked
+        sockets (`_read_parked`); the loop gets READ_PASSES turns only when a connection's stream has
+        something to deliver (it was resumed, or never parked)."""
+        turns = False
         for conn in list(self._open):
-            conn.unpark()
-        for _ in range(READ_PASSES):
-            await asyncio.sleep(0)
+            if not conn.parked:
+                turns = True  # mid-message: its stream reads on its own
+            elif not self._read_parked(conn):
+                turns = True
+        if turns:
+            for _ in range(READ_PASSES):
+                await asyncio.sleep(0)
         self.apply_held()
         for conn in list(self._open):
             if conn.at_boundary():
                 conn.park()
+
+    def _read_parked(self, conn: Connection) -> bool:
+        """Holds the whole snapshots a parked connection's probe sent, read from its socket without
+        resuming it: each wake-up of the event loop for a connection costs more than reading it (the
+        daemon's idle CPU at the caps, docs/measurements/daemon-speedups.md). From the first line that
+        is anything else (another kind, over INLINE_BYTES, unfinished) everything read is handed to the
+        connection's stream reader, with the end of the connection if it came, and the connection is
+        resumed: its task reads on as if it had read it all. True: it stays parked."""
+        read = conn.read_parked(MAX_HELD_BYTES)
+        if read is None:  # not a plain socket: its transport reads it
+            conn.unpark()
+            return False
+        data, end = read
+        start = 0
+        if data:
+            conn.last_read = time.monotonic()
+        while (stop := data.find(b"\n", start)) >= 0:
+            if stop + 1 - start > INLINE_BYTES or not data.startswith(SNAPSHOT_PREFIX, start):
+                break
+            self._hold(conn, data[start : stop + 1])
+            start = stop + 1
+            if conn.transport.is_closing():  # a held message was refused: the connection ends
+                return False
+        if start == len(data) and end is None:
+            return True
+        if start < len(data):
+            conn.reader.feed_data(data[start:])
+        if isinstance(end, EOFError):
+            conn.reader.feed_eof()
+        elif end is not None:
+            conn.reader.set_exception(end)
+        conn.unpark()
+        return False
 
     async def _read_message(self, reader: asyncio.StreamReader, engine: EngineState | None) -> bytes | None:
         """The next whole line, or None once the peer closed. Oversize messages are skipped and counted."""

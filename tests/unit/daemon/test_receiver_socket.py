@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -246,5 +247,77 @@ async def test_snapshots_apply_on_arrival_with_no_interval(tmp_path: Path) -> No
         assert source.listener.counts["ok"] == 2 and not source.listener._holding  # applied on arrival
         writer.close()
         await writer.wait_closed()
+    finally:
+        await source.close()
+
+
+async def test_a_pass_reads_parked_snapshots_from_the_socket_and_hands_the_rest_to_the_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While parked, whole snapshots are read straight from the socket at each pass: the connection is
+    never resumed for them. A message of another kind, a line not finished yet and the end of the
+    connection go to its stream, in order, and it is resumed (then parked again at a boundary)."""
+    from exporter.daemon.receiver.connection import Connection
+
+    resumed: list[Connection] = []
+    unpark = Connection.unpark
+    monkeypatch.setattr(Connection, "unpark", lambda conn: (resumed.append(conn), unpark(conn))[1])
+    path = tmp_path / "probe.sock"
+    source = ProbeCollector(ProbeSettings(socket=str(path), apply_interval=60.0))  # passes: refresh()
+    await source.start()
+    listener = source.listener
+
+    def requests() -> int:
+        (engine,) = source.store.engines.values()
+        assert engine.snapshot is not None
+        return engine.snapshot.backends["xgrammar"].requests
+
+    async def until(done: Callable[[], bool]) -> None:
+        for _ in range(200):
+            if done():
+                return
+            await asyncio.sleep(0.005)
+        raise AssertionError("not within 1 s")
+
+    try:
+        _reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(encode({"kind": "hello", **HELLO}) + _snapshot(1, 5))
+        await writer.drain()
+        await until(lambda: [c.parked for c in listener._open] == [True])
+        await source.refresh()
+        assert requests() == 5 and listener.counts["ok"] == 2
+
+        writer.write(_snapshot(2, 6) + _snapshot(3, 7) + _snapshot(4, 8))  # three, in one pass
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        await source.refresh()
+        assert requests() == 8 and listener.counts["ok"] == 5
+        assert not resumed and [c.parked for c in listener._open] == [True]
+
+        # a snapshot, something else, a snapshot and half of one: the first held, the rest streamed
+        last = _snapshot(8, 12)
+        writer.write(_snapshot(5, 9) + b"not json\n" + _snapshot(6, 10) + last[:40])
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        await source.refresh()
+        assert len(resumed) == 1
+        await until(lambda: listener.counts["ok"] == 7)
+        assert requests() == 10 and listener.counts["malformed"] == 1
+        writer.write(last[40:])
+        await writer.drain()
+        await until(lambda: [c.parked for c in listener._open] == [True])  # at a boundary again
+        await source.refresh()
+        assert requests() == 12 and listener.counts["ok"] == 8 and len(resumed) == 1
+
+        # the probe sends a last snapshot and closes while parked: applied, and the connection ends
+        writer.write(_snapshot(9, 13))
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        await asyncio.sleep(0.05)
+        assert listener.connections == 1  # parked: nothing read yet
+        await source.refresh()
+        await until(lambda: listener.connections == 0)
+        assert requests() == 13 and listener.counts["ok"] == 9 and listener.counts["malformed"] == 1
     finally:
         await source.close()
