@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from exporter import wire
 from exporter.daemon.receiver.listener import classify
 from exporter.probe.recorder import Recorder
 from exporter.probe.shipper import encode, schema_messages
-from exporter.wire import Invalid, validate
+from exporter.wire_check import Invalid, validate
 
 HELLO = {
     "kind": "hello",
@@ -134,24 +135,24 @@ def test_schema_warnings_are_checked() -> None:
     item = {"id": 1, "hash": "0" * 12, "shape": "1" * 12, "kind": "json", "backend": "llguidance"}
     item["text"] = "{}"
     said = [{**item, "warnings": ["Unknown format: x"]}]
-    ok = wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": said})
+    ok = validate({"v": wire.VERSION, "kind": "schemas", "schemas": said})
     assert isinstance(ok, wire.SchemasMessage) and ok.schemas[0].warnings == ("Unknown format: x",)
-    plain = wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": [item]})
+    plain = validate({"v": wire.VERSION, "kind": "schemas", "schemas": [item]})
     assert isinstance(plain, wire.SchemasMessage) and plain.schemas[0].warnings == ()
     for bad in (["x" * 513], ["w"] * 17, "not a list", [1]):
-        with pytest.raises(wire.Invalid):
-            wire.validate({"v": wire.VERSION, "kind": "schemas", "schemas": [{**item, "warnings": bad}]})
+        with pytest.raises(Invalid):
+            validate({"v": wire.VERSION, "kind": "schemas", "schemas": [{**item, "warnings": bad}]})
 
 
 def test_the_integer_version_validates() -> None:
-    assert isinstance(wire.validate({"v": wire.VERSION, **HELLO}), wire.Hello)
+    assert isinstance(validate({"v": wire.VERSION, **HELLO}), wire.Hello)
 
 
 @pytest.mark.parametrize("version", [True, 1.0, "1", None])
 def test_a_version_that_only_equals_1_is_refused(version: object) -> None:
     """The protocol version is the integer 1: JSON's `true` and `1.0` equal 1 in Python, but are not it."""
-    with pytest.raises(wire.Invalid, match="unsupported protocol version"):
-        wire.validate({"v": version, **HELLO})
+    with pytest.raises(Invalid, match="unsupported protocol version"):
+        validate({"v": version, **HELLO})
 
 
 def test_the_recorder_names_at_most_max_guard_schemas_and_counts_the_rest_unnamed() -> None:
@@ -171,3 +172,72 @@ def test_a_guarded_probe_says_its_mode_in_its_hello() -> None:
     assert isinstance(hello, wire.Hello) and hello.guard == "enforce"
     plain = validate(json.loads(encode(HELLO)))
     assert isinstance(plain, wire.Hello) and plain.guard == ""
+
+
+_ROW_VALUES: list[Any] = [
+    0, 1, 7, 2**63 - 1, 2**63, -1, True, False, 1.0, 0.5, -0.0, float("nan"), float("inf"), 10**400, "1",
+    None, [], {}, [0] * 7, [1, 2, 3, 4, 5, 6, 7], [0] * 6, [0] * 8, [0, 0, 0, 0, 0, 0, -1],
+    [0, 0, 0, 0, 0, 0, True], [0, 0, 0, 0, 0, 0, 1.0], (0,) * 7, {"timeout": 2}, {"timeout": -2},
+    {"bogus": 1}, {"invalid_schema": 1, "internal": 3},
+]  # fmt: skip
+_ROW_KEYS = ("id", "requests", "hits", "errors", "buckets", "sum")
+_OPTIONAL = ("rejected", "refused", "misrouted", "stalls", "stall_seconds", "deaths", "unknown")
+
+
+def _valid_row(i: int) -> dict[str, Any]:
+    return {
+        "id": i,
+        "requests": 9 + i,
+        "hits": 9,
+        "errors": {},
+        "buckets": [i, 0, 1, 0, 0, 0, 2],
+        "sum": 0.5 * i,
+    }
+
+
+def _rows_to_check() -> Iterator[list[Any]]:
+    """Three rows, one of them (first, middle, last) given each value of each field, optional ones
+    included, or lacking a field, or not an object; then two rows given values at once."""
+    changes: list[tuple[str, Any]] = [(k, v) for k in (*_ROW_KEYS, *_OPTIONAL) for v in _ROW_VALUES]
+    changes += [(k, None) for k in _ROW_KEYS]  # None below: the field removed
+    for position in range(3):
+        for key, value in changes:
+            rows: list[Any] = [_valid_row(i) for i in range(3)]
+            if value is None and key in _ROW_KEYS:
+                del rows[position][key]
+            else:
+                rows[position][key] = value
+            yield rows
+        not_objects: tuple[Any, ...] = ([], "row", 3, None)
+        for other in not_objects:
+            yield [other if i == position else _valid_row(i) for i in range(3)]
+    for n, (first, second) in enumerate(zip(changes, reversed(changes), strict=True)):
+        rows = [_valid_row(i) for i in range(3)]
+        rows[n % 3][first[0]] = first[1]
+        rows[(n + 1) % 3][second[0]] = second[1]
+        yield rows
+    yield []
+
+
+def test_the_rows_checked_as_columns_are_the_rows_checked_one_by_one() -> None:
+    """A snapshot's rows are checked column by column (`wire_check._rows`, the daemon's hot path): for any
+    rows, the same records as the row-by-row check, of the same types, or the same first problem named."""
+    from exporter.wire_check import _rows, _spec_totals
+
+    def outcome(check: Callable[[list[Any]], tuple[wire.SpecTotals, ...]], rows: list[Any]) -> Any:
+        try:
+            return check(rows)
+        except Exception as err:  # classify drops a message on any of these
+            return (type(err), str(err))
+
+    def one_by_one(rows: list[Any]) -> tuple[wire.SpecTotals, ...]:
+        return tuple([_spec_totals(r, "snapshot.schemas", True) for r in rows])
+
+    accepted = 0
+    for rows in _rows_to_check():
+        expected, got = outcome(one_by_one, rows), outcome(_rows, rows)
+        assert got == expected, rows
+        if isinstance(expected, tuple) and expected and isinstance(expected[0], wire.SpecTotals):
+            accepted += 1
+            assert [type(v) for r in got for v in r] == [type(v) for r in expected for v in r]
+    assert accepted > 100  # the fast path ran, not only the refusals

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from exporter import wire
+from exporter import wire, wire_check
 from exporter.daemon.receiver.schema_check import Identities, SpecChecker
 
 log = logging.getLogger("gdx.collector.probe")
@@ -49,8 +49,8 @@ def classify(line: bytes) -> tuple[str, wire.Message | None]:
     if not isinstance(doc, dict) or doc.get("kind") not in wire.KINDS:
         return "malformed", None
     try:
-        return "ok", wire.validate(doc)
-    except (wire.Invalid, TypeError, ValueError, OverflowError, RecursionError):
+        return "ok", wire_check.validate(doc)
+    except (wire_check.Invalid, TypeError, ValueError, OverflowError, RecursionError):
         return "rejected", None
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from exporter import wire
+from exporter import wire, wire_check
 from exporter.probe import cgroup
 
 V2_MOUNT = "30 23 0:26 / {point} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
@@ -80,11 +80,11 @@ def test_the_daemon_checks_the_engine_section() -> None:
         "pool_workers": 8, "cpus": 16,
         "cgroup": {"version": 2, "periods": 3, "throttled_periods": 1, "throttled_seconds": 0.5, "quota_cores": 4.0},
     }  # fmt: skip
-    msg = wire.validate(_snapshot(good))
+    msg = wire_check.validate(_snapshot(good))
     assert isinstance(msg, wire.Snapshot) and msg.engine is not None
     assert msg.engine.caches == (wire.CacheSize("xgrammar", "full_vocab_compiler", 5, -1),)
     assert msg.engine.cgroup == wire.CgroupCpu(2, 3, 1, 0.5, 4.0)
-    older = wire.validate(_snapshot(None))
+    older = wire_check.validate(_snapshot(None))
     assert isinstance(older, wire.Snapshot) and older.engine is None
     for bad in (
         {**good, "caches": [{"backend": "x y", "compiler": "c", "bytes": 1}]},
@@ -94,5 +94,5 @@ def test_the_daemon_checks_the_engine_section() -> None:
         {**good, "caches": [{"backend": "x", "compiler": "c", "bytes": 1}] * 17},
         [],
     ):
-        with pytest.raises(wire.Invalid):
-            wire.validate(_snapshot(bad))
+        with pytest.raises(wire_check.Invalid):
+            wire_check.validate(_snapshot(bad))

@@ -182,12 +182,12 @@ def test_snapshots_carry_the_cpu_of_the_thread_that_takes_them() -> None:
     thread.start()
     thread.join()
     assert other[0] < 0.05 <= second  # a fresh thread has its own, small count
-    from exporter import wire
+    from exporter import wire, wire_check
 
     doc = {"v": wire.VERSION, "kind": "snapshot", "seq": 1, "full": True, "backends": {}}
-    parsed = wire.validate({**doc, "cpu": {"user": 1.0, "system": 0.5, "probe": second}})
+    parsed = wire_check.validate({**doc, "cpu": {"user": 1.0, "system": 0.5, "probe": second}})
     assert isinstance(parsed, wire.Snapshot) and parsed.cpu.probe == second
-    older = wire.validate({**doc, "cpu": {"user": 1.0, "system": 0.5}})  # a probe before the field
+    older = wire_check.validate({**doc, "cpu": {"user": 1.0, "system": 0.5}})  # a probe before the field
     assert isinstance(older, wire.Snapshot) and older.cpu.probe == 0.0
 
 
@@ -304,13 +304,13 @@ def test_a_process_that_validates_shows_zeros_from_its_first_snapshot() -> None:
 def test_a_process_that_only_validates_sends_no_sizing() -> None:
     """vLLM's API server has no compile pool or cache, and its CPU cgroup is the engine container's:
     counted once, by the engine's probe."""
-    from exporter import wire
+    from exporter import wire, wire_check
 
     rec = Recorder(locate_cgroup=False)
     rec.sizing = False
     snap = rec.snapshot(full=True)
     assert snap["engine"] is None
-    assert wire.validate({"v": wire.VERSION, "kind": "snapshot", "seq": 1, **snap}).engine is None  # type: ignore[union-attr]
+    assert wire_check.validate({"v": wire.VERSION, "kind": "snapshot", "seq": 1, **snap}).engine is None  # type: ignore[union-attr]
 
 
 def test_the_calling_thread_leaves_the_lookup_to_the_shipper_within_bounds() -> None:
