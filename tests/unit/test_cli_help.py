@@ -53,3 +53,28 @@ def test_the_top_level_help_lists_an_example_per_subcommand() -> None:
     lines = examples(help_text([]))
     for name in cli.EXAMPLES:
         assert any(f"gdx {name}" in line for line in lines), name
+
+
+@pytest.mark.parametrize("name", sorted(subcommands()))
+def test_a_commands_own_parser_is_the_one_the_full_parser_has(name: str) -> None:
+    """`gdx COMMAND` builds that command's parser alone (a daemon's start imports no lint, fix or inject):
+    the same help, and nothing else in it."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        cli._parser(name).parse_args([name, "--help"])
+    assert out.getvalue() == help_text([name])
+    (action,) = [a for a in cli._parser(name)._actions if isinstance(a, argparse._SubParsersAction)]
+    assert name in action.choices and len(action.choices) <= 2
+
+
+def test_gdx_serve_imports_no_other_command() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from exporter import cli; cli._parser('serve').parse_args(['serve']);"
+        " print(sorted(m for m in sys.modules if m.split('.')[:2] in"
+        " (['exporter', 'lint'], ['exporter', 'fix'], ['exporter', 'inject'])))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
