@@ -176,3 +176,44 @@ def test_a_date_deep_in_optional_objects_is_proven(engine: XgrammarEngine, reche
     assert "-02-30" in proved.proof.instance or "-04-31" in proved.proof.instance
     assert proved.proof.how == "edit of the schema's example where the finding points"  # before any walk
     assert proved.proof.violation in recheck(schema, proved.proof.instance)
+
+
+def test_the_walk_over_character_tokens_makes_the_texts_the_walk_over_the_vocabulary_makes(
+    engine: XgrammarEngine,
+) -> None:
+    """`sample` walks a grammar compiled over the character-tokens alone (microseconds a step instead
+    of a mask over 128,256 tokens): from the same seed, the same text as the walk over the model's
+    whole vocabulary, on three schemas of each JSONSchemaBench category (and on this
+    xgrammar: test_engine_versions.py runs this file on each version the engines pin)."""
+    import gzip
+    import random
+
+    import xgrammar
+
+    from exporter.lint.prove.engine import _character_tokens, _RandomWalk
+    from tools.harness import JSONSCHEMABENCH
+
+    info = engine._info
+    whole = _RandomWalk(*_character_tokens(info.decoded_vocab), engine.stop)
+
+    def over_the_vocabulary(compiled: Any, rng: random.Random) -> str | None:
+        matcher = xgrammar.GrammarMatcher(compiled.grammar)
+        bitmask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
+        return whole(lambda: matcher.fill_next_token_bitmask(bitmask), matcher.accept_token,
+                     bitmask[0].numpy(), rng)  # fmt: skip
+
+    texts = compared = 0
+    for path in sorted((JSONSCHEMABENCH / "schemas").glob("*.jsonl.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            schemas = sorted((json.dumps(json.loads(line)["schema"]) for line in lines), key=len)
+        for text in (schemas[len(schemas) * q // 20] for q in (2, 5, 10)):  # by size: the 10th, 25th, 50th %
+            try:
+                compiled = engine.compile(text)
+            except Exception:
+                continue
+            for seed in range(3):
+                expected = over_the_vocabulary(compiled, random.Random(seed))
+                assert engine.sample(compiled, random.Random(seed)) == expected, (path.name, seed)
+                texts += expected is not None
+                compared += 1
+    assert compared >= 60 and texts >= compared // 2, (compared, texts)
