@@ -22,13 +22,11 @@ import pytest
 import yaml
 
 from tests.support import pod_security
+from tests.support.k8s_schemas import CRD_KINDS, validate
 from tools.harness import ROOT
 
 DEPLOY = ROOT / "deploy"
 VERSIONS = ["1.28", "1.29", "1.30", "1.31", "1.32", "1.33"]
-CRD_KINDS = ("PodMonitor", "ServiceMonitor", "PrometheusRule")
-OPERATOR = json.loads((ROOT / "tests/support/data/prometheus-operator-v1.schema.json").read_text())
-SCC = json.loads((ROOT / "tests/support/data/openshift-scc-v1.schema.json").read_text())
 COMPONENTS = ["monitors", "servicemonitor", "dashboards", "openshift", "gpu-operator", "priority-class"]
 # the probe's transports: the base's (the chart's default, service) and the component for each other one,
 # with the Pod Security level the exporter's namespace is labelled (and its pods meet)
@@ -106,15 +104,6 @@ def manifests(tmp: Path) -> list[tuple[str, dict[str, Any]]]:
             built = kustomize_dir(overlay(tmp / transport, ["base"], [*COMPONENTS, component]))
             docs.extend((f"kustomize base + every component + {component}", d) for d in built)
     return docs
-
-
-def validate(doc: dict[str, Any], version: str) -> None:
-    if doc["kind"] in CRD_KINDS:
-        jsonschema.validate(doc, {**OPERATOR, "$ref": f"#/$defs/{doc['kind']}"})
-    elif doc["kind"] == "SecurityContextConstraints":
-        jsonschema.validate(doc, SCC)
-    else:
-        kubernetes_validate.validate(doc, version, strict=True)
 
 
 def test_every_manifest_is_valid(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import yaml
 
+from tests.support.k8s_schemas import validate
 from tools.harness import DATA, ROOT
 
 VERSIONS = ("1.28", "1.30", "1.33")
@@ -57,7 +57,7 @@ def as_get_list(text: str) -> str:
 
 def strict(doc: dict[str, Any]) -> None:
     for version in VERSIONS:
-        kubernetes_validate.validate(doc, version, strict=True)
+        validate(doc, version)
 
 
 def test_the_readme_pipeline_on_what_kubectl_writes() -> None:

