@@ -4,11 +4,12 @@ parked connections plus 8 snapshots, and this measures the first part alone, thr
 
 8 clients on a unix socket each send one 2.5 KB line a second (a snapshot's size), spread over the
 second. The server only counts the lines; the loop thread's CPU (`time.thread_time`) over the window:
-- `stream`: as the daemon reads today: a StreamReader task per connection (`readuntil`), parked with
-  `pause_reading` after a whole line and resumed by a pass a second that gives the loop 4 turns;
+- `stream`: as the daemon read before its passes read the parked sockets (commit 3642275): a
+  StreamReader task per connection (`readuntil`), parked with `pause_reading` after a whole line and
+  resumed by a pass a second that gives the loop 4 turns;
 - `protocol`: an asyncio.Protocol splitting lines in `data_received`, parked and resumed the same way;
 - `direct`: the connections never registered with the loop; a pass a second reads each socket
-  (non-blocking `recv` until it would block) and splits the lines.
+  (non-blocking `recv` until it would block) and splits the lines: what the daemon's passes do now.
 Each mode runs in a child process of its own, the modes alternated for `--rounds` rounds.
 """
 

@@ -133,9 +133,7 @@ class MessageHandling:
         something to deliver (it was resumed, or never parked)."""
         turns = False
         for conn in list(self._open):
-            if not conn.parked:
-                turns = True  # mid-message: its stream reads on its own
-            elif not self._read_parked(conn):
+            if not conn.parked or not self._read_parked(conn):  # its stream reads (mid-message, or resumed)
                 turns = True
         if turns:
             for _ in range(READ_PASSES):
