@@ -174,7 +174,11 @@ class VllmServer:
             env=env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # its EngineCore and workers share the group: stop() ends them all
+            # A process group of its own, so that stop() ends its EngineCore and workers with it; not a
+            # session of its own: the kernel's autogroups share the CPU between sessions first, and the
+            # server's two processes that spin on vLLM's shared-memory queues (a second after every
+            # message) took half the machine from everything else the suite ran (2026-12-06).
+            process_group=0,
             cwd=workdir,
             preexec_fn=None if address_space is None else lambda: _limit_address_space(address_space),
         )
