@@ -132,7 +132,7 @@ class VllmServer:
             "VLLM_CPU_KVCACHE_SPACE": "1",
             "VLLM_CPU_OMP_THREADS_BIND": "nobind",
             # One OpenMP thread: the tiny model has no math worth splitting, and torch's OpenMP threads
-            # spin between steps on cores the rest of the machine needs (a demo's worker process took
+            # spin between steps on cores the rest of the machine needs (a busy server's worker took
             # 1.44 cores busy, 0.92 with one thread, and served 30 % more requests; 2026-12-06).
             "OMP_NUM_THREADS": "1",
             "HF_HUB_OFFLINE": "1",
