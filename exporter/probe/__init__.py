@@ -1,9 +1,9 @@
 """The in-engine probe: measures grammar compiles per schema inside vLLM, SGLang or TensorRT-LLM.
 
 vLLM loads it through the `vllm.general_plugins` entry point (`register`) in every process it starts;
-it arms itself where grammars are compiled (the EngineCore process, or the API server when
-`VLLM_ENABLE_V1_MULTIPROCESSING=0` runs the engine in-process) and, as engine `api-server`, in the API
-server, which validates each structured request on its event loop (targets/vllm_api.py). SGLang and
+it arms itself where grammars are compiled (the EngineCore process, or the main process of an offline
+`LLM` when `VLLM_ENABLE_V1_MULTIPROCESSING=0` runs its engine in-process) and, as engine `api-server`,
+in the API server, which validates each structured request on its event loop (targets/vllm_api.py). SGLang and
 TensorRT-LLM call `install()` explicitly, e.g. from `sitecustomize.py`. Standard library only;
 nothing here raises into the engine. Environment:
 
@@ -90,7 +90,7 @@ def register() -> None:
             install("vllm", engine=match.group(1) if match else "0")
         elif name == "MainProcess" and _vllm_helper():
             return  # e.g. the model registry's inspection subprocess: not the API server
-        elif in_process and name == "MainProcess":
+        elif in_process and name == "MainProcess" and not _api_server():
             install("vllm", markers=True)
         elif name == "MainProcess" or name.startswith("ApiServer"):
             match = re.search(r"_(\d+)$", name)
@@ -98,6 +98,19 @@ def register() -> None:
             install("vllm", engine=engine, markers=True, sizing=False)
     except Exception as err:  # a plugin that raises would stop vLLM from starting
         log.warning("guided-decoding probe: not armed: %r", err)
+
+
+def _api_server() -> bool:
+    """vLLM's OpenAI server (`python -m vllm.entrypoints...`, `vllm serve`). Its engine is a process of
+    its own whatever VLLM_ENABLE_V1_MULTIPROCESSING says (AsyncLLM starts an EngineCore in 0.32 to
+    0.34; the setting runs in-process only the offline `LLM`): armed as engine 0, it would take the
+    EngineCore's identity on the daemon and lose its own validation series."""
+    main = sys.modules.get("__main__")
+    module = getattr(getattr(main, "__spec__", None), "name", None) or ""
+    argv = sys.argv
+    return module.startswith("vllm.entrypoints.") or (
+        bool(argv) and os.path.basename(argv[0]) == "vllm" and argv[1:2] == ["serve"]
+    )
 
 
 def _vllm_helper() -> bool:

@@ -19,6 +19,12 @@ from exporter.probe import patching, targets
 CHILD = """
 import json, multiprocessing, os, sys
 multiprocessing.current_process().name = sys.argv[1]
+argv = sys.argv[2:] or sys.argv  # the command line the process would have had: -m MODULE ARGS or ARGS
+if argv[0] == "-m":
+    import types
+    sys.modules["__main__"].__spec__ = types.SimpleNamespace(name=argv[1])
+    argv = argv[1:]
+sys.argv = argv
 import exporter.probe as probe
 probe.register()
 rec = probe.get_recorder()
@@ -28,10 +34,10 @@ print(json.dumps({"armed": rec is not None, "engine": shipper.hello["engine"] if
 """
 
 
-def _register_in(process_name: str, **env: str) -> dict[str, Any]:
+def _register_in(process_name: str, argv: tuple[str, ...] = (), **env: str) -> dict[str, Any]:
     base = {"PATH": "/usr/bin:/bin", "GDX_PROBE_SOCKET": "/nonexistent/probe.sock"}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, process_name],
+        [sys.executable, "-c", CHILD, process_name, *argv],
         env={**base, **env},
         capture_output=True,
         text=True,
@@ -55,7 +61,7 @@ def test_entry_point_is_declared() -> None:
         ("MainProcess", {}, True, "api-server"),  # the API server: it validates each request
         ("ApiServer_1", {}, True, "api-server-1"),  # --api-server-count 2
         ("VllmWorker-0", {}, False, None),
-        ("MainProcess", {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, True, "0"),  # engine in-process
+        ("MainProcess", {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}, True, "0"),  # an offline LLM's engine
         ("EngineCore", {"GDX_PROBE": "0"}, False, None),
     ],
 )
@@ -66,6 +72,25 @@ def test_arms_where_grammars_compile_or_requests_are_validated(
     assert got["armed"] is armed and got["engine"] == engine
     if armed:
         assert got["kind"] == "vllm"
+
+
+@pytest.mark.parametrize(
+    ("argv", "engine"),
+    [
+        (("-m", "vllm.entrypoints.openai.api_server", "--model", "m"), "api-server"),
+        (("/venv/bin/vllm", "serve", "m"), "api-server"),
+        (("offline.py",), "0"),  # a script with vLLM's offline LLM: its engine runs in this process
+        (("/venv/bin/vllm", "bench", "m"), "0"),
+    ],
+)
+def test_an_api_server_is_the_api_server_whatever_v1_multiprocessing_says(
+    argv: tuple[str, ...], engine: str
+) -> None:
+    """VLLM_ENABLE_V1_MULTIPROCESSING=0 runs only an offline LLM's engine in-process: vLLM's OpenAI
+    server still starts an EngineCore, whose probe is engine 0 (the suite's real servers run so:
+    tools/harness/vllm.py). Armed as engine 0, the API server took the EngineCore's identity."""
+    got = _register_in("MainProcess", argv, VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    assert got["armed"] and got["engine"] == engine
 
 
 def test_importing_the_probe_loads_only_the_standard_library() -> None:
