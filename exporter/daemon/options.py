@@ -270,10 +270,20 @@ class Config:
         1.0,
         "probe.apply-interval",
         parse_apply_interval,
-        "Probe connections are read, and their snapshots applied, in one pass this often (and before"
-        " every scrape, so /metrics is never behind); between passes a connection is parked and the kernel"
-        " holds what its probe sends: one wake-up of the daemon instead of one per engine. 0: each message"
-        " is read and applied as it arrives.",
+        "Probe connections are read in one pass this often (and before every scrape, so /metrics is never"
+        " behind); between passes a connection is parked and the kernel holds what its probe sends: one"
+        " wake-up of the daemon instead of one per engine. 0: each message is read and applied as it"
+        " arrives.",
+        metavar="DURATION",
+    )
+    probe_max_hold: float = option(
+        15.0,
+        "probe.max-hold",
+        parse_off_or_duration,
+        "The longest a snapshot read in a pass waits to be applied while nothing scrapes: a scrape (and"
+        " /schemas) applies every snapshot read first; an API server's snapshots, any that can make a"
+        " --guard.compile-budget verdict, and 1 MiB held on a connection are applied at once. Applied"
+        " together they cost about half the CPU of one applied each second. 0: applied in every pass.",
         metavar="DURATION",
     )
     probe_titles: bool = option(

@@ -105,6 +105,7 @@ class Size:
     targets: int = 8
     profile: str = "full"  # --metrics.profile
     apply_interval: str = "1s"  # --probe.apply-interval
+    max_hold: str = "15s"  # --probe.max-hold
 
 
 def fakes(where: Path, gpus: int) -> Path:
@@ -178,6 +179,8 @@ def daemon(size: Size, urls: list[str], work: Path, profile: Path | None = None)
             size.profile,
             "--probe.apply-interval",
             size.apply_interval,
+            "--probe.max-hold",
+            size.max_hold,
             *flags,
         ],
         env=env,
@@ -338,21 +341,18 @@ def profile(pid: int, url: str, folder: Path, idle: float, rounds: int) -> None:
     print("\n".join(stage_table(scraped, rounds, "scrape")))
 
 
-def compare_apply(windows: int, seconds: float, intervals: list[str]) -> None:
-    """Daemons at the caps in the same windows, no scrape, one per --probe.apply-interval (0: on arrival)."""
+def compare_apply(windows: int, seconds: float, modes: list[tuple[str, Size]]) -> None:
+    """Daemons at the caps in the same windows, no scrape, one per mode (its name and its size)."""
     print(header("tools.bench.caps", None))
-    modes = [("on arrival (0)" if i == "0" else f"a pass every {i}", i) for i in intervals]
     with (
         tempfile.TemporaryDirectory(prefix="gdx-capsbench-") as tmp,
         targets(8) as urls,
         ExitStack() as stack,
     ):
         pids = []
-        for i, (_, interval) in enumerate(modes):
+        for i, (_, size) in enumerate(modes):
             (Path(tmp) / str(i)).mkdir()
-            pids.append(
-                stack.enter_context(daemon(Size(apply_interval=interval), urls, Path(tmp) / str(i)))[0]
-            )
+            pids.append(stack.enter_context(daemon(size, urls, Path(tmp) / str(i)))[0])
         print(f"| window ({seconds:.0f} s, no scrape) | " + " | ".join(name for name, _ in modes) + " |")
         print("| --- |" + " ---: |" * len(modes))
         shares: list[list[float]] = [[] for _ in modes]
@@ -389,11 +389,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compare-apply", nargs="?", const="0,1s", metavar="INTERVALS",
         help="only compare, side by side at the caps with no scrape, daemons at each --probe.apply-interval"
-        " of the comma-separated INTERVALS (default 0,1s: each snapshot applied on arrival; a pass a second)",
+        " of the comma-separated INTERVALS, each snapshot applied in the pass that reads it (default 0,1s:"
+        " on arrival; a pass a second)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--compare-hold", nargs="?", const="0,15s", metavar="HOLDS",
+        help="only compare, as --compare-apply, daemons at each --probe.max-hold of the comma-separated"
+        " HOLDS, a pass a second (default 0,15s: applied in the pass that reads it; held up to 15 s)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.compare_apply:
-        compare_apply(windows=3, seconds=60.0, intervals=args.compare_apply.split(","))
+        modes = [
+            ("on arrival (0)" if i == "0" else f"a pass every {i}", Size(apply_interval=i, max_hold="0"))
+            for i in args.compare_apply.split(",")
+        ]
+        compare_apply(windows=3, seconds=60.0, modes=modes)
+        return 0
+    if args.compare_hold:
+        modes = [
+            ("applied in its pass (0)" if h == "0" else f"held up to {h}", Size(max_hold=h))
+            for h in args.compare_hold.split(",")
+        ]
+        compare_apply(windows=3, seconds=60.0, modes=modes)
         return 0
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)

@@ -51,7 +51,8 @@ class ProbeSettings:
     max_engines: int = DEFAULT_MAX_ENGINES  # engines the store keeps per node
     max_engines_per_pod: int = DEFAULT_MAX_ENGINES_PER_POD  # and per pod identity
     engine_ttl: float = DEFAULT_ENGINE_TTL
-    apply_interval: float = 1.0  # snapshots held and applied together this often (0: on arrival)
+    apply_interval: float = 1.0  # parked connections read together this often (0: on arrival)
+    max_hold: float = 15.0  # the longest a snapshot read waits to be applied while nothing scrapes
     titles: bool = True
     shape_window: float = DEFAULT_WINDOW
     thresholds: Thresholds = field(default_factory=Thresholds)
@@ -149,6 +150,7 @@ class ProbeCollector(Collector):
             listen_address=settings.listen_address,
             reviewer=reviewer,
             apply_interval=settings.apply_interval,
+            max_hold=settings.max_hold,
         )
 
     async def start(self) -> None:

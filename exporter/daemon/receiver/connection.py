@@ -41,8 +41,8 @@ class Connection:
     pass) and when it last sent a message."""
 
     __slots__ = (
-        "auth", "engine", "greeted", "held", "held_bytes", "identity", "last_read", "parked", "reader",
-        "transport", "uid", "verdicts_sent",
+        "auth", "engine", "greeted", "held", "held_bytes", "held_since", "identity", "last_read", "parked",
+        "reader", "transport", "uid", "verdicts_sent",
     )  # fmt: skip
 
     def __init__(
@@ -60,6 +60,7 @@ class Connection:
         self.auth = auth
         self.held: list[bytes] = []
         self.held_bytes = 0
+        self.held_since = 0.0  # when the oldest snapshot held was read (monotonic)
         self.reader = reader
         self.transport = transport
         self.parked = False

@@ -99,11 +99,14 @@ class ProbeListener(MessageHandling):
         reviewer: TokenReviewer | None = None,
         apply_interval: float = 0.0,
         idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
+        max_hold: float = 0.0,
     ) -> None:
         """`path`: the unix socket ("" for none); `listen_address`: HOST:PORT for TCP ("" for none),
-        whose connections `reviewer` checks; `apply_interval`: seconds snapshots are held (0: none);
-        `idle_timeout`: a connection that sent nothing for this long is closed (0: never)."""
-        super().__init__(store, apply_interval)
+        whose connections `reviewer` checks; `apply_interval`: seconds between read passes (0: none,
+        each message applied on arrival); `max_hold`: the longest a snapshot read waits to be applied
+        (0: applied in each pass); `idle_timeout`: a connection that sent nothing for this long is
+        closed (0: never)."""
+        super().__init__(store, apply_interval, max_hold)
         self.idle_timeout = idle_timeout
         self._served: set[Connection] = set()  # every admitted connection: idle and review checks
         self._per_pod: dict[tuple[str, str], int] = {}  # reviewed TCP connections by (namespace, pod)
@@ -232,7 +235,7 @@ class ProbeListener(MessageHandling):
             await asyncio.sleep(self.tick_interval)
             if self.apply_interval > 0:
                 try:
-                    await self.read_pass()
+                    await self.read_pass(apply_all=False)
                 except Exception:  # never let the applier die: the store counts and logs what it refuses
                     log.exception("applying held probe snapshots")
             if self.path:

@@ -10,12 +10,22 @@ and another peer's hello for it is refused.
 With `apply_interval` set (`--probe.apply-interval`, 1 s), the probes' connections are read in one
 pass per interval: after a snapshot, a connection at a message boundary is parked (its transport stops
 reading; the kernel keeps what the probe sends), and each pass reads the parked sockets directly,
-holds the whole snapshots it finds, applies them in order and leaves the connections parked; what is
-not a snapshot goes to the connection's stream, which is resumed. A scrape runs a pass first, so
-/metrics is never behind. Why: on these machines each wake-up of the daemon's event loop costs about
-200 us of CPU whatever it does, and 8 engines at one snapshot a second woke it 8 times a second for 2
-of its 4 ms (docs/measurements/performance.md); resuming the streams each pass still cost about
-0.5 ms a second more than reading the sockets (docs/measurements/daemon-speedups.md). A connection
+holds the whole snapshots it finds and leaves the connections parked; what is not a snapshot goes to
+the connection's stream, which is resumed. Why: on these machines each wake-up of the daemon's event
+loop costs about 200 us of CPU whatever it does, and 8 engines at one snapshot a second woke it 8
+times a second for 2 of its 4 ms (docs/measurements/performance.md); resuming the streams each pass
+still cost about 0.5 ms a second more than reading the sockets (docs/measurements/daemon-speedups.md).
+
+Held snapshots are applied, in each connection's order, when something reads the store (a scrape,
+/schemas: `read_pass()` applies all, so /metrics is never behind), before the connection's next other
+message or its end, at MAX_HELD_BYTES, and otherwise once the oldest has waited `max_hold`
+(`--probe.max-hold`, 15 s). Snapshots that can make a node verdict (an API server's; every engine's
+with a compile budget: `_verdicts_from`) are applied in the pass that read them: the guards
+need them at once. Why: one snapshot a second per engine applied as it came ran cold, about 0.24 ms
+each against 0.1 ms for the same work in a warm loop, and most of the daemon's CPU with nobody
+scraping was that (docs/measurements/daemon-speedups.md). Values are cumulative: applying later loses
+nothing, and a daemon that dies holding snapshots gets each engine's totals in its first snapshot
+after the reconnection. A connection
 mid-message (a large `schemas` chunk) is never parked, nor one before its first snapshot, so a probe
 never waits on a parked daemon for long.
 
@@ -56,10 +66,12 @@ class MessageHandling:
     """Applies the messages of the listener's connections to the store and counts them by result; the
     listener (`ProbeListener`) accepts, reviews and ends the connections."""
 
-    def __init__(self, store: ProbeStore, apply_interval: float) -> None:
-        """`apply_interval`: seconds snapshots are held between read passes (0: applied on arrival)."""
+    def __init__(self, store: ProbeStore, apply_interval: float, max_hold: float = 0.0) -> None:
+        """`apply_interval`: seconds between read passes (0: every message applied on arrival);
+        `max_hold`: the longest a snapshot read waits to be applied (0: applied in the pass)."""
         self.store = store
         self.apply_interval = apply_interval
+        self.max_hold = max_hold
         self.counts = dict.fromkeys(RESULTS, 0)
         self._open: set[Connection] = set()  # connections that have held a snapshot: parked between passes
         self._owners: dict[str, tuple[str, ...]] = {}  # engine instance -> the peer that created it
@@ -99,6 +111,8 @@ class MessageHandling:
     # ---- held snapshots -------------------------------------------------------------------------------
 
     def _hold(self, conn: Connection, line: bytes) -> None:
+        if not conn.held:
+            conn.held_since = time.monotonic()
         conn.held.append(line)
         conn.held_bytes += len(line)
         if conn.held_bytes > MAX_HELD_BYTES:
@@ -125,12 +139,26 @@ class MessageHandling:
         for conn in list(self._open):
             self._apply_conn(conn)
 
-    async def read_pass(self) -> None:
-        """One pass: what the parked connections' probes sent meanwhile is read, every held snapshot is
-        applied, and each connection at a message boundary is parked again. Each refresh runs one, so
-        a scrape sees every snapshot sent before it. Whole snapshots are read straight from the parked
-        sockets (`_read_parked`); the loop gets READ_PASSES turns only when a connection's stream has
-        something to deliver (it was resumed, or never parked)."""
+    def _apply_due(self) -> None:
+        """Applies the held snapshots that waited `max_hold`, and those that can make a node verdict."""
+        due = time.monotonic() - self.max_hold
+        for conn in list(self._open):
+            if conn.held and (conn.held_since <= due or self._verdicts_from(conn.engine)):
+                self._apply_conn(conn)
+
+    def _verdicts_from(self, engine: EngineState | None) -> bool:
+        """Its snapshots can make a node verdict (`ProbeStore._observe_verdicts`): an API server's (they
+        carry `deaths`), every engine's with a compile budget; unknown (none applied yet) counts as can."""
+        snapshot = None if engine is None else engine.snapshot
+        return snapshot is None or snapshot.deaths is not None or self.store.verdicts.compile_budget > 0
+
+    async def read_pass(self, apply_all: bool = True) -> None:
+        """One pass: what the parked connections' probes sent meanwhile is read, the held snapshots are
+        applied (`apply_all`: every one, as each refresh does, so that a scrape sees every snapshot sent
+        before it; else those due), and each connection at a message boundary is parked again. Whole
+        snapshots are read straight from the parked sockets (`_read_parked`); the loop gets READ_PASSES
+        turns only when a connection's stream has something to deliver (it was resumed, or never
+        parked)."""
         turns = False
         for conn in list(self._open):
             if not conn.parked or not self._read_parked(conn):  # its stream reads (mid-message, or resumed)
@@ -138,7 +166,10 @@ class MessageHandling:
         if turns:
             for _ in range(READ_PASSES):
                 await asyncio.sleep(0)
-        self.apply_held()
+        if apply_all or self.max_hold <= 0:
+            self.apply_held()
+        else:
+            self._apply_due()
         for conn in list(self._open):
             if conn.at_boundary():
                 conn.park()

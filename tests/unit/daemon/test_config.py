@@ -61,6 +61,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "probe_max_engines_per_pod": ("4", 4),
     "probe_engine_ttl": ("5m", 300.0),
     "probe_apply_interval": ("0", 0.0),
+    "probe_max_hold": ("1m", 60.0),
     "metrics_profile": ("minimal", "minimal"),
     "probe_titles": ("off", False),
     "shape_window": ("5m", 300.0),
@@ -112,6 +113,7 @@ INVALID: dict[str, str] = {
     "probe_listen_address": "9478",
     "probe_engine_ttl": "never",
     "probe_apply_interval": "3s",  # over the probe's send timeout
+    "probe_max_hold": "-1s",
     "guard_compile_budget": "-1s",
     "guard_verdict_ttl": "0",
     "metrics_profile": "tiny",

@@ -169,11 +169,11 @@ def test_settings_from_the_configuration() -> None:
     assert (settings.socket, settings.max_schemas, settings.timeout) == ("/x.sock", 7, 2.0)
 
 
-def _snapshot(seq: int, requests: int) -> bytes:
+def _snapshot(seq: int, requests: int, **more: object) -> bytes:
     totals = {"requests": requests, "hits": 0, "errors": {}, "in_progress": 0, "oldest_seconds": 0.0}
     for name, bounds in (("compile", 19), ("wait", 19), ("mask", 14)):
         totals[name] = {"buckets": [0] * bounds, "sum": 0.0}
-    return encode({"kind": "snapshot", "seq": seq, "backends": {"xgrammar": totals}})
+    return encode({"kind": "snapshot", "seq": seq, "backends": {"xgrammar": totals}, **more})
 
 
 async def test_snapshots_are_held_and_applied_together_in_order(tmp_path: Path) -> None:
@@ -319,5 +319,68 @@ async def test_a_pass_reads_parked_snapshots_from_the_socket_and_hands_the_rest_
         await source.refresh()
         await until(lambda: listener.connections == 0)
         assert requests() == 13 and listener.counts["ok"] == 9 and listener.counts["malformed"] == 1
+    finally:
+        await source.close()
+
+
+@pytest.mark.parametrize(
+    ("engine", "more", "budget", "prompt"),
+    [
+        ("0", {}, 0.0, False),  # an EngineCore: its snapshots wait for a scrape or --probe.max-hold
+        ("api-server", {"deaths": 0}, 0.0, True),  # an API server's can make a verdict: applied in the pass
+        ("0", {}, 1.0, True),  # with a compile budget, every engine's can
+    ],
+)
+async def test_snapshots_read_wait_to_be_applied_unless_they_can_make_a_verdict(
+    tmp_path: Path, engine: str, more: dict[str, object], budget: float, prompt: bool
+) -> None:
+    """Each pass reads the parked sockets; what it reads is applied by a refresh (a scrape), once the
+    oldest waited --probe.max-hold, or in the pass when a snapshot can make a node verdict."""
+    path = tmp_path / "probe.sock"
+    settings = ProbeSettings(socket=str(path), apply_interval=0.05, max_hold=0.6, compile_budget=budget)
+    source = ProbeCollector(settings)
+    await source.start()
+    listener = source.listener
+
+    def requests() -> int | None:
+        engines = list(source.store.engines.values())
+        snap = engines[0].snapshot if engines else None
+        return snap.backends["xgrammar"].requests if snap else None
+
+    async def until(done: Callable[[], bool], seconds: float = 2.0) -> float:
+        start = asyncio.get_running_loop().time()
+        while not done():
+            assert asyncio.get_running_loop().time() - start < seconds, "not in time"
+            await asyncio.sleep(0.01)
+        return asyncio.get_running_loop().time() - start
+
+    try:
+        _reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(encode({"kind": "hello", **HELLO, "engine": engine}) + _snapshot(1, 5, **more))
+        await writer.drain()
+        await until(lambda: requests() == 5)  # the first is applied in its pass: who sent it is not known yet
+        (conn,) = listener._open
+
+        writer.write(_snapshot(2, 6, **more))
+        await writer.drain()
+        await until(lambda: bool(conn.held) or requests() == 6)  # read in a pass
+        read = asyncio.get_running_loop().time()
+        if prompt:
+            await until(lambda: requests() == 6)
+            assert not conn.held
+        else:
+            assert requests() == 5 and conn.held and conn.parked
+            await asyncio.sleep(0.2)
+            assert requests() == 5  # still held: nothing scraped, max-hold not reached
+            await until(lambda: requests() == 6)
+            assert asyncio.get_running_loop().time() - read >= 0.5  # applied once it waited max-hold
+            writer.write(_snapshot(3, 7, **more))
+            await writer.drain()
+            await until(lambda: bool(conn.held))
+            await source.refresh()  # a scrape applies everything read, and reads what was not
+            assert requests() == 7 and not conn.held
+        assert listener.counts["ok"] == (3 if prompt else 4)  # the hello and each snapshot
+        writer.close()
+        await writer.wait_closed()
     finally:
         await source.close()
