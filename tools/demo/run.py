@@ -186,8 +186,13 @@ class Traffic:
         log: TextIO | None = None,
         workers: int = 3,
         tokenizer_json: Path | None = None,
+        rate: float | None = None,
     ) -> None:
+        """`rate`: at most this many requests a second, all workers together (None: as fast as the
+        server answers)."""
         self.server = server
+        self.rate = rate
+        self._next_slot = 0.0
         self.compact = whitespace_bias(tokenizer_json) if tokenizer_json else {}
         self.log = log
         self.workers = workers
@@ -200,6 +205,8 @@ class Traffic:
 
         def worker() -> None:
             while time.monotonic() < deadline and not stop.is_set():
+                if not self._wait_slot(deadline, stop):
+                    break
                 with self.lock:
                     self.counter += 1
                     n = self.counter
@@ -235,6 +242,15 @@ class Traffic:
             t.start()
         for t in threads:
             t.join()
+
+    def _wait_slot(self, deadline: float, stop: threading.Event) -> bool:
+        """With a rate, waits for this worker's next request slot; False when the phase ends first."""
+        if self.rate is None:
+            return True
+        with self.lock:
+            now = time.monotonic()
+            slot = self._next_slot = max(self._next_slot + 1 / self.rate, now)
+        return slot < deadline and not stop.wait(slot - now)
 
     def _check(self, answer: dict[str, Any], tenant: int, result: PhaseResult) -> None:
         """The service's side of the fix: the output checked against the tenant's own schema. A
@@ -403,9 +419,11 @@ def run(
     stop: threading.Event | None = None,
     after: Any = None,
     each_phase: Any = None,
+    rate: float | None = None,
 ) -> DemoResult:
-    """Starts everything, replays the four phases (`phase_seconds` each, or one length per phase),
-    stops everything (also on error or Ctrl-C).
+    """Starts everything, replays the four phases (`phase_seconds` each, or one length per phase;
+    `rate`: at most this many requests a second, else as fast as vLLM answers), stops everything (also
+    on error or Ctrl-C).
     `each_phase(result, prom)` and `after(outcome, prom)` run while everything still runs: at the end
     of each phase, and after the last."""
     stop = stop or threading.Event()
@@ -493,7 +511,7 @@ def run(
         request_log = workdir / "requests.jsonl"
         log = request_log.open("w", encoding="utf-8")
         started.append(_Closing(log))
-        traffic = Traffic(server, log, tokenizer_json=tokenizer_json)
+        traffic = Traffic(server, log, tokenizer_json=tokenizer_json, rate=rate)
         results = []
         fixed: FixRun | None = None
         for index, (name, what) in enumerate(PHASES):
