@@ -19,15 +19,16 @@ still cost about 0.5 ms a second more than reading the sockets (docs/measurement
 Held snapshots are applied, in each connection's order, when something reads the store (a scrape,
 /schemas: `read_pass()` applies all, so /metrics is never behind), before the connection's next other
 message or its end, at MAX_HELD_BYTES, and otherwise once the oldest has waited `max_hold`
-(`--probe.max-hold`, 15 s). Snapshots that can make a node verdict (an API server's; every engine's
-with a compile budget: `_verdicts_from`) are applied in the pass that read them: the guards
-need them at once. Why: one snapshot a second per engine applied as it came ran cold, about 0.24 ms
-each against 0.1 ms for the same work in a warm loop, and most of the daemon's CPU with nobody
-scraping was that (docs/measurements/daemon-speedups.md). Values are cumulative: applying later loses
-nothing, and a daemon that dies holding snapshots gets each engine's totals in its first snapshot
-after the reconnection. A connection
-mid-message (a large `schemas` chunk) is never parked, nor one before its first snapshot, so a probe
-never waits on a parked daemon for long.
+(`--probe.max-hold`, 15 s). A connection's held snapshots are checked and applied as one (`coalesce`:
+the last totals, each spec's latest row, every eviction), each counted ok; a batch that cannot be
+merged, or whose merge is not valid, is applied one by one, each judged alone. Snapshots that can make
+a node verdict (an API server's; every engine's with a compile budget: `_verdicts_from`) are applied
+one by one in the pass that read them: the guards need them at once. Why: decoding, checking and
+applying a snapshot a second per engine was most of what the daemon spent with nobody scraping
+(docs/measurements/daemon-speedups.md). Values are cumulative: applying later loses nothing, and a
+daemon that dies holding snapshots gets each engine's totals in its first snapshot after the
+reconnection. A connection mid-message (a large `schemas` chunk) is never parked, nor one before its
+first snapshot, so a probe never waits on a parked daemon for long.
 
 A message over INLINE_BYTES (a `schemas` chunk with schema texts, up to 4 MiB) is read and its texts'
 hashes recomputed (`schema_check`) in a child process (`message_check`), one message at a time, while
@@ -43,7 +44,8 @@ import dataclasses
 import logging
 import time
 
-from exporter import wire
+from exporter import wire, wire_check
+from exporter.daemon.receiver.coalesce import coalesce
 from exporter.daemon.receiver.connection import Connection, describe
 from exporter.daemon.receiver.message_check import CheckProcess, Prepared, classify
 from exporter.daemon.receiver.store import EngineState, ProbeStore, who
@@ -122,12 +124,32 @@ class MessageHandling:
         if not conn.held:
             return
         held, conn.held, conn.held_bytes = conn.held, [], 0
+        if len(held) > 1 and self._batch(conn.engine, held):
+            return
         for line in held:  # a line that began like a snapshot may be a hello (JSON's last `kind` wins)
             try:
                 conn.engine = self._apply(line, conn.engine, conn.identity, conn)
             except Refused as err:
                 self._end(conn, err)
                 return
+
+    def _batch(self, engine: EngineState | None, held: list[bytes]) -> bool:
+        """Applies an engine's held snapshots as one (`coalesce`), each counted ok; False when they
+        cannot be merged, or the merged one is not valid, or they can make a node verdict: then each is
+        applied and judged alone."""
+        if engine is None or self._verdicts_from(engine):
+            return False
+        doc = coalesce(held)
+        if doc is None:
+            return False
+        try:
+            message = wire_check.validate(doc)
+        except (wire_check.Invalid, TypeError, ValueError, OverflowError, RecursionError):
+            return False
+        assert isinstance(message, wire.Snapshot)
+        self.store.snapshot(engine, message, time.monotonic())
+        self.counts["ok"] += len(held)
+        return True
 
     @property
     def _holding(self) -> set[Connection]:

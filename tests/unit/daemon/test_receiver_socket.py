@@ -384,3 +384,57 @@ async def test_snapshots_read_wait_to_be_applied_unless_they_can_make_a_verdict(
         await writer.wait_closed()
     finally:
         await source.close()
+
+
+async def test_a_held_batch_is_applied_as_one_unless_one_of_it_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Snapshots held together are checked and applied as one (each counted ok); with one that is not
+    valid among them, each is applied and judged alone, as on arrival."""
+    from exporter.daemon.receiver import messages
+
+    merged: list[int] = []
+    coalesce = messages.coalesce
+    monkeypatch.setattr(messages, "coalesce", lambda lines: (merged.append(len(lines)), coalesce(lines))[1])
+    path = tmp_path / "probe.sock"
+    source = ProbeCollector(ProbeSettings(socket=str(path), apply_interval=60.0))  # passes: refresh()
+    await source.start()
+    listener = source.listener
+
+    def requests() -> int:
+        (engine,) = source.store.engines.values()
+        assert engine.snapshot is not None
+        return engine.snapshot.backends["xgrammar"].requests
+
+    try:
+        _reader, writer = await asyncio.open_unix_connection(str(path))
+        writer.write(encode({"kind": "hello", **HELLO}) + _snapshot(1, 5))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        await source.refresh()
+        assert requests() == 5 and merged == []  # the first: alone, applied in its pass
+
+        writer.write(_snapshot(2, 6) + _snapshot(3, 7) + _snapshot(4, 8))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        await source.refresh()
+        assert requests() == 8 and merged == [3] and listener.counts["ok"] == 5
+
+        bad = _snapshot(6, 10, schemas=[{"id": 3, "requests": "x"}])  # a row of the wrong type: rejected
+        writer.write(_snapshot(5, 9) + bad + _snapshot(7, 11))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        await source.refresh()
+        assert requests() == 11 and merged == [3, 3]
+        assert listener.counts["ok"] == 7 and listener.counts["rejected"] == 1
+
+        # totals a later snapshot of the batch supersedes are never read, so never refused
+        writer.write(_snapshot(8, 12, cpu={"user": "x"}) + _snapshot(9, 13))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        await source.refresh()
+        assert requests() == 13 and merged == [3, 3, 2] and listener.counts["ok"] == 9
+        writer.close()
+        await writer.wait_closed()
+    finally:
+        await source.close()
