@@ -176,6 +176,13 @@ def _snapshot(seq: int, requests: int, **more: object) -> bytes:
     return encode({"kind": "snapshot", "seq": seq, "backends": {"xgrammar": totals}, **more})
 
 
+def _requests(source: ProbeCollector) -> int | None:
+    """The one engine's xgrammar requests as the store holds them (None: no snapshot applied yet)."""
+    engines = list(source.store.engines.values())
+    snap = engines[0].snapshot if engines else None
+    return snap.backends["xgrammar"].requests if snap else None
+
+
 async def test_snapshots_are_held_and_applied_together_in_order(tmp_path: Path) -> None:
     """Snapshots wait for the next pass (a tick or a refresh), the connection parked meanwhile; any other
     message applies what its connection holds first; a closing connection applies what it holds."""
@@ -343,9 +350,7 @@ async def test_snapshots_read_wait_to_be_applied_unless_they_can_make_a_verdict(
     listener = source.listener
 
     def requests() -> int | None:
-        engines = list(source.store.engines.values())
-        snap = engines[0].snapshot if engines else None
-        return snap.backends["xgrammar"].requests if snap else None
+        return _requests(source)
 
     async def until(done: Callable[[], bool], seconds: float = 2.0) -> float:
         start = asyncio.get_running_loop().time()
@@ -401,10 +406,8 @@ async def test_a_held_batch_is_applied_as_one_unless_one_of_it_is_refused(
     await source.start()
     listener = source.listener
 
-    def requests() -> int:
-        (engine,) = source.store.engines.values()
-        assert engine.snapshot is not None
-        return engine.snapshot.backends["xgrammar"].requests
+    def requests() -> int | None:
+        return _requests(source)
 
     try:
         _reader, writer = await asyncio.open_unix_connection(str(path))
