@@ -91,7 +91,8 @@ def _openai(obj: Any) -> dict[str, Any]:
     except ImportError as err:
         raise _missing("openai", err) from err
     if isinstance(obj, pydantic.TypeAdapter):
-        return to_strict_json_schema(obj)
+        schema: dict[str, Any] = to_strict_json_schema(obj)
+        return schema
     if not isinstance(obj, type):
         raise ClientError(f"{obj!r} is not a Pydantic model, a TypeAdapter or a dataclass")
     param: Any = type_to_response_format_param(obj)

@@ -194,7 +194,7 @@ def xgrammar_tokenizer(tokenizer_json: str) -> tuple[Any, list[int], Any]:
     import xgrammar
     from transformers import PreTrainedTokenizerFast
 
-    tokenizer = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)  # type: ignore[no-untyped-call]
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=tokenizer_json)
     stops = end_of_text(tokenizer)
     info = xgrammar.TokenizerInfo.from_huggingface(
         tokenizer, vocab_size=len(tokenizer), stop_token_ids=stops[:1] or None

@@ -167,7 +167,7 @@ def _legacy_tag(text: str) -> Any:
         for s in value["structures"]
     ]
     tag = StructuralTag.from_legacy_structural_tag(items, value["triggers"])
-    tag.format.at_least_one = bool(value.get("at_least_one", False))  # type: ignore[union-attr]
+    tag.format.at_least_one = bool(value.get("at_least_one", False))
     return tag
 
 
