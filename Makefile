@@ -92,8 +92,9 @@ $(UV):
 
 # The product and its own dependencies: all that `make demo` and `make run` need in $(VENV) (no torch,
 # no grammar engines: the demo's engine runs in $(VLLM_VENV)).
+# --seed: pip too, as `python -m venv` gives it (the packaging tests build the wheel with pip).
 $(RUNTIME): pyproject.toml | $(UV)
-	$(UV) venv --quiet --allow-existing --python $(PYTHON) $(VENV)
+	$(UV) venv --quiet --seed --allow-existing --python $(PYTHON) $(VENV)
 	$(UV_INSTALL) --python $(BIN)/python -e .
 	touch $(RUNTIME)
 
