@@ -10,11 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import forkserver
-from tools.harness import TOKENIZER_JSON, VLLM_PAGE
+from tests.support import forkserver, spawnserver
+from tools.harness import TOKENIZER_JSON, VLLM_PAGE, processes
 from tools.harness.processes import DaemonProcess, PageServer
 
 pytest_plugins = ["tests.support.timeline"]
+
+
+def _spawn(argv: list[str], env: dict[str, str], cwd: Path) -> spawnserver.Spawned | None:
+    return spawnserver.spawn(argv, env=env, cwd=cwd)
+
+
+# The daemons the tests start are forked from a server that has imported the daemon once
+# (tests/support/spawnserver.py): each is still a process of its own, with its own pid and exit status.
+processes.SPAWN = _spawn
 
 
 class _LogCallCheck:

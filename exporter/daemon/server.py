@@ -285,6 +285,13 @@ async def serve(
     (docs/measurements/performance.md)."""
     from exporter.daemon import webconfig
 
+    # SIGTERM from the first moment: one that came between "listening" and these handlers killed the
+    # daemon (exit -15) instead of stopping it (found by the tests' forked daemons, stopped at once).
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread (tests)
+            loop.add_signal_handler(sig, stop.set)
     web_config = webconfig.load(config.web_config_file) if config.web_config_file else webconfig.WebConfig()
     exporter = Exporter(config)
     await exporter.start()
@@ -307,11 +314,6 @@ async def serve(
             addr[1],
             ",".join(s.name for s in exporter.collectors) or "none",
         )
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread (tests)
-            loop.add_signal_handler(sig, stop.set)
     if freeze:
         gc.collect()
         gc.freeze()

@@ -108,7 +108,7 @@ class Preload:
 VLLM = Preload(VLLM_PRELOAD_FIRST, VLLM_PRELOAD_ENV, VLLM_PRELOAD_ENV_DEFAULTS, VLLM_PRELOAD)
 
 
-def _server_env(env: dict[str, str]) -> dict[str, str]:
+def server_env(env: dict[str, str]) -> dict[str, str]:
     """The environment the server imports under: the script's, less PYTHONPATH (the server's own
     sys.path is the interpreter's), what only the script's own code reads (VLLM_*; GDX_*, the probe's
     socket and pod, new for every driver) and the name of the test running (PYTEST_CURRENT_TEST, new
@@ -249,13 +249,13 @@ def run(
     text=True)`, forked from a server of `python` that has imported `preload` (one server per python,
     environment and preload)."""
     if os.environ.get("GDX_NO_FORKSERVER") != "1":
-        server_env = _server_env(env)
-        key = (str(python), json.dumps(server_env, sort_keys=True), preload.key())
+        key_env = server_env(env)
+        key = (str(python), json.dumps(key_env, sort_keys=True), preload.key())
         with _servers_lock:
             server = _servers.get(key)
             if server is None or not server.alive():
                 try:
-                    server = _servers[key] = _Server(python, server_env, preload)
+                    server = _servers[key] = _Server(python, key_env, preload)
                 except (OSError, RuntimeError, TimeoutError):
                     server = None
         done = None if server is None else server.run(python, argv, env, cwd, timeout)
@@ -291,7 +291,7 @@ def _first_folders(command: dict[str, Any]) -> list[str]:
     return [os.path.abspath(first), *pythonpath]
 
 
-def _shadowed(command: dict[str, Any]) -> list[str]:
+def shadowed(command: dict[str, Any]) -> list[str]:
     """The modules the server has loaded that the child's own first folders would give it from
     elsewhere (another release's vLLM...): such a child is refused, and run as a plain subprocess."""
     folders = [(folder, _top_level_names(folder)) for folder in _first_folders(command)]
@@ -308,16 +308,50 @@ def _shadowed(command: dict[str, Any]) -> list[str]:
     return out
 
 
-def _child(command: dict[str, Any], base_path: list[str], replies: int) -> None:
-    """In the forked child: become `python SCRIPT ARGS` and run; never returns."""
+def become(command: dict[str, Any], base_path: list[str]) -> int:
+    """In a forked child whose standard streams are set: become `python SCRIPT ARGS` (or `python -m
+    MODULE ARGS`) in the command's working directory, environment and sys.path, and run it; returns the
+    exit status Python would give, after the atexit handlers (tests/support/spawnserver.py too)."""
+    import importlib
     import runpy
     import traceback
 
+    os.chdir(command["cwd"])
+    env: dict[str, str] = command["env"]
+    os.environ.clear()
+    os.environ.update(env)
+    sys.path[:] = [*_first_folders(command), *base_path]
+    importlib.invalidate_caches()
+    try:
+        if command["argv"][0] == "-m":  # python -m MODULE ARGS
+            sys.argv = ["-m", *command["argv"][2:]]
+            runpy.run_module(command["argv"][1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = list(command["argv"])
+            runpy.run_path(command["argv"][0], run_name="__main__")
+        code = 0
+    except SystemExit as exit_:
+        if exit_.code is None:
+            code = 0
+        elif isinstance(exit_.code, int):
+            code = exit_.code
+        else:
+            print(exit_.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    return code
+
+
+def _child(command: dict[str, Any], base_path: list[str], replies: int) -> None:
+    """In the forked child: become `python SCRIPT ARGS` and run; never returns."""
     code = 1
     try:
         os.close(replies)
         os.setsid()
-        os.chdir(command["cwd"])
         null = os.open(os.devnull, os.O_RDONLY)
         out = os.open(command["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         err = os.open(command["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -326,34 +360,7 @@ def _child(command: dict[str, Any], base_path: list[str], replies: int) -> None:
         os.dup2(err, 2)
         for fd in (null, out, err):
             os.close(fd)
-        env: dict[str, str] = command["env"]
-        os.environ.clear()
-        os.environ.update(env)
-        sys.path[:] = [*_first_folders(command), *base_path]
-        import importlib
-
-        importlib.invalidate_caches()
-        try:
-            if command["argv"][0] == "-m":  # python -m MODULE ARGS
-                sys.argv = ["-m", *command["argv"][2:]]
-                runpy.run_module(command["argv"][1], run_name="__main__", alter_sys=True)
-            else:
-                sys.argv = list(command["argv"])
-                runpy.run_path(command["argv"][0], run_name="__main__")
-            code = 0
-        except SystemExit as exit_:
-            if exit_.code is None:
-                code = 0
-            elif isinstance(exit_.code, int):
-                code = exit_.code
-            else:
-                print(exit_.code, file=sys.stderr)
-                code = 1
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        with contextlib.suppress(BaseException):
-            atexit._run_exitfuncs()
+        code = become(command, base_path)
     finally:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
@@ -390,8 +397,8 @@ def _serve(preload_json: str) -> None:
     commands = os.fdopen(0, "rb", buffering=0)
     while line := commands.readline():
         command = json.loads(line)
-        if shadowed := _shadowed(command):
-            reply({"refused": f"the script's path holds {shadowed}"})
+        if refused := shadowed(command):
+            reply({"refused": f"the script's path holds {refused}"})
             continue
         sys.stdout.flush()
         sys.stderr.flush()

@@ -26,9 +26,13 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 def cpu_seconds() -> float:
     """CPU this process and its reaped children have used: a test's own work, the subprocesses it
-    waited for included (a server's grandchildren that its group kill leaves to init are not)."""
+    waited for included (a server's grandchildren that its group kill leaves to init are not), and the
+    daemons the spawn server forked and reaped for it (tests/support/spawnserver.py)."""
+    from tests.support import spawnserver
+
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    spawned = spawnserver.reaped_cpu()
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + spawned
 
 
 def busy_ticks() -> int:

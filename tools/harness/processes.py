@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,12 @@ class Receiver:
         self.httpd.server_close()
 
 
+# How DaemonProcess starts `python ARGV`: None for Popen; the tests' conftest sets a function that
+# forks it from a server that has imported the daemon once (tests/support/spawnserver.py), with
+# Popen's interface, or returns None (then Popen). The demo and the benchmarks start it with Popen.
+SPAWN: Callable[[list[str], dict[str, str], Path], Any] | None = None
+
+
 class DaemonProcess:
     """`gdx serve` as a process on a port the OS picks; the URL is read from its first log line."""
 
@@ -165,12 +172,15 @@ class DaemonProcess:
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> None:
         self.args = args
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "exporter", "serve", "--web.listen-address", "127.0.0.1:0", *args],
+        argv = ["-m", "exporter", "serve", "--web.listen-address", "127.0.0.1:0", *args]
+        full_env = {**os.environ, **(env or {})}
+        spawned = SPAWN(argv, full_env, cwd) if SPAWN is not None else None
+        self.proc: Any = spawned or subprocess.Popen(
+            [sys.executable, *argv],
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,
-            env={**os.environ, **(env or {})},
+            env=full_env,
             cwd=cwd,
         )
         self.lines: list[str] = []

@@ -28,9 +28,20 @@ class SimEngines:
                    "--totals", str(self.totals_path), *args]  # fmt: skip
         if as_user is not None:
             command = ["setpriv", f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups", *command]
+        start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+            self.proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=log)
         self.generation = 0
+        self._wait_ready(start)
+
+    def _wait_ready(self, start: int, timeout: float = 60.0) -> None:
+        """Until the process says it handles its signals ("simulating ..."): SIGUSR1 before that is
+        SIGUSR1's default, the end of the process (a daemon forked in 0.15 s came first)."""
+        deadline = time.monotonic() + timeout
+        while b"simulating " not in self.log_path.read_bytes()[start:]:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"the simulated engines did not start:\n{self.log}")
+            time.sleep(0.02)
 
     def _read(self, timeout: float = 10.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
