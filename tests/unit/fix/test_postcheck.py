@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
+import pytest
 
 from exporter.fix.command import standalone_check
 from exporter.fix.postcheck import check, check_json
@@ -92,6 +93,8 @@ def test_it_runs_with_the_standard_library_alone(tmp_path: Path) -> None:
     assert json.loads(out.stdout) == ["/n: is out of this request's range (maximum 2)"]
 
 
+# The whole benchmark: about 20 s, so make test runs it and make check (the inner loop) does not.
+@pytest.mark.slow
 def test_on_jsonschemabench_its_verdict_is_the_validators() -> None:
     """Each real schema merged with a perturbed copy (as in test_static): for every instance the
     original accepts, the check against the perturbed variant, restricted to what moved, finds a

@@ -168,6 +168,8 @@ HOSTILE = ["", "\n", "a\n", "1\n", "١٢٣", "é", "\u2028", "\x85", "\ufeff", "
            "user@example.com"]  # fmt: skip
 
 
+# The whole benchmark: about 20 s, so make test runs it and make check (the inner loop) does not.
+@pytest.mark.slow
 def test_re2_and_the_automaton_agree_on_jsonschemabench() -> None:
     """The RE2 path (the product) and the standard-library automaton (check.py) on every pattern of
     the vendored JSONSchemaBench, over its own document's strings, each with a trailing newline,

@@ -254,6 +254,8 @@ def perturbed_pairs(seed: int = 2912) -> Iterator[Pair]:
                 yield Pair(doc["id"], schema, other, merge([schema, other]), instances)
 
 
+# The whole benchmark: about 20 s, so make test runs it and make check (the inner loop) does not.
+@pytest.mark.slow
 def test_on_jsonschemabench_each_variants_valid_instances_stay_valid_and_what_breaks_moved() -> None:
     """Real schemas with their must-accept instances: merged with a perturbed variant, every instance
     the original accepts the static schema accepts; where the perturbed variant rejects one, each
