@@ -19,6 +19,7 @@ import pickle
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -48,10 +49,18 @@ def classify(line: bytes) -> tuple[str, wire.Message | None]:
         return "malformed", None
     if not isinstance(doc, dict) or doc.get("kind") not in wire.KINDS:
         return "malformed", None
+    message = check(doc)
+    return ("ok", message) if message is not None else ("rejected", None)
+
+
+def check(doc: dict[str, Any]) -> wire.Message | None:
+    """Pure: the validated message of a decoded document of a known kind, or None when the protocol
+    refuses it (another version, a field of the wrong type or out of range): what `classify` calls
+    rejected, and what a merged batch of snapshots must pass (messages.py)."""
     try:
-        return "ok", wire_check.validate(doc)
+        return wire_check.validate(doc)
     except (wire_check.Invalid, TypeError, ValueError, OverflowError, RecursionError):
-        return "rejected", None
+        return None
 
 
 @dataclass(frozen=True, slots=True)

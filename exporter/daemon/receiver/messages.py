@@ -44,10 +44,10 @@ import dataclasses
 import logging
 import time
 
-from exporter import wire, wire_check
+from exporter import wire
 from exporter.daemon.receiver.coalesce import coalesce
 from exporter.daemon.receiver.connection import Connection, describe
-from exporter.daemon.receiver.message_check import CheckProcess, Prepared, classify
+from exporter.daemon.receiver.message_check import CheckProcess, Prepared, check, classify
 from exporter.daemon.receiver.store import EngineState, ProbeStore, who
 from exporter.daemon.receiver.tokenreview import PodIdentity, Refused
 
@@ -142,9 +142,8 @@ class MessageHandling:
         doc = coalesce(held)
         if doc is None:
             return False
-        try:
-            message = wire_check.validate(doc)
-        except (wire_check.Invalid, TypeError, ValueError, OverflowError, RecursionError):
+        message = check(doc)
+        if message is None:
             return False
         assert isinstance(message, wire.Snapshot)
         self.store.snapshot(engine, message, time.monotonic())
